@@ -1,0 +1,287 @@
+"""Core types: :class:`Prediction`, :class:`Learner` and the input boundary.
+
+A learner is an immutable record of pure functions over an immutable state
+pytree, in the spirit of optax's ``GradientTransformation(init, update)``.
+The functions stored in a :class:`Learner` do two things:
+
+1. at the *boundary* they normalise inputs (``x`` to ``[d]`` or ``[b, d]``
+   and ``y`` to ``[]`` or ``[b]``, both cast to the state's floating dtype) and,
+   when the inputs are concrete (not traced), validate them and raise a
+   :class:`ValueError` that names the argument;
+2. they call a ``jax.jit``-compiled core, so that a Python loop that feeds
+   Python floats, ints, ``np.float32``/``np.float64`` scalars, NumPy or JAX
+   arrays hits one compiled executable (no retrace per input type).
+
+Inside ``jit``/``vmap``/``scan`` the validation cannot raise; there the
+learners *skip* an item whose ``x`` or ``y`` is not finite (the state is
+returned unchanged and its ``n_skipped`` counter is incremented), so one bad
+item never poisons a posterior.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtri
+
+Array = jax.Array
+State = Any
+
+__all__ = [
+    "Prediction",
+    "Learner",
+    "default_float_dtype",
+    "normal_quantile",
+    "make_learner",
+    "state_dtype",
+    "is_concrete",
+    "check_positive",
+    "check_in_range",
+    "sequential",
+    "keep_if",
+]
+
+
+def default_float_dtype() -> np.dtype:
+    """float32, or float64 when ``jax_enable_x64`` is on (JAX's own rule)."""
+    return jnp.zeros(()).dtype
+
+
+def normal_quantile(level: float) -> float:
+    """Two-sided standard-normal quantile ``z`` with ``P(|Z| <= z) = level``."""
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level: must lie in (0, 1), got {level!r}")
+    return float(ndtri(0.5 + 0.5 * float(level)))
+
+
+class Prediction(NamedTuple):
+    """A Gaussian predictive distribution ``N(mean, var)``.
+
+    Attributes:
+      mean: ``[...]`` predictive mean (``[]`` for one item, ``[b]`` for a batch).
+      var: ``[...]`` predictive variance of the *observation* (noise included),
+        same shape as ``mean``.
+    """
+
+    mean: Array
+    var: Array
+
+    @property
+    def std(self) -> Array:
+        """Predictive standard deviation ``sqrt(var)``, shape of ``mean``."""
+        return jnp.sqrt(self.var)
+
+    def interval(self, level: float = 0.95) -> tuple[Array, Array]:
+        """Central interval ``mean ± z·std`` with ``z = Φ⁻¹((1 + level)/2)``.
+
+        Args:
+          level: coverage probability in (0, 1); a Python float (static).
+        Returns:
+          ``(lower, upper)``, each of the shape of ``mean``.
+        """
+        z = normal_quantile(level)
+        half = z * self.std
+        return self.mean - half, self.mean + half
+
+    def log_prob(self, y: Array) -> Array:
+        """Gaussian log density of ``y`` (broadcast against ``mean``)."""
+        y = jnp.asarray(y, self.mean.dtype)
+        return -0.5 * (jnp.log(2.0 * jnp.pi * self.var) + (y - self.mean) ** 2 / self.var)
+
+
+class Learner(NamedTuple):
+    """An online learner: a record of pure functions (optax style).
+
+    Attributes:
+      init: ``init(**hyperparameters) -> state``; hyperparameters that do not
+        change shapes are arrays in the state, so ``jax.vmap(lambda a:
+        learner.init(alpha=a))(alphas)`` builds a batch of learners.
+      learn: ``learn(state, x, y) -> state`` with ``x: [d]``, ``y: []`` or a
+        mini-batch ``x: [b, d]``, ``y: [b]``.
+      predict: ``predict(state, x) -> Prediction`` with ``x: [d]`` (``mean``
+        and ``var`` are ``[]``) or ``x: [b, d]`` (``[b]``).
+      step: ``step(state, x, y) -> (state, Prediction)``: predict ``y`` from
+        ``x`` *before* learning from it, then learn; one compiled call (the
+        fast path for research code that drives a learner from a Python loop).
+      n_features: ``d``, the input width the learner expects (static).
+      downdate: optional. For learners with a growing posterior,
+        ``downdate(state, x, y)`` removes an item previously learned (the exact
+        inverse of ``learn``); for windowed learners ``downdate(state)`` evicts
+        the oldest item of the window (the item comes from the window itself).
+      tune: optional ``tune(state, **options) -> state``: re-estimate the
+        hyperparameters from the learner's own data and rebuild the state.
+    """
+
+    init: Callable[..., State]
+    learn: Callable[[State, Any, Any], State]
+    predict: Callable[[State, Any], Prediction]
+    step: Callable[[State, Any, Any], tuple[State, Prediction]]
+    n_features: int
+    downdate: Optional[Callable[..., State]] = None
+    tune: Optional[Callable[..., State]] = None
+
+
+# --------------------------------------------------------------------------
+# Boundary helpers
+# --------------------------------------------------------------------------
+def is_concrete(*xs) -> bool:
+    """True when none of ``xs`` is a JAX tracer (we are outside jit/vmap)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def state_dtype(state: State) -> np.dtype:
+    """The floating dtype of a state: that of its first floating leaf."""
+    for leaf in jax.tree_util.tree_leaves(state):
+        dt = jnp.result_type(leaf)
+        if jnp.issubdtype(dt, jnp.floating):
+            return dt
+    raise ValueError("state: has no floating-point leaf")
+
+
+def _as_array(v, dtype, name):
+    if isinstance(v, jax.Array):
+        # a weak-typed scalar (e.g. jnp.asarray(3.0)) would hit another cache entry
+        if v.dtype == dtype and not getattr(v, "weak_type", False):
+            return v
+        if isinstance(v, jax.core.Tracer):
+            return jax.lax.convert_element_type(v, dtype)
+        # concrete: convert on the host, so no eager conversion op gets compiled
+        return np.asarray(v).astype(dtype)
+    try:
+        return np.asarray(v, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: cannot convert to a {np.dtype(dtype).name} array ({e})") from None
+
+
+def _check_finite(v, name):
+    a = np.asarray(v)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name}: contains NaN or inf")
+
+
+def coerce_x(x, n_features: int, dtype, name: str = "x"):
+    """Cast ``x`` to ``dtype`` and check its trailing width is ``n_features``.
+
+    Returns the array and whether it is a batch (``ndim == 2``).
+    """
+    x = _as_array(x, dtype, name)
+    if x.ndim not in (1, 2) or x.shape[-1] != n_features:
+        raise ValueError(
+            f"{name}: expected shape [{n_features}] or [b, {n_features}], got {tuple(x.shape)}"
+        )
+    if is_concrete(x):
+        _check_finite(x, name)
+    return x, x.ndim == 2
+
+
+def coerce_xy(x, y, n_features: int, dtype):
+    """Cast and check one item (``[d]``, ``[]``) or a mini-batch (``[b, d]``, ``[b]``)."""
+    x, batched = coerce_x(x, n_features, dtype)
+    y = _as_array(y, dtype, "y")
+    want = (x.shape[0],) if batched else ()
+    if tuple(y.shape) != want:
+        raise ValueError(f"y: expected shape {want} for x of shape {tuple(x.shape)}, got {tuple(y.shape)}")
+    if is_concrete(y):
+        _check_finite(y, "y")
+    return x, y
+
+
+def check_positive(value, name: str):
+    """Raise ``ValueError`` naming ``name`` unless every element is > 0 (concrete only)."""
+    if is_concrete(value):
+        a = np.asarray(value)
+        if not np.all(np.isfinite(a)) or not np.all(a > 0):
+            raise ValueError(f"{name}: must be finite and > 0, got {value!r}")
+
+
+def check_in_range(value, name: str, lo: float, hi: float, lo_open=True, hi_open=False):
+    """Raise ``ValueError`` unless ``lo < value <= hi`` (bounds' openness configurable)."""
+    if is_concrete(value):
+        a = np.asarray(value)
+        ok_lo = a > lo if lo_open else a >= lo
+        ok_hi = a < hi if hi_open else a <= hi
+        if not np.all(np.isfinite(a)) or not np.all(ok_lo & ok_hi):
+            lb = "(" if lo_open else "["
+            rb = ")" if hi_open else "]"
+            raise ValueError(f"{name}: must lie in {lb}{lo}, {hi}{rb}, got {value!r}")
+
+
+def keep_if(ok: Array, new: State, old: State) -> State:
+    """Per-leaf ``where(ok, new, old)``: a branch-free conditional state update."""
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def sequential(learn_one: Callable[[State, Array, Array], State]):
+    """Lift a single-item ``learn_one`` to mini-batches by scanning over rows."""
+
+    def learn_many(state, X, Y):
+        def body(s, xy):
+            return learn_one(s, *xy), None
+
+        return jax.lax.scan(body, state, (X, Y))[0]
+
+    return learn_many
+
+
+def make_learner(
+    *,
+    init: Callable[..., State],
+    learn_one: Callable,
+    learn_batch: Optional[Callable] = None,
+    predict_one: Callable,
+    predict_batch: Optional[Callable] = None,
+    n_features: int,
+    downdate: Optional[Callable] = None,
+    downdate_takes_item: bool = True,
+    tune: Optional[Callable] = None,
+) -> Learner:
+    """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
+
+    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to
+    the state's dtype. ``learn_batch`` defaults to a scan over ``learn_one``
+    (exactly sequential learning); ``predict_batch`` to ``vmap(predict_one)``.
+    """
+    learn_batch = learn_batch or sequential(learn_one)
+    predict_batch = predict_batch or jax.vmap(predict_one, in_axes=(None, 0))
+    j_learn_one, j_learn_batch = jax.jit(learn_one), jax.jit(learn_batch)
+    j_pred_one, j_pred_batch = jax.jit(predict_one), jax.jit(predict_batch)
+
+    def _step_one(state, x, y):
+        return learn_one(state, x, y), predict_one(state, x)
+
+    def _step_batch(state, X, Y):
+        return learn_batch(state, X, Y), predict_batch(state, X)
+
+    j_step_one, j_step_batch = jax.jit(_step_one), jax.jit(_step_batch)
+
+    def learn(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        return (j_learn_batch if x.ndim == 2 else j_learn_one)(state, x, y)
+
+    def predict(state, x):
+        x, batched = coerce_x(x, n_features, state_dtype(state))
+        return (j_pred_batch if batched else j_pred_one)(state, x)
+
+    def step(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
+
+    dd = None
+    if downdate is not None:
+        j_dd = jax.jit(downdate)
+        if downdate_takes_item:
+
+            def dd(state, x, y):
+                x, y = coerce_xy(x, y, n_features, state_dtype(state))
+                if x.ndim == 2:
+                    raise ValueError("x: downdate takes one item, got a batch")
+                return j_dd(state, x, y)
+
+        else:
+
+            def dd(state):
+                return j_dd(state)
+
+    return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune)

@@ -1,0 +1,2 @@
+"""Synthetic streams."""
+from .synthetic import drifting_linear_stream

@@ -1,0 +1,14 @@
+"""Linear learners: conjugate Bayesian (forgetting, windowed), the thesis's MLE/MAP, SGD."""
+from .bayes import BayesLinRegState, bayes_linreg, forgetting_from_smoothing, forgetting_from_thesis
+from .evidence import SufficientStats, evidence_fixed_point, log_evidence, posterior_from_stats
+from .features import FeatureMap, compose, intercept_features, map_features, thesis_features
+from .windowed import WindowedBayesState, windowed_bayes_linreg, window_stats
+from .sgd import SGDState, sgd_linreg
+from .thesis import (
+    AdHocState,
+    adhoc_bounds,
+    bayesian_map_forgetting,
+    bayesian_map_windowed,
+    bayesian_mle_forgetting,
+    bayesian_mle_windowed,
+)

@@ -1,0 +1,122 @@
+"""Feature-space mapping as a composable wrapper around any linear learner.
+
+Thesis 4.2.0.1 and 5.4.1.1: every monomial ``x_i^a x_j^b`` with
+``1 <= a + b <= 2`` (the inputs, their squares and pairwise products) plus the
+logarithm and the square root of each input, ``d + d(d+1)/2 + 2d`` features.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import inspect
+
+import numpy as np
+
+from ..base import Learner, make_learner
+
+Array = jax.Array
+
+__all__ = ["FeatureMap", "thesis_features", "intercept_features", "compose", "map_features"]
+
+
+class FeatureMap(NamedTuple):
+    """A static map ``φ: R^{n_in} -> R^{n_out}`` written for one point.
+
+    Attributes:
+      n_in: input width ``d``.
+      n_out: feature width ``m``.
+      fn: ``fn(x: [n_in]) -> [n_out]``; lifted to batches with ``vmap``.
+      names: ``n_out`` human-readable feature names.
+    """
+
+    n_in: int
+    n_out: int
+    fn: Callable[[Array], Array]
+    names: tuple
+
+    def __call__(self, x: Array) -> Array:
+        """Apply to ``x: [n_in]`` or ``[b, n_in]``."""
+        return jax.vmap(self.fn)(x) if x.ndim == 2 else self.fn(x)
+
+
+def thesis_features(n_inputs: int) -> FeatureMap:
+    """The thesis's mapping: monomials of degree 1 and 2, plus log and sqrt of each input.
+
+    Non-positive inputs: the thesis applies ``log`` and ``sqrt`` to positive
+    inputs only (its synthetic inputs are ``U(0,1)·scale``), where ``log(0)``
+    is ``-inf`` and negatives give NaN. We use the odd, finite extensions
+    ``sign(x)·log(1 + |x|)`` and ``sign(x)·sqrt(|x|)`` instead, which agree in
+    shape with ``log``/``sqrt`` for positive inputs, are finite everywhere and
+    never produce NaN.
+
+    Args:
+      n_inputs: ``d``.
+    Returns:
+      A :class:`FeatureMap` with ``n_out = d + d(d+1)/2 + 2d``.
+    """
+    d = int(n_inputs)
+    if d < 1:
+        raise ValueError(f"n_inputs: must be >= 1, got {n_inputs!r}")
+    iu, ju = np.triu_indices(d)
+    names = [f"x{i}" for i in range(d)]
+    names += [f"x{i}^2" if i == j else f"x{i}*x{j}" for i, j in zip(iu, ju)]
+    names += [f"slog1p(x{i})" for i in range(d)] + [f"ssqrt(x{i})" for i in range(d)]
+
+    def fn(x):
+        quad = (x[:, None] * x[None, :])[iu, ju]
+        return jnp.concatenate(
+            [x, quad, jnp.sign(x) * jnp.log1p(jnp.abs(x)), jnp.sign(x) * jnp.sqrt(jnp.abs(x))]
+        )
+
+    return FeatureMap(d, len(names), fn, tuple(names))
+
+
+def intercept_features(n_inputs: int) -> FeatureMap:
+    """Append a constant 1 (the thesis code had no intercept)."""
+    d = int(n_inputs)
+    return FeatureMap(d, d + 1, lambda x: jnp.concatenate([x, jnp.ones((1,), x.dtype)]),
+                      tuple(f"x{i}" for i in range(d)) + ("1",))
+
+
+def compose(first: FeatureMap, second: FeatureMap) -> FeatureMap:
+    """``second ∘ first``."""
+    if second.n_in != first.n_out:
+        raise ValueError(f"second: expects {second.n_in} inputs, first produces {first.n_out}")
+    return FeatureMap(first.n_in, second.n_out, lambda x: second.fn(first.fn(x)), second.names)
+
+
+def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
+    """A learner on raw inputs ``[n_in]`` that runs ``learner`` on ``fmap(x)``.
+
+    Args:
+      fmap: the map; ``fmap.n_out`` must equal ``learner.n_features``.
+      learner: any learner (linear, SGD, windowed, ...).
+    Returns:
+      A :class:`Learner` with ``n_features = fmap.n_in`` and the same state.
+    """
+    if learner.n_features != fmap.n_out:
+        raise ValueError(f"learner: has {learner.n_features} features, fmap produces {fmap.n_out}")
+    dd = None
+    takes_item = True
+    if learner.downdate is not None:
+        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
+        if takes_item:
+            def dd(state, x, y):
+                return learner.downdate(state, fmap.fn(x), y)
+        else:
+            dd = learner.downdate
+    out = make_learner(
+        init=learner.init,
+        learn_one=lambda s, x, y: learner.learn(s, fmap.fn(x), y),
+        learn_batch=lambda s, X, Y: learner.learn(s, jax.vmap(fmap.fn)(X), Y),
+        predict_one=lambda s, x: learner.predict(s, fmap.fn(x)),
+        predict_batch=lambda s, X: learner.predict(s, jax.vmap(fmap.fn)(X)),
+        n_features=fmap.n_in,
+        downdate=dd,
+        downdate_takes_item=takes_item,
+        tune=learner.tune,
+    )
+    return out
+

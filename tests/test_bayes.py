@@ -1,0 +1,210 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+
+import onlinejax as oj
+from onlinejax.linear import bayes
+from onlinejax.linear.evidence import SufficientStats, evidence_fixed_point, log_evidence
+from conftest import tol
+from reference import blr_posterior, log_evidence as np_log_evidence, predictive, rel_err
+
+
+def _data(rng, n=200, d=4, noise=0.3):
+    X = rng.normal(size=(n, d))
+    w = rng.normal(size=d)
+    return X, X @ w + noise * rng.normal(size=n)
+
+
+def _cov(state):
+    W = np.asarray(state.cov_sqrt, np.float64)
+    return W @ W.T
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 7.0, np.array([0.5, 2.0, 3.0, 0.1])])
+def test_sequential_equals_direct_solve(rng, alpha):
+    X, Y = _data(rng)
+    beta = 4.0
+    lrn = oj.bayes_linreg(4, alpha=alpha, beta=beta)
+    s = lrn.init()
+    for x, y in zip(X, Y):
+        s = lrn.learn(s, x, y)
+    m, S = blr_posterior(X, Y, alpha, beta)
+    assert rel_err(s.mean, m) < tol(1e-10, 1e-4)
+    assert rel_err(_cov(s), S) < tol(1e-10, 1e-4)
+    # predictive variance is the variance (not the std) of Bishop eq. 3.59
+    Xq = rng.normal(size=(7, 4))
+    p = lrn.predict(s, Xq)
+    rm, rv = predictive(m, S, beta, Xq)
+    assert rel_err(p.mean, rm) < tol(1e-10, 1e-4)
+    assert rel_err(p.var, rv) < tol(1e-10, 1e-5)
+    p1 = lrn.predict(s, Xq[0])
+    assert p1.mean.shape == () and float(p1.var) == pytest.approx(rv[0], rel=tol(1e-10, 1e-5))
+
+
+@pytest.mark.parametrize("alpha", [0.05, 1.0, 9.0])
+@pytest.mark.parametrize("forgetting", [1.0, 0.97])
+def test_minibatch_equals_sequential(rng, alpha, forgetting):
+    X, Y = _data(rng, n=120)
+    lrn = oj.bayes_linreg(4, alpha=alpha, beta=2.0, forgetting=forgetting)
+    seq = lrn.init()
+    for x, y in zip(X, Y):
+        seq = lrn.learn(seq, x, y)
+    bat = lrn.init()
+    for chunk in np.array_split(np.arange(120), [16, 17, 50, 90]):  # uneven batch sizes, one of size 1
+        bat = lrn.learn(bat, X[chunk], Y[chunk])
+    assert rel_err(bat.mean, seq.mean) < tol(1e-10, 2e-4)
+    assert rel_err(_cov(bat), _cov(seq)) < tol(1e-10, 2e-4)
+    for a, b in zip(jax.tree_util.tree_leaves(bat.stats), jax.tree_util.tree_leaves(seq.stats)):
+        assert rel_err(a, b) < tol(1e-10, 1e-4)
+    assert int(bat.n_seen) == int(seq.n_seen) == 120
+
+
+@pytest.mark.parametrize("lam", [0.9, 0.99])
+def test_forgetting_equals_exponentially_weighted_least_squares(rng, lam):
+    X, Y = _data(rng, n=150)
+    alpha, beta = 0.5, 3.0
+    lrn = oj.bayes_linreg(4, alpha=alpha, beta=beta, forgetting=lam)
+    s = lrn.init()
+    for x, y in zip(X, Y):
+        s = lrn.learn(s, x, y)
+    n = len(Y)
+    w = lam ** (n - 1 - np.arange(n))
+    m, S = blr_posterior(X, Y, alpha, beta, weights=w, prior_scale=lam ** n)
+    assert rel_err(s.mean, m) < tol(1e-9, 1e-4)
+    assert rel_err(_cov(s), S) < tol(1e-9, 1e-4)
+
+
+def test_blog_smoothing_equals_forgetting(rng):
+    """The blog's RobustBayesLinReg update, written with explicit inverses, is our λ = γ, β·(1-γ)."""
+    X, Y = _data(rng, n=80, d=2)
+    gamma, alpha, beta = 0.8, 2.0, 25.0
+    cov_inv = alpha * np.eye(2)
+    mean = np.zeros(2)
+    for x, y in zip(X, Y):  # verbatim from the blog post
+        new_inv = gamma * cov_inv + (1 - gamma) * beta * np.outer(x, x)
+        mean = np.linalg.inv(new_inv) @ (gamma * cov_inv @ mean + (1 - gamma) * beta * y * x)
+        cov_inv = new_inv
+    lam, b = oj.forgetting_from_smoothing(gamma, beta)
+    lrn = oj.bayes_linreg(2, alpha=alpha, beta=b, forgetting=lam)
+    s = lrn.init()
+    for x, y in zip(X, Y):
+        s = lrn.learn(s, x, y)
+    assert rel_err(s.mean, mean) < tol(1e-9, 1e-4)
+    assert rel_err(_cov(s), np.linalg.inv(cov_inv)) < tol(1e-9, 1e-4)
+
+
+def test_learn_then_downdate_is_identity(rng):
+    X, Y = _data(rng, n=60)
+    for lam in (1.0, 0.95):
+        lrn = oj.bayes_linreg(4, alpha=1.5, beta=2.0, forgetting=lam)
+        s = lrn.init()
+        for x, y in zip(X[:50], Y[:50]):
+            s = lrn.learn(s, x, y)
+        s2 = s
+        for x, y in zip(X[50:], Y[50:]):
+            s2 = lrn.learn(s2, x, y)
+        for x, y in zip(X[50:][::-1], Y[50:][::-1]):
+            s2 = lrn.downdate(s2, x, y)
+        assert rel_err(s2.mean, s.mean) < tol(1e-9, 1e-3)
+        assert rel_err(_cov(s2), _cov(s)) < tol(1e-9, 1e-3)
+
+
+def test_evidence_fixed_point_maximises_log_evidence(rng):
+    X, Y = _data(rng, n=300, d=5, noise=0.5)
+    Xd = jnp.asarray(X, jnp.zeros(()).dtype)
+    Yd = jnp.asarray(Y, Xd.dtype)
+    st = SufficientStats(Xd.T @ Xd, Xd.T @ Yd, Yd @ Yd, jnp.asarray(300.0, Xd.dtype))
+    a, b = evidence_fixed_point(st, 1.0, 1.0, n_iter=200)
+    res = optimize.minimize(lambda p: -np_log_evidence(X, Y, np.exp(p[0]), np.exp(p[1])), [0.0, 0.0], method="Nelder-Mead",
+                            options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 5000})
+    a_ref, b_ref = np.exp(res.x)
+    assert float(a) == pytest.approx(a_ref, rel=tol(1e-4, 2e-3))
+    assert float(b) == pytest.approx(b_ref, rel=tol(1e-4, 2e-3))
+    assert float(log_evidence(st, a, b)) == pytest.approx(np_log_evidence(X, Y, float(a), float(b)), rel=tol(1e-9, 1e-4))
+
+
+def test_tune_rebuilds_posterior_with_learned_hyperparameters(rng):
+    X, Y = _data(rng, n=300, d=3, noise=0.5)
+    lrn = oj.bayes_linreg(3, alpha=1.0, beta=1.0)
+    s = lrn.learn(lrn.init(), X, Y)
+    t = lrn.tune(s)
+    a, b = float(t.alpha[0]), float(t.beta)
+    assert b == pytest.approx(1 / 0.25, rel=0.25)  # noise std 0.5
+    m, S = blr_posterior(X, Y, a, b)
+    assert rel_err(t.mean, m) < tol(1e-8, 1e-4)
+    assert rel_err(_cov(t), S) < tol(1e-8, 1e-4)
+
+
+def test_nonfinite_items_are_skipped_inside_jit(rng):
+    lrn = oj.bayes_linreg(3, alpha=1.0, beta=1.0)
+    s = lrn.learn(lrn.init(), rng.normal(size=(5, 3)), rng.normal(size=5))
+    learn = jax.jit(lrn.learn)
+    s2 = learn(s, jnp.array([1.0, jnp.nan, 0.0]), 1.0)
+    s3 = learn(s, jnp.array([1.0, 2.0, 0.0]), jnp.inf)
+    for t in (s2, s3):
+        assert int(t.n_skipped) == 1 and int(t.n_seen) == 5
+        np.testing.assert_array_equal(t.mean, s.mean)
+        np.testing.assert_array_equal(t.cov_sqrt, s.cov_sqrt)
+    # a batch with one bad row equals the batch without it
+    Xb = rng.normal(size=(4, 3))
+    Yb = rng.normal(size=4)
+    Xbad = Xb.copy()
+    Xbad[2, 0] = np.nan
+    sb = jax.jit(lrn.learn)(s, Xbad, Yb)
+    sg = lrn.learn(s, Xb[[0, 1, 3]], Yb[[0, 1, 3]])
+    assert rel_err(sb.mean, sg.mean) < tol(1e-12, 1e-5) and int(sb.n_skipped) == 1
+
+
+def test_bad_input_raises_value_error_naming_argument(rng):
+    lrn = oj.bayes_linreg(3)
+    s = lrn.init()
+    with pytest.raises(ValueError, match="^x"):
+        lrn.learn(s, [1.0, np.nan, 0.0], 1.0)
+    with pytest.raises(ValueError, match="^y"):
+        lrn.learn(s, [1.0, 2.0, 0.0], float("inf"))
+    with pytest.raises(ValueError, match="^x"):
+        lrn.learn(s, [1.0, 2.0], 1.0)
+    with pytest.raises(ValueError, match="^x"):
+        lrn.predict(s, np.ones((2, 4)))
+    with pytest.raises(ValueError, match="^y"):
+        lrn.learn(s, np.ones((2, 3)), np.ones(3))
+    for kw, name in [({"alpha": 0.0}, "alpha"), ({"alpha": -1.0}, "alpha"), ({"beta": 0.0}, "beta"),
+                     ({"forgetting": 0.0}, "forgetting"), ({"forgetting": 1.01}, "forgetting")]:
+        with pytest.raises(ValueError, match=name):
+            oj.bayes_linreg(3, **kw)
+        with pytest.raises(ValueError, match=name):
+            lrn.init(**kw)
+    with pytest.raises(ValueError, match="n_features"):
+        oj.bayes_linreg(0)
+
+
+def test_intercept_option_fits_offset(rng):
+    X = rng.normal(size=(200, 2))
+    Y = X @ [1.0, -2.0] + 5.0 + 0.01 * rng.normal(size=200)
+    lrn = oj.bayes_linreg(2, alpha=1e-3, beta=1e4, intercept=True)
+    s = lrn.learn(lrn.init(), X, Y)
+    np.testing.assert_allclose(s.mean, [1.0, -2.0, 5.0], atol=tol(1e-2, 1e-2))
+    assert lrn.n_features == 2 and s.mean.shape == (3,)
+
+
+def test_vector_alpha_shape_checked():
+    with pytest.raises(ValueError):
+        oj.bayes_linreg(3).init(alpha=np.ones(2))
+
+
+def test_float64_state_when_asked():
+    if not jax.config.jax_enable_x64:
+        pytest.skip("float64 needs JAX_ENABLE_X64=1")
+    s = oj.bayes_linreg(2, dtype=jnp.float64).init()
+    assert s.mean.dtype == jnp.float64
+    s = oj.bayes_linreg(2, dtype=jnp.float32).init()
+    assert s.mean.dtype == jnp.float32
+    s2 = oj.bayes_linreg(2, dtype=jnp.float32).learn(s, np.ones(2), 1.0)
+    assert s2.mean.dtype == jnp.float32
+
+
+def test_state_counters_are_int32_scalars():
+    s = oj.bayes_linreg(2).init()
+    assert s.n_seen.dtype == jnp.int32 and s.n_seen.shape == ()

@@ -1,0 +1,140 @@
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.evaluation import progressive_validation, running_metrics, summarize
+from conftest import tol
+from reference import rel_err
+
+
+class _CompileCounter(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def emit(self, record):
+        if "Compiling" in record.getMessage():
+            self.n += 1
+
+
+def count_compiles(fn):
+    h = _CompileCounter()
+    lg = logging.getLogger("jax")
+    lg.addHandler(h)
+    try:
+        with jax.log_compiles():
+            fn()
+    finally:
+        lg.removeHandler(h)
+    return h.n
+
+
+LEARNERS = {
+    "bayes": lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0),
+    "forget": lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0, forgetting=0.95),
+    "window": lambda: oj.windowed_bayes_linreg(3, 8),
+    "mle_forget": lambda: oj.bayesian_mle_forgetting(3, burn_in=5),
+    "map_window_mapped": lambda: oj.bayesian_map_windowed(3, 16, mapped=True, intercept=True),
+    "sgd": lambda: oj.sgd_linreg(3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_scan_equals_python_loop(rng, name):
+    lrn = LEARNERS[name]()
+    X = rng.uniform(0.1, 2, size=(40, 3))
+    Y = X @ [1.0, 2.0, -1.0] + 0.1 * rng.normal(size=40)
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    s, means, vars_ = lrn.init(), [], []
+    for x, y in zip(X, Y):
+        p = lrn.predict(s, x)
+        means.append(float(p.mean))
+        vars_.append(float(p.var))
+        s = lrn.learn(s, x, y)
+    assert rel_err(res.predictions.mean, means) < tol(1e-10, 1e-4)
+    assert rel_err(res.predictions.var, vars_) < tol(1e-10, 1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_no_recompile_for_any_input_type(rng, name):
+    lrn = LEARNERS[name]()
+    s = lrn.init()
+    x_np = rng.normal(size=3)
+    # warm up: one call of each entry point
+    s = lrn.learn(s, x_np, 1.0)
+    lrn.predict(s, x_np)
+    s, _ = lrn.step(s, x_np, 1.0)
+
+    ys = (0.5, 2, np.float32(0.25), np.float64(-1.0), jnp.asarray(3.0), jnp.asarray(1.0, jnp.float32))
+    xs = (x_np, jnp.asarray(x_np), x_np.astype(np.float32), [0.1, 0.2, 0.3])  # made outside the count
+
+    def calls():
+        t = s
+        for y in ys:
+            for x in xs:
+                t = lrn.learn(t, x, y)
+                lrn.predict(t, x)
+                t, _ = lrn.step(t, x, y)
+        jax.block_until_ready(t)
+
+    assert count_compiles(calls) == 0
+
+
+def test_vmap_over_streams_and_hyperparameters_compiles_once(rng):
+    lrn = oj.bayes_linreg(2, beta=4.0)
+    S, H, n = 3, 5, 50
+    Xs = rng.normal(size=(S, n, 2))
+    Ys = np.einsum("snd,d->sn", Xs, [1.0, -2.0]) + 0.5 * rng.normal(size=(S, n))
+    alphas = jnp.logspace(-2, 2, H)
+
+    def pv(s, X, Y):
+        return progressive_validation(lrn, s, X, Y).predictions
+
+    run = jax.jit(jax.vmap(jax.vmap(pv, (0, None, None)), (None, 0, 0)))
+    states = jax.vmap(lambda a: lrn.init(alpha=a))(alphas)
+    preds = run(states, Xs, Ys)
+    assert preds.mean.shape == (S, H, n)
+    for si in (0, 2):
+        for hi in (1, 4):
+            one = progressive_validation(lrn, lrn.init(alpha=alphas[hi]), Xs[si], Ys[si]).predictions
+            assert rel_err(preds.mean[si, hi], one.mean) < tol(1e-12, 1e-5)
+            assert rel_err(preds.var[si, hi], one.var) < tol(1e-12, 1e-5)
+    # other hyperparameter values and other data of the same shape reuse the executable
+    states2 = jax.vmap(lambda a: lrn.init(alpha=a))(alphas * 3.0)
+    assert count_compiles(lambda: jax.block_until_ready(run(states2, Xs * 2, Ys))) == 0
+    # so does the un-vmapped entry point
+    progressive_validation(lrn, lrn.init(alpha=0.5), Xs[0], Ys[0])
+    assert count_compiles(lambda: jax.block_until_ready(progressive_validation(lrn, lrn.init(alpha=7.0), Xs[1], Ys[1]))) == 0
+
+
+def test_running_metrics_and_summary_match_numpy(rng):
+    lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
+    X = rng.normal(size=(100, 2))
+    Y = X @ [1.0, 1.0] + 0.5 * rng.normal(size=100)
+    p = progressive_validation(lrn, lrn.init(), X, Y).predictions
+    mu, sd = np.asarray(p.mean, np.float64), np.sqrt(np.asarray(p.var, np.float64))
+    err = Y - mu
+    k = np.arange(1, 101)
+    rm = running_metrics(Y, p)
+    np.testing.assert_allclose(rm["mae"], np.cumsum(np.abs(err)) / k, rtol=tol(1e-10, 1e-4))
+    np.testing.assert_allclose(rm["rmse"], np.sqrt(np.cumsum(err ** 2) / k), rtol=tol(1e-10, 1e-4))
+    z = 1.959963984540054
+    cov = np.cumsum(np.abs(err) <= z * sd) / k
+    assert np.max(np.abs(np.asarray(rm["coverage"]) - cov)) <= 1.0 / 100 + 1e-9  # a boundary item may flip in float32
+    sm = summarize(Y, p)
+    assert sm["mae"] == pytest.approx(np.mean(np.abs(err)))
+    assert sm["width"] == pytest.approx(np.mean(2 * z * sd))
+
+
+def test_progressive_validation_checks_shapes():
+    lrn = oj.bayes_linreg(2)
+    with pytest.raises(ValueError, match="X"):
+        progressive_validation(lrn, lrn.init(), np.ones((5, 3)), np.ones(5))
+    with pytest.raises(ValueError, match="Y"):
+        progressive_validation(lrn, lrn.init(), np.ones((5, 2)), np.ones(4))
+    with pytest.raises(ValueError, match="X"):
+        progressive_validation(lrn, lrn.init(), np.ones(2), np.ones(1))

@@ -1,0 +1,118 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.base import normal_quantile
+from onlinejax.evaluation import progressive_validation
+from conftest import tol
+from reference import rel_err
+
+
+class _NumpyForgettingBLR:
+    """Information-form reference: Λ ← λΛ + βxxᵀ, η ← λη + βxy (explicit solves)."""
+
+    def __init__(self, d, alpha, beta, lam):
+        self.L = alpha * np.eye(d)
+        self.eta = np.zeros(d)
+        self.beta, self.lam = beta, lam
+
+    def mean(self, x):
+        return x @ np.linalg.solve(self.L, self.eta)
+
+    def var(self, x):
+        return 1 / self.beta + x @ np.linalg.solve(self.L, x)
+
+    def learn(self, x, y):
+        self.L = self.lam * self.L + self.beta * np.outer(x, x)
+        self.eta = self.lam * self.eta + self.beta * x * y
+
+
+def test_adhoc_three_learner_bounds_match_reference(rng):
+    d, n, burn, ff = 2, 150, 20, 0.05
+    X = rng.normal(size=(n, d))
+    Y = X @ [1.0, -1.0] + 0.5 * rng.normal(size=n)
+    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, burn_in=burn, level=0.9)
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    lam = 1 - ff
+    base, up, low = (_NumpyForgettingBLR(d, 1e-4, lam, lam) for _ in range(3))
+    z = normal_quantile(0.9)
+    ref_m, ref_v = [], []
+    for t, (x, y) in enumerate(zip(X, Y)):
+        hi, lo = up.mean(x), low.mean(x)
+        ref_m.append(base.mean(x))
+        ref_v.append(((hi - lo) / (2 * z)) ** 2 if t >= burn else base.var(x))
+        base.learn(x, y)
+        if t < burn or y > lo:
+            up.learn(x, y)
+        if t < burn or y < hi:
+            low.learn(x, y)
+    assert rel_err(res.predictions.mean, ref_m) < tol(1e-7, 2e-3)
+    v, rv = np.asarray(res.predictions.var, np.float64), np.array(ref_v)
+    # after burn-in the bound width is a difference of two close means: compare on the std scale
+    assert np.max(np.abs(np.sqrt(v) - np.sqrt(rv))) < tol(1e-7, 5e-3) * max(1.0, np.max(np.sqrt(rv)))
+
+
+def test_mle_forgetting_mean_is_thesis_rls(rng):
+    """The base learner of BayesianMLEForgetting is RLS from kI with XXᵀ <- (1-ff)(XXᵀ + xxᵀ) (eq. 5.6)."""
+    d, n, ff, k = 3, 100, 0.05, 1e4
+    X = rng.normal(size=(n, d))
+    Y = X @ [0.5, 2.0, -1.0] + 0.1 * rng.normal(size=n)
+    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, k=k)
+    s = lrn.learn(lrn.init(), X, Y)
+    G, b = np.eye(d) / k, np.zeros(d)
+    for x, y in zip(X, Y):
+        G = (1 - ff) * (G + np.outer(x, x))
+        b = (1 - ff) * (b + x * y)
+    assert rel_err(s.base.mean, np.linalg.solve(G, b)) < tol(1e-8, 1e-4)
+
+
+def test_mle_windowed_is_windowed_rls_with_asymptotic_bounds(rng):
+    d, W = 2, 40
+    X = rng.uniform(0, 10, size=(200, d))
+    Y = X @ [3.0, 1.0] + rng.normal(size=200)
+    lrn = oj.bayesian_mle_windowed(d, W)
+    assert lrn.tune is None
+    s = lrn.learn(lrn.init(), X, Y)
+    Xw, Yw = X[-W:], Y[-W:]
+    G = Xw.T @ Xw + 1e-4 * np.eye(d)
+    w = np.linalg.solve(G, Xw.T @ Yw)
+    assert rel_err(s.mean, w) < tol(1e-9, 1e-3)
+    s2 = np.sum((Yw - Xw @ w) ** 2) / (W - d)
+    xq = np.array([5.0, 5.0])
+    assert float(lrn.predict(s, xq).var) == pytest.approx(s2 * (1 + xq @ np.linalg.solve(G, xq)), rel=tol(1e-8, 1e-3))
+
+
+def test_map_windowed_mapped_with_intercept_runs_and_tunes(rng):
+    X = rng.uniform(0.5, 10, size=(300, 2))
+    Y = 2 * X[:, 0] ** 2 - X[:, 1] + 3 + 0.1 * rng.normal(size=300)
+    lrn = oj.bayesian_map_windowed(2, 64, mapped=True, intercept=True)
+    s = lrn.tune(lrn.learn(lrn.init(), X, Y))
+    assert s.mean.shape == (2 + 3 + 4 + 1,)
+    p = lrn.predict(s, X[-10:])
+    assert np.max(np.abs(np.asarray(p.mean) - Y[-10:])) < 0.5
+
+
+def test_thesis_features_match_definition():
+    fm = oj.thesis_features(3)
+    assert fm.n_out == 3 + 6 + 6 and len(fm.names) == fm.n_out
+    x = np.array([2.0, 0.5, 4.0])
+    want = [2.0, 0.5, 4.0, 4.0, 1.0, 8.0, 0.25, 2.0, 16.0, *np.log1p(x), *np.sqrt(x)]
+    np.testing.assert_allclose(fm(jnp.asarray(x)), want, rtol=tol(1e-12, 1e-6))
+    # non-positive inputs stay finite (odd extensions)
+    out = np.asarray(fm(jnp.asarray([0.0, -1.0, -4.0])))
+    assert np.all(np.isfinite(out)) and out[-1] == pytest.approx(-2.0) and out[-4] == pytest.approx(-np.log(5.0), rel=1e-6)
+    assert fm(jnp.ones((5, 3))).shape == (5, 15)
+
+
+def test_map_features_checks_width():
+    with pytest.raises(ValueError, match="learner"):
+        oj.map_features(oj.thesis_features(2), oj.bayes_linreg(3))
+
+
+def test_burn_in_validated():
+    with pytest.raises(ValueError, match="burn_in"):
+        oj.bayesian_mle_forgetting(2, burn_in=-1)
+    with pytest.raises(ValueError, match="forgetting_factor"):
+        oj.bayesian_mle_forgetting(2, forgetting_factor=1.0)

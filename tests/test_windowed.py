@@ -1,0 +1,146 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.evaluation import progressive_validation
+from conftest import X64, tol
+from reference import blr_posterior, predictive, rel_err
+
+
+def _cov(s):
+    W = np.asarray(s.cov_sqrt, np.float64)
+    return W @ W.T
+
+
+def _stream(rng, n, d, noise=0.3):
+    X = rng.normal(size=(n, d))
+    return X, X @ rng.normal(size=d) + noise * rng.normal(size=n)
+
+
+@pytest.mark.parametrize("window", [1, 7, 25])
+def test_window_posterior_equals_batch_on_window_after_every_step(rng, window):
+    d, n, alpha, beta = 3, 160, 0.7, 5.0
+    X, Y = _stream(rng, n, d)
+    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta)
+    s = lrn.init()
+    xq = rng.normal(size=(4, d))
+    worst = 0.0
+    for t in range(n):
+        s = lrn.learn(s, X[t], Y[t])
+        lo = max(0, t + 1 - window)
+        m, S = blr_posterior(X[lo:t + 1], Y[lo:t + 1], alpha, beta)
+        p = lrn.predict(s, xq)
+        rm, rv = predictive(m, S, beta, xq)
+        worst = max(worst, rel_err(s.mean, m), rel_err(_cov(s), S), rel_err(p.mean, rm), rel_err(p.var, rv))
+        assert int(s.buffer.count) == t + 1 - lo
+    assert worst < tol(1e-9, 2e-3)
+
+
+def test_downdate_evicts_oldest_and_empty_window_is_prior(rng):
+    d, W = 2, 6
+    X, Y = _stream(rng, 20, d)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=2.0, beta=3.0)
+    s = lrn.learn(lrn.init(), X, Y)
+    for k in range(1, W + 1):
+        s = lrn.downdate(s)
+        if k < W:
+            m, S = blr_posterior(X[20 - W + k:], Y[20 - W + k:], 2.0, 3.0)
+            assert rel_err(s.mean, m) < tol(1e-9, 1e-3) and rel_err(_cov(s), S) < tol(1e-9, 1e-3)
+    assert int(s.buffer.count) == 0
+    np.testing.assert_allclose(s.mean, 0.0, atol=1e-6)
+    np.testing.assert_allclose(_cov(s), np.eye(d) / 2.0, rtol=tol(1e-9, 1e-5))
+    s = lrn.downdate(s)  # evicting from an empty window is a no-op
+    assert int(s.buffer.count) == 0
+
+
+def test_minibatch_equals_sequential(rng):
+    d, W = 3, 10
+    X, Y = _stream(rng, 45, d)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1.0, beta=2.0)
+    seq = lrn.init()
+    for x, y in zip(X, Y):
+        seq = lrn.learn(seq, x, y)
+    bat = lrn.init()
+    for c in np.array_split(np.arange(45), [3, 15, 16, 30]):
+        bat = lrn.learn(bat, X[c], Y[c])
+    assert rel_err(bat.mean, seq.mean) < tol(1e-12, 1e-5)
+    assert rel_err(_cov(bat), _cov(seq)) < tol(1e-12, 1e-5)
+
+
+def test_asymptotic_bounds_match_thesis_eq_4_17(rng):
+    d, W = 2, 30
+    X, Y = _stream(rng, 80, d, noise=0.5)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-4, beta=1.0, bounds="asymptotic")
+    s = lrn.learn(lrn.init(), X, Y)
+    Xw, Yw = X[-W:], Y[-W:]
+    G = Xw.T @ Xw + 1e-4 * np.eye(d)
+    w = np.linalg.solve(G, Xw.T @ Yw)
+    s2 = np.sum((Yw - Xw @ w) ** 2) / (W - d)
+    xq = rng.normal(size=(5, d))
+    ref = s2 * (1 + np.einsum("bi,ij,bj->b", xq, np.linalg.inv(G), xq))
+    assert rel_err(lrn.predict(s, xq).var, ref) < tol(1e-8, 1e-3)
+
+
+def test_tune_uses_the_window(rng):
+    d, W = 3, 120
+    X, Y = _stream(rng, 400, d, noise=0.5)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1.0, beta=1.0)
+    s = lrn.tune(lrn.learn(lrn.init(), X, Y))
+    ref = oj.bayes_linreg(d).tune(oj.bayes_linreg(d).learn(oj.bayes_linreg(d).init(), X[-W:], Y[-W:]))
+    assert float(s.beta) == pytest.approx(float(ref.beta), rel=tol(1e-8, 1e-3))
+    assert float(s.alpha[0]) == pytest.approx(float(ref.alpha[0]), rel=tol(1e-8, 1e-3))
+    m, S = blr_posterior(X[-W:], Y[-W:], float(s.alpha[0]), float(s.beta))
+    assert rel_err(s.mean, m) < tol(1e-8, 1e-4)
+    # learning goes on consistently after a tune (shadow restarted under the new prior)
+    X2, Y2 = _stream(rng, 2 * W + 5, d)
+    s = lrn.learn(s, X2, Y2)
+    m, S = blr_posterior(X2[-W:], Y2[-W:], float(s.alpha[0]), float(s.beta))
+    assert rel_err(s.mean, m) < tol(1e-8, 1e-3) and rel_err(_cov(s), S) < tol(1e-8, 1e-3)
+
+
+def _long_run_error(n, W, d, seed=0):
+    """Relative error of the final window posterior after an n-item float32/64 scan."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, size=(n, d))  # thesis-like positive, unnormalised inputs
+    Y = X @ rng.uniform(0, 10, size=d) + rng.normal(size=n)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-2, beta=1.0)
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    m, S = blr_posterior(X[-W:], Y[-W:], 1e-2, 1.0)
+    return rel_err(res.state.mean, m), rel_err(_cov(res.state), S)
+
+
+def test_long_stream_stays_within_bound():
+    """50k items: the shadow-factor swap keeps float32 within 1e-3 of a float64 direct solve."""
+    em, ec = _long_run_error(50_000, 32, 4)
+    assert em < tol(1e-8, 1e-3) and ec < tol(1e-8, 1e-3)
+
+
+@pytest.mark.slow
+def test_million_items_stay_within_bound():
+    em, ec = _long_run_error(1_000_000, 32, 4, seed=1)
+    assert em < tol(1e-8, 1e-3) and ec < tol(1e-8, 1e-3)
+
+
+def test_nonfinite_item_skipped_inside_jit(rng):
+    lrn = oj.windowed_bayes_linreg(2, 4)
+    s = lrn.learn(lrn.init(), rng.normal(size=(3, 2)), rng.normal(size=3))
+    t = jax.jit(lrn.learn)(s, jnp.array([jnp.nan, 1.0]), 0.0)
+    assert int(t.n_skipped) == 1 and int(t.buffer.count) == 3
+    np.testing.assert_array_equal(t.mean, s.mean)
+
+
+@pytest.mark.parametrize("window", [0, -3, 2.5, True])
+def test_bad_window_raises(window):
+    with pytest.raises(ValueError, match="window"):
+        oj.windowed_bayes_linreg(2, window)
+
+
+def test_bad_bounds_and_hyperparameters_raise():
+    with pytest.raises(ValueError, match="bounds"):
+        oj.windowed_bayes_linreg(2, 5, bounds="nope")
+    with pytest.raises(ValueError, match="alpha"):
+        oj.windowed_bayes_linreg(2, 5, alpha=-1.0)
+    with pytest.raises(ValueError, match="beta"):
+        oj.windowed_bayes_linreg(2, 5).init(beta=0.0)
