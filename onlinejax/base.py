@@ -134,9 +134,9 @@ def is_concrete(*xs) -> bool:
 def state_dtype(state: State) -> np.dtype:
     """The floating dtype of a state: that of its first floating leaf."""
     for leaf in jax.tree_util.tree_leaves(state):
-        dt = jnp.result_type(leaf)
-        if jnp.issubdtype(dt, jnp.floating):
-            return dt
+        dt = getattr(leaf, "dtype", None)  # jnp.result_type is ~15 µs a call: too slow per item
+        if dt is not None and np.issubdtype(dt, np.floating):
+            return np.dtype(dt)
     raise ValueError("state: has no floating-point leaf")
 
 
@@ -156,8 +156,7 @@ def _as_array(v, dtype, name):
 
 
 def _check_finite(v, name):
-    a = np.asarray(v)
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(v).all():  # ufunc + method: ~1 µs, np.all(...) is ~10 µs
         raise ValueError(f"{name}: contains NaN or inf")
 
 

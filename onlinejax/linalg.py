@@ -118,21 +118,22 @@ def sqrt_cov_batch_update(W: Array, m: Array, X: Array, Y: Array, prec: Array):
     return W_new, m_new
 
 
-def cap_variance(W: Array, cap: Array) -> Array:
-    """Scale rows of ``W`` so that ``diag(WWᵀ) <= cap`` (a windup guard).
+def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
+    """Return ``W·scale`` with rows shrunk so that ``diag(WWᵀ) <= cap`` (a windup guard).
 
     With exponential forgetting a direction the inputs stop exciting has its
     variance multiplied by ``1/λ`` every step and overflows. Capping each
     marginal variance far above the prior variance is a no-op while the data
     is informative and keeps ``S`` positive semi-definite (``D S D`` with
-    diagonal ``D``).
+    diagonal ``D``). ``scale`` may be ``inf`` (a forgetting factor that
+    underflowed over a long mini-batch): every row then sits at its cap.
 
     Args:
-      W: ``[d, d]``; cap: ``[d]`` largest allowed marginal variances.
+      W: ``[d, d]``; cap: ``[d]`` largest allowed marginal variances;
+      scale: ``[]`` factor applied to ``W`` first (``λ^{-1/2}`` when forgetting).
     """
-    v = jnp.sum(W * W, axis=1)
-    scale = jnp.where(v > cap, jnp.sqrt(cap / jnp.maximum(v, jnp.finfo(W.dtype).tiny)), 1.0)
-    return W * scale[:, None]
+    v = jnp.maximum(jnp.sum(W * W, axis=1), jnp.finfo(W.dtype).tiny)
+    return W * jnp.minimum(scale, jnp.sqrt(cap / v))[:, None]
 
 
 def psd_solve(A: Array, B: Array, diagonal_boost: Array | float | None = None) -> Array:

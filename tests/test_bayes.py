@@ -175,7 +175,7 @@ def test_bad_input_raises_value_error_naming_argument(rng):
         with pytest.raises(ValueError, match=name):
             oj.bayes_linreg(3, **kw)
         with pytest.raises(ValueError, match=name):
-            lrn.init(**kw)
+            oj.bayes_linreg(3, forgetting=0.9).init(**kw)
     with pytest.raises(ValueError, match="n_features"):
         oj.bayes_linreg(0)
 
@@ -208,3 +208,31 @@ def test_float64_state_when_asked():
 def test_state_counters_are_int32_scalars():
     s = oj.bayes_linreg(2).init()
     assert s.n_seen.dtype == jnp.int32 and s.n_seen.shape == ()
+
+
+def test_forgetting_windup_guard_keeps_unexcited_directions_finite(rng):
+    """Inputs that never excite feature 2: S would grow like λ^-n and overflow float32 without the cap."""
+    n = 4000
+    X = np.zeros((n, 3))
+    X[:, :2] = rng.normal(size=(n, 2))
+    Y = X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=n)
+    lrn = oj.bayes_linreg(3, alpha=1.0, beta=100.0, forgetting=0.95)
+    s = lrn.learn(lrn.init(), X, Y)
+    s1 = s
+    for x, y in zip(X[:300], Y[:300]):
+        s1 = lrn.learn(s1, x, y)
+    for t in (s, s1):
+        S = _cov(t)
+        assert np.all(np.isfinite(S)) and np.all(np.isfinite(np.asarray(t.mean)))
+        assert S[2, 2] <= 1.0 / np.sqrt(np.finfo(np.asarray(t.mean).dtype).eps) * 1.0001
+    np.testing.assert_allclose(np.asarray(s1.mean)[:2], [1.0, -1.0], atol=0.05)
+
+
+def test_fast_path_matches_tunable_path(rng):
+    X, Y = _data(rng, n=50)
+    a = oj.bayes_linreg(4, alpha=0.5, beta=2.0, tunable=False)
+    b = oj.bayes_linreg(4, alpha=0.5, beta=2.0, forgetting=1.0)
+    sa, sb = a.init(), b.init()
+    for x, y in zip(X, Y):
+        sa, sb = a.learn(sa, x, y), b.learn(sb, x, y)
+    assert a.tune is None and rel_err(sa.mean, sb.mean) < tol(1e-12, 1e-5)

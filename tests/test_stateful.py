@@ -1,0 +1,41 @@
+import jax
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.evaluation import progressive_validation
+from conftest import tol
+from reference import rel_err
+from test_progressive import count_compiles
+
+
+@pytest.mark.parametrize("make", [lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0),
+                                  lambda: oj.windowed_bayes_linreg(3, 5),
+                                  lambda: oj.bayesian_mle_forgetting(3, burn_in=4)])
+def test_stateful_step_equals_functional(rng, make):
+    lrn = make()
+    X = rng.normal(size=(30, 3))
+    Y = X @ [1.0, 2.0, 3.0] + 0.1 * rng.normal(size=30)
+    ref = progressive_validation(lrn, lrn.init(), X, Y)
+    m = oj.StatefulLearner(lrn)
+    preds = [m.step(x, y) for x, y in zip(X, Y)]
+    assert rel_err([p.mean for p in preds], ref.predictions.mean) < tol(1e-12, 1e-5)
+    assert rel_err([p.var for p in preds], ref.predictions.var) < tol(1e-12, 1e-5)
+    # the packed state round-trips exactly, int32 counters included
+    for a, b in zip(jax.tree_util.tree_leaves(m.state), jax.tree_util.tree_leaves(ref.state)):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol(1e-12, 1e-5), atol=1e-6)
+    p = m.predict(X[:4])
+    assert p.mean.shape == (4,)
+    m.learn(X[:4], Y[:4])
+    assert count_compiles(lambda: [m.step(x, float(y)) for x, y in zip(X[:5], Y[:5])]) == 0
+
+
+def test_stateful_bad_input():
+    m = oj.StatefulLearner(oj.bayes_linreg(2))
+    with pytest.raises(ValueError, match="x"):
+        m.step([1.0, np.nan], 1.0)
+    with pytest.raises(ValueError, match="x"):
+        m.step([1.0, 2.0, 3.0], 1.0)
+    with pytest.raises(ValueError, match="y"):
+        m.step([1.0, 2.0], float("nan"))
