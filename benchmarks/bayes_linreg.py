@@ -1,11 +1,13 @@
 """Throughput of conjugate Bayesian linear regression: onlinejax vs River vs numpy.
 
-Run:  .venv/bin/python benchmarks/bayes_linreg.py [--n 100000] [--river-n 20000]
+Run:  .venv/bin/python benchmarks/bayes_linreg.py [--n 100000] [--river-n 20000] [--cpu-sync-dispatch]
 
 Prints items/s of progressive validation (predict with a distribution, then
 learn) for d = 8 and d = 45, for
   * onlinejax in one ``lax.scan`` (compile time excluded, reported separately),
-  * onlinejax driven item by item from a Python loop with the fused ``step``,
+  * onlinejax driven item by item from a Python loop, reading every prediction
+    back (``StatefulLearner.step``: one compiled call per item) — and the
+    functional ``learner.step`` that leaves predictions on the device,
   * River's ``BayesianLinearRegression`` (``predict_one(with_dist=True)`` + ``learn_one``),
   * a plain numpy Sherman–Morrison loop,
 on the same stream in the same run, with ratios, plus 576 streams × 2000
@@ -48,6 +50,7 @@ def time_scan(lrn, X, Y, reps=3):
 
 
 def time_python_loop(lrn, X, Y):
+    """Functional fused step from Python; predictions stay on the device (no readback)."""
     s = lrn.init()
     s, p = lrn.step(s, X[0], float(Y[0]))  # compile
     jax.block_until_ready(s)
@@ -55,6 +58,17 @@ def time_python_loop(lrn, X, Y):
     for x, y in zip(X, Y):
         s, p = lrn.step(s, x, float(y))
     jax.block_until_ready(s)
+    return (time.perf_counter() - t0) / len(Y)
+
+
+def time_stateful_loop(lrn, X, Y):
+    """StatefulLearner.step from Python, reading each prediction back as floats (like River)."""
+    m = oj.StatefulLearner(lrn)
+    m.step(X[0], float(Y[0]))
+    t0 = time.perf_counter()
+    for x, y in zip(X, Y):
+        p = m.step(x, float(y))
+        float(p.mean), float(p.var)
     return (time.perf_counter() - t0) / len(Y)
 
 
@@ -93,25 +107,35 @@ def main():
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--river-n", type=int, default=20_000, help="items timed for River (it is slow)")
     ap.add_argument("--loop-n", type=int, default=5_000, help="items timed for the Python-loop paths")
+    ap.add_argument("--cpu-sync-dispatch", action="store_true",
+                    help="run jitted calls on the calling thread (jax_cpu_enable_async_dispatch=False)")
     a = ap.parse_args()
-    print(describe())
+    if a.cpu_sync_dispatch:
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    print(describe() + f"; cpu async dispatch {'off' if a.cpu_sync_dispatch else 'on (default)'}")
     print(f"dtype {jnp.zeros(()).dtype}; n = {a.n} (River on the first {a.river_n}, Python loops on the first {a.loop_n})")
     for d in (8, 45):
         X, Y = stream(a.n, d)
-        lrn = oj.bayes_linreg(d, alpha=1.0, beta=1.0)
-        scan_s, comp = time_scan(lrn, X, Y)
+        fast = oj.bayes_linreg(d, alpha=1.0, beta=1.0, tunable=False)
+        full = oj.bayes_linreg(d, alpha=1.0, beta=1.0)
+        scan_s, comp = time_scan(fast, X, Y)
         us_scan = scan_s / a.n * 1e6
-        us_loop = time_python_loop(lrn, X[: a.loop_n], Y[: a.loop_n]) * 1e6
+        us_full = time_scan(full, X, Y)[0] / a.n * 1e6
+        us_loop = time_python_loop(fast, X[: a.loop_n], Y[: a.loop_n]) * 1e6
+        us_sl = time_stateful_loop(fast, X[: a.loop_n], Y[: a.loop_n]) * 1e6
         us_np = time_numpy(X[: a.loop_n], Y[: a.loop_n]) * 1e6
         r = time_river(X[: a.river_n], Y[: a.river_n])
         print(f"\nd = {d}")
-        print(f"  onlinejax scan        {us_scan:9.3f} us/item  {1e6 / us_scan:14,.0f} items/s   (compile {comp:.2f} s)")
-        print(f"  onlinejax python loop {us_loop:9.3f} us/item  {1e6 / us_loop:14,.0f} items/s   (fused step, one jit call/item)")
-        print(f"  numpy Sherman-Morrison{us_np:9.3f} us/item  {1e6 / us_np:14,.0f} items/s")
+        print(f"  onlinejax scan (tunable=False)  {us_scan:9.3f} us/item {1e6 / us_scan:13,.0f} items/s  (compile {comp:.2f} s)")
+        print(f"  onlinejax scan (default, +stats){us_full:9.3f} us/item {1e6 / us_full:13,.0f} items/s")
+        print(f"  python loop, StatefulLearner    {us_sl:9.3f} us/item {1e6 / us_sl:13,.0f} items/s  (prediction read back each item)")
+        print(f"  python loop, learner.step       {us_loop:9.3f} us/item {1e6 / us_loop:13,.0f} items/s  (predictions left on device)")
+        print(f"  numpy Sherman-Morrison loop     {us_np:9.3f} us/item {1e6 / us_np:13,.0f} items/s")
         if r is not None:
             us_r = r * 1e6
-            print(f"  River                 {us_r:9.3f} us/item  {1e6 / us_r:14,.0f} items/s")
-            print(f"  scan vs River: {us_r / us_scan:.1f}x   python loop vs River: {us_r / us_loop:.2f}x   "
+            print(f"  River BayesianLinearRegression  {us_r:9.3f} us/item {1e6 / us_r:13,.0f} items/s")
+            print(f"  scan vs River: {us_r / us_scan:.1f}x   default scan vs River: {us_r / us_full:.1f}x   "
+                  f"StatefulLearner loop vs River: {us_r / us_sl:.2f}x   learner.step loop vs River: {us_r / us_loop:.2f}x   "
                   f"scan vs numpy: {us_np / us_scan:.1f}x")
         else:
             print(f"  (River not installed)   scan vs numpy: {us_np / us_scan:.1f}x")
@@ -120,7 +144,7 @@ def main():
     rng = np.random.default_rng(1)
     Xs = rng.normal(size=(S, n, d)).astype(np.float32)
     Ys = (np.einsum("snd,sd->sn", Xs, rng.normal(size=(S, d))) + 0.3 * rng.normal(size=(S, n))).astype(np.float32)
-    lrn = oj.bayes_linreg(d)
+    lrn = oj.bayes_linreg(d, tunable=False)
     run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))
     t0 = time.perf_counter()
     jax.block_until_ready(run(Xs, Ys))

@@ -1,4 +1,10 @@
-"""onlinejax: online regression learners with uncertainty, and their evaluation, in JAX."""
+"""onlinejax: online regression learners with uncertainty, and their evaluation, in JAX.
+
+Public names are re-exported here; see ``ARCHITECTURE.md`` for the layout.
+"""
+from . import data, evaluation, linear
 from .base import Learner, Prediction, default_float_dtype
 from .linear import *  # noqa: F401,F403
 from .stateful import StatefulLearner
+
+__version__ = "0.1.0"
