@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
+import statistics
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import ndtri
 
 Array = jax.Array
 State = Any
@@ -53,7 +54,8 @@ def normal_quantile(level: float) -> float:
     """Two-sided standard-normal quantile ``z`` with ``P(|Z| <= z) = level``."""
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level: must lie in (0, 1), got {level!r}")
-    return float(ndtri(0.5 + 0.5 * float(level)))
+    # stdlib, so it stays a Python float even while tracing
+    return statistics.NormalDist().inv_cdf(0.5 + 0.5 * float(level))
 
 
 class Prediction(NamedTuple):

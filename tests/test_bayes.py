@@ -190,7 +190,7 @@ def test_intercept_option_fits_offset(rng):
 
 
 def test_vector_alpha_shape_checked():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="alpha"):
         oj.bayes_linreg(3).init(alpha=np.ones(2))
 
 

@@ -1,2 +1,4 @@
 """Evaluation: progressive validation and running metrics."""
 from .progressive import ProgressiveResult, progressive_validation, running_metrics, summarize
+from . import metrics
+from .metrics import Accumulator, exponential, fading, item_quantities, prequential, sliding, stable_mask

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, state_dtype
+from ..base import Learner, Prediction, coerce_x, normal_quantile, state_dtype
 
 Array = jax.Array
 
@@ -49,13 +49,11 @@ def progressive_validation(learner: Learner, state, X, Y) -> ProgressiveResult:
       predictions made *before* each item was learned.
 
     Many streams and many hyperparameter values run as one program with
-    ``vmap``::
+    ``vmap`` (close over the learner; it is static)::
 
-        states = jax.vmap(lambda a: learner.init(alpha=a))(alphas)        # [H]
-        run = jax.vmap(jax.vmap(progressive_validation, (None, 0, None, None)), (None, None, 0, 0))
-        # careful: vmap needs the learner closed over, e.g.
-        pv = lambda s, X, Y: progressive_validation(learner, s, X, Y)
-        res = jax.vmap(jax.vmap(pv, (0, None, None)), (None, 0, 0))(states, Xs, Ys)   # [S, H, n]
+        pv = lambda s, X, Y: progressive_validation(learner, s, X, Y).predictions
+        states = jax.vmap(lambda a: learner.init(alpha=a))(alphas)            # H states
+        preds = jax.vmap(jax.vmap(pv, (0, None, None)), (None, 0, 0))(states, Xs, Ys)  # [S, H, n]
     """
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X")
@@ -94,8 +92,6 @@ def summarize(Y, predictions: Prediction, level: float = 0.95) -> dict:
     Y = np.asarray(Y, np.float64)
     mu = np.asarray(predictions.mean, np.float64)
     sd = np.sqrt(np.asarray(predictions.var, np.float64))
-    from ..base import normal_quantile
-
     z = normal_quantile(level)
     err = Y - mu
     return {

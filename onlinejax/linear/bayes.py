@@ -118,9 +118,9 @@ def init(n_features: int, alpha=1.0, beta=1.0, forgetting=1.0, dtype=None) -> Ba
     check_in_range(forgetting, "forgetting", 0.0, 1.0)
     dtype = dtype or default_float_dtype()
     d = int(n_features)
+    if jnp.shape(alpha) not in ((), (d,)):
+        raise ValueError(f"alpha: must be a scalar or have shape [{d}], got shape {jnp.shape(alpha)}")
     alpha = jnp.broadcast_to(jnp.asarray(alpha, dtype), (d,))
-    if jnp.ndim(alpha) != 1:
-        raise ValueError(f"alpha: must be a scalar or have shape [{d}]")
     return BayesLinRegState(
         mean=jnp.zeros((d,), dtype),
         cov_sqrt=prior_sqrt_cov(alpha),

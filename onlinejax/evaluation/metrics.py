@@ -1,0 +1,249 @@
+"""Online metrics as pure accumulators: ``init() -> state``, ``update(state, y, pred) -> state``, ``value(state)``.
+
+Every accumulator tracks the same per-item quantities of a Gaussian
+prediction ``N(μ, σ²)`` for a target ``y`` and reports them all:
+
+=========  =====================================================================
+``mae``    mean ``|y - μ|``
+``mse``    mean ``(y - μ)²``;  ``rmse = sqrt(mse)``
+``smse``   ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population)
+``r2``     ``1 - smse``
+``icr``    interval containment ratio: share of ``y`` inside the central
+           ``level`` interval (thesis 6.1.3)
+``aiw``    average interval width;  ``saiw = aiw / |mean(y)|`` (thesis 6.1.3)
+``mlpd``   mean log predictive density ``log N(y; μ, σ²)``
+``crps``   mean continuous ranked probability score of the Gaussian, closed
+           form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ``
+           (Gneiting & Raftery 2007, eq. 21)
+=========  =====================================================================
+
+under one of four weightings of the past:
+
+* :func:`prequential` — all items equally (thesis eq. 6.1);
+* :func:`fading` — ``S ← L + δS``, ``N ← 1 + δN`` (Gama et al.; thesis eq. 6.2–6.3);
+* :func:`exponential` — the blog's ``v ← a·new + (1 - a)·v`` from ``v = 0``
+  (``000_1463b71a5ad3192a.txt``: ``exp_mae = .1 * mae + .9 * exp_mae``);
+* :func:`sliding` — the last ``W`` items (the thesis's sliding error window,
+  its "resolution" parameter).
+
+``update`` takes an optional ``weight`` (0/1 or any ≥ 0): passing the
+"stable" flag of a learner's state machine — or :func:`stable_mask`, which
+marks items outside the first ``W`` after the start and after each drift —
+gives the thesis's RMSE-ST / SMSE-ST. All states are NamedTuples of arrays:
+the accumulators run inside ``scan`` and ``vmap``.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.stats import norm
+
+from ..base import Prediction, check_in_range, default_float_dtype, normal_quantile
+from ..window import RingBuffer, ring_init, ring_push
+
+Array = jax.Array
+
+__all__ = [
+    "QUANTITIES",
+    "METRICS",
+    "Accumulator",
+    "item_quantities",
+    "prequential",
+    "fading",
+    "exponential",
+    "sliding",
+    "stable_mask",
+    "running_mean",
+]
+
+QUANTITIES = ("abs", "sq", "cover", "width", "lpd", "crps")
+METRICS = ("mae", "mse", "rmse", "smse", "r2", "icr", "aiw", "saiw", "mlpd", "crps")
+_INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
+
+
+def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
+    """Per-item quantities ``[..., 6]`` in the order of :data:`QUANTITIES`.
+
+    Args:
+      y: ``[...]`` targets; pred: leaves ``[...]``; level: interval level (static).
+    """
+    z_level = normal_quantile(level)
+    y = jnp.asarray(y, pred.mean.dtype)
+    sd = jnp.sqrt(pred.var)
+    err = y - pred.mean
+    z = err / sd
+    crps = sd * (z * (2.0 * norm.cdf(z) - 1.0) + 2.0 * norm.pdf(z) - _INV_SQRT_PI)
+    lpd = -0.5 * (jnp.log(2.0 * jnp.pi * pred.var) + z * z)
+    cover = (jnp.abs(err) <= z_level * sd).astype(y.dtype)
+    return jnp.stack([jnp.abs(err), err * err, cover, 2.0 * z_level * sd, lpd, crps], axis=-1)
+
+
+class WeightedState(NamedTuple):
+    """State of the weighted accumulators (prequential, fading, exponential).
+
+    Attributes:
+      sums: ``[6]`` weighted sums of the quantities (for ``exponential``: the
+        smoothed values themselves).
+      weight: ``[]`` total weight ``N``.
+      y_mean: ``[]``; y_m2: ``[]``: weighted Welford mean and sum of squared
+        deviations of the targets.
+      count: ``[]`` int32 items seen (including weight-0 items).
+    """
+
+    sums: Array
+    weight: Array
+    y_mean: Array
+    y_m2: Array
+    count: Array
+
+
+class WindowState(NamedTuple):
+    """State of :func:`sliding`: a ring buffer of quantities (``x``) and targets (``y``), plus weights."""
+
+    buffer: RingBuffer
+    weights: Array
+    count: Array
+
+
+class Accumulator(NamedTuple):
+    """A metric accumulator.
+
+    Attributes:
+      init: ``init(dtype=None) -> state``.
+      update: ``update(state, y: [], pred: Prediction, weight=1.0) -> state``.
+      value: ``value(state) -> dict`` of ``[]`` arrays, keys :data:`METRICS`.
+      level: interval level used for ``icr`` / ``aiw``.
+    """
+
+    init: Callable
+    update: Callable
+    value: Callable
+    level: float
+
+
+def _finish(mean_q: Array, y_mean: Array, y_var: Array) -> dict:
+    mae, mse, icr, aiw, lpd, crps = (mean_q[..., i] for i in range(6))
+    smse = mse / y_var
+    return {
+        "mae": mae, "mse": mse, "rmse": jnp.sqrt(mse), "smse": smse, "r2": 1.0 - smse,
+        "icr": icr, "aiw": aiw, "saiw": aiw / jnp.abs(y_mean), "mlpd": lpd, "crps": crps,
+    }
+
+
+def _weighted(decay: float | None, blog_alpha: float | None, level: float) -> Accumulator:
+    def init(dtype=None):
+        dt = dtype or default_float_dtype()
+        z = jnp.zeros((), dt)
+        return WeightedState(jnp.zeros((6,), dt), z, z, z, jnp.zeros((), jnp.int32))
+
+    def update(s: WeightedState, y, pred: Prediction, weight=1.0):
+        y = jnp.asarray(y, s.sums.dtype)
+        w = jnp.asarray(weight, s.sums.dtype)
+        q = item_quantities(y, pred, level)
+        d = 1.0 if decay is None else decay
+        if blog_alpha is None:
+            sums = d * s.sums + w * q
+        else:  # v <- a·new + (1-a)·v, only for weighted-in items
+            sums = jnp.where(w > 0, blog_alpha * q + (1.0 - blog_alpha) * s.sums, s.sums)
+        # weighted Welford (West 1979) with the old weight faded by d
+        W = d * s.weight + w
+        delta = y - s.y_mean
+        mean = s.y_mean + jnp.where(W > 0, w / jnp.where(W > 0, W, 1.0), 0.0) * delta
+        m2 = d * s.y_m2 + w * delta * (y - mean)
+        return WeightedState(sums, W, mean, m2, s.count + 1)
+
+    def value(s: WeightedState):
+        mean_q = s.sums if blog_alpha is not None else s.sums / s.weight
+        return _finish(mean_q, s.y_mean, s.y_m2 / s.weight)
+
+    return Accumulator(init, update, value, level)
+
+
+def prequential(level: float = 0.95) -> Accumulator:
+    """Whole-stream averages (thesis eq. 6.1: ``M = S/n``)."""
+    normal_quantile(level)
+    return _weighted(None, None, level)
+
+
+def fading(delta: float, level: float = 0.95) -> Accumulator:
+    """Fading-factor averages ``S_δ/N_δ`` (thesis eq. 6.2–6.3), ``δ ∈ (0, 1]``."""
+    check_in_range(delta, "delta", 0.0, 1.0)
+    normal_quantile(level)
+    return _weighted(float(delta), None, level)
+
+
+def exponential(alpha: float = 0.1, level: float = 0.95) -> Accumulator:
+    """The blog's exponentially weighted average ``v ← alpha·new + (1 - alpha)·v`` from ``v = 0``.
+
+    The metrics derived from the target's variance (``smse``, ``r2``, ``saiw``)
+    use a fading Welford with ``δ = 1 - alpha``.
+    """
+    check_in_range(alpha, "alpha", 0.0, 1.0)
+    normal_quantile(level)
+    acc = _weighted(1.0 - float(alpha), float(alpha), level)
+    return acc
+
+
+def sliding(window: int, level: float = 0.95) -> Accumulator:
+    """Averages over the last ``window`` items (thesis 6.1: sliding error window)."""
+    if int(window) != window or window < 1 or isinstance(window, bool):
+        raise ValueError(f"window: must be an integer >= 1, got {window!r}")
+    normal_quantile(level)
+    W = int(window)
+
+    def init(dtype=None):
+        dt = dtype or default_float_dtype()
+        return WindowState(ring_init(W, 6, dt), jnp.zeros((W,), dt), jnp.zeros((), jnp.int32))
+
+    def update(s: WindowState, y, pred: Prediction, weight=1.0):
+        dt = s.weights.dtype
+        y = jnp.asarray(y, dt)
+        q = item_quantities(y, pred, level)
+        h = s.buffer.head
+        return WindowState(ring_push(s.buffer, q, y), s.weights.at[h].set(jnp.asarray(weight, dt)), s.count + 1)
+
+    def value(s: WindowState):
+        w = s.weights * s.buffer.valid
+        tot = jnp.sum(w)
+        mean_q = (w @ s.buffer.x) / tot
+        ym = (w @ s.buffer.y) / tot
+        var = (w @ (s.buffer.y - ym) ** 2) / tot  # two-pass: exact over the window
+        return _finish(mean_q, ym, var)
+
+    return Accumulator(init, update, value, level)
+
+
+def running_mean(loss: Callable[[Array, Prediction], Array], decay: float = 1.0):
+    """Running (optionally fading) mean of any per-item loss ``loss(y, pred) -> []``.
+
+    Returns ``(init, update, value)`` with state ``(sum, weight)``.
+    """
+    check_in_range(decay, "decay", 0.0, 1.0)
+
+    def init(dtype=None):
+        dt = dtype or default_float_dtype()
+        return jnp.zeros((), dt), jnp.zeros((), dt)
+
+    def update(s, y, pred, weight=1.0):
+        return decay * s[0] + weight * loss(y, pred), decay * s[1] + weight
+
+    def value(s):
+        return s[0] / s[1]
+
+    return init, update, value
+
+
+def stable_mask(n: int, window: int, change_points=()) -> np.ndarray:
+    """``[n]`` bool: False for the first ``window`` items after the start and after each change point.
+
+    The thesis's "stable" periods for RMSE-ST/SMSE-ST when no state machine
+    reports them (6.1.2: a windowed learner is unstable until its window has
+    been filled, or recycled after a drift).
+    """
+    m = np.ones(int(n), bool)
+    for c in (0, *change_points):
+        m[int(c): int(c) + int(window)] = False
+    return m

@@ -1,0 +1,136 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from onlinejax import Prediction
+from onlinejax.evaluation import metrics as M
+from conftest import tol
+
+
+def _np_metrics(y, mu, var, w, level=0.95):
+    """float64 numpy reference over stored predictions with per-item weights w."""
+    y, mu, var, w = (np.asarray(a, np.float64) for a in (y, mu, var, w))
+    sd = np.sqrt(var)
+    z = stats.norm.ppf(0.5 + level / 2)
+    err = y - mu
+    zz = err / sd
+    q = {
+        "mae": np.abs(err), "mse": err ** 2, "icr": (np.abs(err) <= z * sd).astype(float), "aiw": 2 * z * sd,
+        "mlpd": stats.norm.logpdf(y, mu, sd),
+        "crps": sd * (zz * (2 * stats.norm.cdf(zz) - 1) + 2 * stats.norm.pdf(zz) - 1 / np.sqrt(np.pi)),
+    }
+    out = {k: np.sum(w * v) / np.sum(w) for k, v in q.items()}
+    ym = np.sum(w * y) / np.sum(w)
+    yv = np.sum(w * (y - ym) ** 2) / np.sum(w)
+    out.update(rmse=np.sqrt(out["mse"]), smse=out["mse"] / yv, r2=1 - out["mse"] / yv, saiw=out["aiw"] / abs(ym))
+    return out
+
+
+def _stream(rng, n=300):
+    y = 5 + rng.normal(size=n) * 2
+    mu = y + rng.normal(size=n) * 0.7
+    var = rng.uniform(0.2, 1.5, size=n)
+    return y, mu, var
+
+
+def _run(acc, y, mu, var, weights=None):
+    dt = jnp.zeros(()).dtype
+    ys, mus, vs = (jnp.asarray(a, dt) for a in (y, mu, var))
+    ws = jnp.ones_like(ys) if weights is None else jnp.asarray(weights, dt)
+
+    def body(s, a):
+        s = acc.update(s, a[0], Prediction(a[1], a[2]), a[3])
+        return s, acc.value(s)
+
+    return jax.lax.scan(body, acc.init(), (ys, mus, vs, ws))[1]
+
+
+def _check(values, ref, t, keys=M.METRICS):
+    for k in keys:
+        assert float(values[k][t]) == pytest.approx(ref[k], rel=tol(1e-9, 2e-4), abs=tol(1e-12, 1e-5)), k
+
+
+def test_crps_matches_numerical_integral():
+    mu, sd, y = 0.3, 1.7, 1.1
+    from scipy import integrate
+
+    f = lambda x, h: (stats.norm.cdf(x, mu, sd) - h) ** 2  # noqa: E731
+    ref = integrate.quad(f, -np.inf, y, args=(0.0,), epsabs=1e-13)[0] + integrate.quad(f, y, np.inf, args=(1.0,), epsabs=1e-13)[0]
+    q = M.item_quantities(jnp.asarray(y), Prediction(jnp.asarray(mu), jnp.asarray(sd ** 2)))
+    assert float(q[5]) == pytest.approx(ref, rel=tol(1e-6, 1e-5))
+
+
+def test_prequential_equals_numpy_at_several_points(rng):
+    y, mu, var = _stream(rng)
+    v = _run(M.prequential(0.9), y, mu, var)
+    for t in (4, 99, 299):
+        _check(v, _np_metrics(y[: t + 1], mu[: t + 1], var[: t + 1], np.ones(t + 1), 0.9), t)
+
+
+def test_fading_equals_numpy(rng):
+    y, mu, var = _stream(rng)
+    delta = 0.97
+    v = _run(M.fading(delta), y, mu, var)
+    for t in (10, 150, 299):
+        w = delta ** (t - np.arange(t + 1))
+        _check(v, _np_metrics(y[: t + 1], mu[: t + 1], var[: t + 1], w), t)
+
+
+def test_sliding_window_equals_numpy(rng):
+    y, mu, var = _stream(rng)
+    W = 25
+    v = _run(M.sliding(W), y, mu, var)
+    for t in (3, 24, 25, 180, 299):
+        lo = max(0, t + 1 - W)
+        _check(v, _np_metrics(y[lo: t + 1], mu[lo: t + 1], var[lo: t + 1], np.ones(t + 1 - lo)), t)
+
+
+def test_exponential_is_the_blogs_recursion(rng):
+    y, mu, var = _stream(rng)
+    v = _run(M.exponential(0.1), y, mu, var)
+    exp_mae = 0.0
+    for t, (a, b) in enumerate(zip(y, mu)):
+        exp_mae = 0.1 * abs(a - b) + 0.9 * exp_mae  # verbatim from the blog
+        if t in (0, 50, 299):
+            assert float(v["mae"][t]) == pytest.approx(exp_mae, rel=tol(1e-9, 1e-4))
+
+
+def test_stable_only_variants(rng):
+    y, mu, var = _stream(rng, 200)
+    mask = M.stable_mask(200, 30, change_points=[100])
+    assert mask.sum() == 200 - 60 and not mask[:30].any() and not mask[100:130].any() and mask[130:].all()
+    v = _run(M.prequential(), y, mu, var, weights=mask)
+    _check(v, _np_metrics(y[mask], mu[mask], var[mask], np.ones(mask.sum())), 199, keys=("rmse", "smse", "icr"))
+    vf = _run(M.fading(0.99), y, mu, var, weights=mask)
+    w = 0.99 ** (199 - np.arange(200)) * mask
+    _check(vf, _np_metrics(y, mu, var, w), 199, keys=("rmse", "smse"))
+
+
+def test_running_mean_of_any_loss(rng):
+    y, mu, var = _stream(rng, 50)
+    init, update, value = M.running_mean(lambda t, p: jnp.abs(t - p.mean) ** 3)
+    s = init()
+    for a, b, c in zip(y, mu, var):
+        s = update(s, a, Prediction(jnp.asarray(b), jnp.asarray(c)))
+    assert float(value(s)) == pytest.approx(np.mean(np.abs(y - mu) ** 3), rel=tol(1e-9, 1e-4))
+
+
+def test_accumulators_vmap_over_streams(rng):
+    ys, mus, vs = (np.stack(a) for a in zip(*[_stream(rng, 60) for _ in range(4)]))
+    acc = M.prequential()
+    out = jax.vmap(lambda a, b, c: jax.tree_util.tree_map(lambda v: v[-1], _run(acc, a, b, c)))(ys, mus, vs)
+    for i in range(4):
+        assert float(out["rmse"][i]) == pytest.approx(np.sqrt(np.mean((ys[i] - mus[i]) ** 2)), rel=tol(1e-9, 1e-4))
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="delta"):
+        M.fading(0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        M.exponential(1.5)
+    with pytest.raises(ValueError, match="window"):
+        M.sliding(0)
+    with pytest.raises(ValueError, match="level"):
+        M.prequential(1.0)
