@@ -2,3 +2,4 @@
 from .progressive import ProgressiveResult, progressive_validation, running_metrics, summarize
 from . import metrics
 from .metrics import Accumulator, exponential, fading, item_quantities, prequential, sliding, stable_mask
+from .delayed import DelayedResult, EventSchedule, delayed_progressive_validation, schedule_from_delays, schedule_from_times

@@ -1,0 +1,161 @@
+import datetime as dt
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax import Prediction
+from onlinejax.base import make_learner
+from onlinejax.evaluation import metrics as M
+from onlinejax.evaluation import progressive_validation
+from onlinejax.evaluation.delayed import (
+    ANSWER,
+    QUESTION,
+    delayed_progressive_validation,
+    schedule_from_delays,
+    schedule_from_times,
+)
+from conftest import X64, tol
+from reference import rel_err
+
+BLOG_TIMETABLE = [
+    (dt.datetime(2020, 1, 1, 20, 0, 0), 900),
+    (dt.datetime(2020, 1, 1, 20, 10, 0), 1800),
+    (dt.datetime(2020, 1, 1, 20, 20, 0), 300),
+    (dt.datetime(2020, 1, 1, 20, 45, 0), 400),
+    (dt.datetime(2020, 1, 1, 20, 50, 0), 240),
+    (dt.datetime(2020, 1, 1, 20, 55, 0), 450),
+]
+BLOG_OUTPUT = """\
+2020-01-01 20:00:00 - trip #1 departs
+2020-01-01 20:10:00 - trip #2 departs
+2020-01-01 20:15:00 - trip #1 arrives after 900 seconds
+2020-01-01 20:20:00 - trip #3 departs
+2020-01-01 20:25:00 - trip #3 arrives after 300 seconds
+2020-01-01 20:40:00 - trip #2 arrives after 1800 seconds
+2020-01-01 20:45:00 - trip #4 departs
+2020-01-01 20:50:00 - trip #5 departs
+2020-01-01 20:51:40 - trip #4 arrives after 400 seconds
+2020-01-01 20:54:00 - trip #5 arrives after 240 seconds
+2020-01-01 20:55:00 - trip #6 departs
+2020-01-01 21:02:30 - trip #6 arrives after 450 seconds"""
+
+
+def test_blog_six_trip_timetable_order():
+    dep = np.array([np.datetime64(d) for d, _ in BLOG_TIMETABLE])
+    dur = np.array([s for _, s in BLOG_TIMETABLE])
+    sch = schedule_from_times(dep, dep + dur.astype("timedelta64[s]"))
+    lines = []
+    for k, i, t in zip(sch.kind, sch.item, sch.time):
+        when = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=float(t))
+        if k == QUESTION:
+            lines.append(f"{when} - trip #{i + 1} departs")
+        else:
+            lines.append(f"{when} - trip #{i + 1} arrives after {dur[i]} seconds")
+    assert "\n".join(lines) == BLOG_OUTPUT
+
+
+def _lin_stream(rng, n, d=3):
+    X = rng.normal(size=(n, d))
+    return X, X @ rng.normal(size=d) + 0.2 * rng.normal(size=n)
+
+
+@pytest.mark.parametrize("make", [lambda: oj.bayes_linreg(3, alpha=0.5, beta=4.0), lambda: oj.windowed_bayes_linreg(3, 16)])
+def test_delay_zero_is_progressive_validation(rng, make):
+    lrn = make()
+    X, Y = _lin_stream(rng, 200)
+    pv = progressive_validation(lrn, lrn.init(), X, Y)
+    dv = delayed_progressive_validation(lrn, lrn.init(), X, Y, schedule_from_delays(np.zeros(200)))
+    if X64:  # bitwise in float64
+        np.testing.assert_array_equal(dv.predictions.mean, pv.predictions.mean)
+        np.testing.assert_array_equal(dv.predictions.var, pv.predictions.var)
+    else:
+        assert rel_err(dv.predictions.mean, pv.predictions.mean) < 1e-5
+    sch = schedule_from_delays(np.zeros(200))
+    assert sch.n_slots == 1 and list(sch.kind[:4]) == [QUESTION, ANSWER, QUESTION, ANSWER]
+
+
+def _recording_learner(n):
+    """x[0] carries the item index; state records the event counter at which each item was learned."""
+
+    def init():
+        return (jnp.zeros((), jnp.int32), jnp.full((n,), -1, jnp.int32), jnp.zeros((), jnp.float32))
+
+    def learn_one(s, x, y):
+        i = x[0].astype(jnp.int32)
+        return (s[0] + 1, s[1].at[i].set(jnp.where(s[1][i] >= 0, -100, s[0])), s[2])  # -100 marks a second learn
+
+    def predict_one(s, x):
+        return Prediction(jnp.sum(s[1] >= 0).astype(jnp.float32), jnp.ones((), jnp.float32))
+
+    return make_learner(init=init, learn_one=learn_one, predict_one=predict_one, n_features=1)
+
+
+def test_random_delays_no_leakage_and_each_label_once(rng):
+    n = 300
+    q = np.sort(rng.uniform(0, 100, size=n))
+    a = q + rng.exponential(5.0, size=n) * (rng.uniform(size=n) > 0.2)  # 20 % answered instantly
+    a[:5] = q[:5]
+    sch = schedule_from_times(q, a)
+    lrn = _recording_learner(n)
+    X = np.arange(n, dtype=np.float32)[:, None]
+    res = delayed_progressive_validation(lrn, lrn.init(), X, np.zeros(n, np.float32), sch)
+    learned_at = np.asarray(res.state[1])
+    assert np.all(learned_at >= 0) and len(set(learned_at.tolist())) == n  # each label learned exactly once
+    # a prediction sees exactly the labels whose answer time is strictly before its question time
+    # (at equal times questions go first), and nothing answered later: no leakage
+    expect = np.array([np.sum(a < q[i]) for i in range(n)])
+    np.testing.assert_array_equal(np.asarray(res.predictions.mean), expect)
+    # answers are learned in answer-time order
+    order = np.argsort(learned_at)
+    assert np.all(np.diff(a[order]) >= 0)
+
+
+def test_constant_delay_metrics_scored_at_answer(rng):
+    lrn = oj.bayes_linreg(3, alpha=1.0, beta=4.0)
+    X, Y = _lin_stream(rng, 120)
+    d = 7
+    res = delayed_progressive_validation(lrn, lrn.init(), X, Y, schedule_from_delays(np.full(120, d)),
+                                         metrics=M.prequential())
+    # reference: predict item i with a posterior of items 0..i-d-1 (answers at i'+d < i, ties: question first)
+    from reference import blr_posterior, predictive
+
+    for i in (0, 7, 8, 50, 119):
+        k = max(0, i - d)
+        if k == 0:
+            m, S = np.zeros(3), np.eye(3)
+        else:
+            m, S = blr_posterior(X[:k], Y[:k], 1.0, 4.0)
+        mu, var = predictive(m, S, 4.0, X[i])
+        assert float(res.predictions.mean[i]) == pytest.approx(mu, rel=tol(1e-9, 1e-4), abs=1e-5)
+        assert float(res.predictions.var[i]) == pytest.approx(var, rel=tol(1e-9, 1e-4))
+    mu = np.asarray(res.predictions.mean, np.float64)
+    assert float(res.metrics["mae"]) == pytest.approx(np.mean(np.abs(Y - mu)), rel=tol(1e-9, 1e-4))
+    # the final state has learned every label
+    m, _ = blr_posterior(X, Y, 1.0, 4.0)
+    assert rel_err(res.state.mean, m) < tol(1e-9, 1e-4)
+
+
+def test_vmap_over_streams_sharing_a_schedule(rng):
+    lrn = oj.bayes_linreg(3)
+    sch = schedule_from_delays(rng.integers(0, 10, size=80))
+    Xs = rng.normal(size=(4, 80, 3))
+    Ys = Xs.sum(-1)
+    f = jax.vmap(lambda X, Y: delayed_progressive_validation(lrn, lrn.init(), X, Y, sch).predictions)
+    out = f(Xs, Ys)
+    one = delayed_progressive_validation(lrn, lrn.init(), Xs[2], Ys[2], sch).predictions
+    assert rel_err(out.mean[2], one.mean) < tol(1e-12, 1e-5)
+
+
+def test_schedule_errors():
+    with pytest.raises(ValueError, match="answer_times"):
+        schedule_from_times([0.0, 1.0], [0.5, 0.5])
+    with pytest.raises(ValueError, match="answer_times"):
+        schedule_from_times([0.0, 1.0], [1.0])
+    with pytest.raises(ValueError, match="delays"):
+        schedule_from_delays([1.0, -1.0])
+    lrn = oj.bayes_linreg(2)
+    with pytest.raises(ValueError, match="X, Y"):
+        delayed_progressive_validation(lrn, lrn.init(), np.ones((3, 2)), np.ones(3), schedule_from_delays(np.zeros(4)))
