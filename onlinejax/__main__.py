@@ -1,4 +1,4 @@
-"""Command line: ``python -m onlinejax drift [--streams S] [--n N] [--out DIR]``.
+"""Command line: ``python -m onlinejax drift [--streams S] [--n N] [--out DIR]`` and ``python -m onlinejax compare``.
 
 ``drift`` (the default) runs progressive validation of the Bayesian linear
 family on the blog's drifting two-weight stream, ``S`` independent streams
@@ -78,6 +78,19 @@ def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95
     return rows
 
 
+def run_compare(delay: float = 7.0) -> dict:
+    """Temporal split vs K-fold vs progressive vs delayed progressive on River's TrumpApproval."""
+    from .data import trump_approval
+    from .evaluation import compare_evaluations
+    from .linear import bayes_linreg
+
+    days, X, y, names = trump_approval()
+    lrn = bayes_linreg(X.shape[1], alpha=1e-2, beta=1.0, forgetting=0.99, intercept=True)
+    print(f"TrumpApproval (River's shipped CSV): {len(y)} days, features {', '.join(names)}; "
+          f"learner: forgetting Bayesian linear regression (λ = 0.99, intercept); label delay {delay:g} days")
+    return compare_evaluations(lrn, X, y, times=days, delay=delay)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m onlinejax", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd")
@@ -87,7 +100,19 @@ def main(argv=None) -> int:
         q.add_argument("--n", type=int, default=2000, help="items per stream")
         q.add_argument("--out", default="results", help="output folder for CSV and PNG")
         q.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
+    c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     a = p.parse_args(argv)
+    if a.cmd == "compare":
+        if a.delay < 0:
+            print("error: --delay must be >= 0", file=sys.stderr)
+            return 2
+        try:
+            run_compare(a.delay)
+        except ImportError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.streams < 1 or a.n < 10:
         print("error: --streams must be >= 1 and --n >= 10", file=sys.stderr)
         return 2

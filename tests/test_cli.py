@@ -14,3 +14,32 @@ def test_main_job_small(tmp_path, capsys):
 
 def test_bad_arguments_exit_nonzero(tmp_path):
     assert main(["drift", "--streams", "0", "--out", str(tmp_path)]) == 2
+
+
+def test_compare_on_shipped_data(capsys):
+    import pytest
+
+    pytest.importorskip("river")
+    assert main(["compare", "--delay", "7"]) == 0
+    out = capsys.readouterr().out
+    for s in ("temporal split", "5-fold CV", "progressive validation", "delayed progressive (delay 7)"):
+        assert s in out
+
+
+def test_compare_values_and_order(capsys):
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("river")
+    import onlinejax as oj
+    from onlinejax.evaluation import compare_evaluations, progressive_validation
+
+    days, X, y, _ = oj.data.trump_approval()
+    assert X.shape == (1001, 5) and np.all(np.diff(days) >= 0)
+    lrn = oj.bayes_linreg(5, alpha=1e-2, forgetting=0.99, intercept=True)
+    r = compare_evaluations(lrn, X, y, times=days, delay=0.0, verbose=False)
+    pv = float(np.mean(np.abs(y - np.asarray(progressive_validation(lrn, lrn.init(), X, y).predictions.mean, np.float64))))
+    assert r["progressive validation"] == pytest.approx(pv)
+    assert r["delayed progressive (delay 0)"] == pytest.approx(pv, rel=1e-5)
+    r30 = compare_evaluations(lrn, X, y, times=days, delay=30.0, verbose=False)
+    assert r30["delayed progressive (delay 30)"] > r30["progressive validation"]  # learning later cannot help here

@@ -138,3 +138,15 @@ def test_progressive_validation_checks_shapes():
         progressive_validation(lrn, lrn.init(), np.ones((5, 2)), np.ones(4))
     with pytest.raises(ValueError, match="X"):
         progressive_validation(lrn, lrn.init(), np.ones(2), np.ones(1))
+
+
+def test_metrics_argument_scores_in_item_order(rng):
+    from onlinejax.evaluation import metrics as M
+
+    lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
+    X = rng.normal(size=(80, 2))
+    Y = X @ [1.0, 1.0] + 0.5 * rng.normal(size=80)
+    r = progressive_validation(lrn, lrn.init(), X, Y, metrics=M.sliding(20))
+    err = Y[-20:] - np.asarray(r.predictions.mean, np.float64)[-20:]
+    assert float(r.metrics["rmse"]) == pytest.approx(np.sqrt(np.mean(err ** 2)), rel=tol(1e-9, 1e-4))
+    assert M.sliding(20) is M.sliding(20)  # cached: passing a fresh accumulator does not recompile

@@ -3,3 +3,5 @@ from .progressive import ProgressiveResult, progressive_validation, running_metr
 from . import metrics
 from .metrics import Accumulator, exponential, fading, item_quantities, prequential, sliding, stable_mask
 from .delayed import DelayedResult, EventSchedule, delayed_progressive_validation, schedule_from_delays, schedule_from_times
+from .compare import compare_evaluations
+from .timing import timing_report

@@ -34,6 +34,7 @@ the accumulators run inside ``scan`` and ``vmap``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -162,12 +163,14 @@ def _weighted(decay: float | None, blog_alpha: float | None, level: float) -> Ac
     return Accumulator(init, update, value, level)
 
 
+@functools.lru_cache(maxsize=None)  # same arguments -> same object -> no recompilation
 def prequential(level: float = 0.95) -> Accumulator:
     """Whole-stream averages (thesis eq. 6.1: ``M = S/n``)."""
     normal_quantile(level)
     return _weighted(None, None, level)
 
 
+@functools.lru_cache(maxsize=None)  # same arguments -> same object -> no recompilation
 def fading(delta: float, level: float = 0.95) -> Accumulator:
     """Fading-factor averages ``S_δ/N_δ`` (thesis eq. 6.2–6.3), ``δ ∈ (0, 1]``."""
     check_in_range(delta, "delta", 0.0, 1.0)
@@ -175,6 +178,7 @@ def fading(delta: float, level: float = 0.95) -> Accumulator:
     return _weighted(float(delta), None, level)
 
 
+@functools.lru_cache(maxsize=None)  # same arguments -> same object -> no recompilation
 def exponential(alpha: float = 0.1, level: float = 0.95) -> Accumulator:
     """The blog's exponentially weighted average ``v ← alpha·new + (1 - alpha)·v`` from ``v = 0``.
 
@@ -187,6 +191,7 @@ def exponential(alpha: float = 0.1, level: float = 0.95) -> Accumulator:
     return acc
 
 
+@functools.lru_cache(maxsize=None)  # same arguments -> same object -> no recompilation
 def sliding(window: int, level: float = 0.95) -> Accumulator:
     """Averages over the last ``window`` items (thesis 6.1: sliding error window)."""
     if int(window) != window or window < 1 or isinstance(window, bool):

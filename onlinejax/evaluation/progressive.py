@@ -7,7 +7,7 @@ item, so the whole stream is used for both without leakage.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -21,22 +21,30 @@ __all__ = ["ProgressiveResult", "progressive_validation", "running_metrics", "su
 
 
 class ProgressiveResult(NamedTuple):
-    """Attributes: ``state`` (final learner state), ``predictions`` (``Prediction`` with ``[n]`` leaves)."""
+    """Attributes: ``state`` (final learner state), ``predictions`` (``Prediction`` with ``[n]`` leaves),
+    ``metrics`` (final values of the accumulator passed in, or None)."""
 
     state: Any
     predictions: Prediction
+    metrics: Optional[dict] = None
 
 
-@partial(jax.jit, static_argnums=0)
-def _scan(learner: Learner, state, X, Y):
+@partial(jax.jit, static_argnums=(0, 1))
+def _scan(learner: Learner, acc, state, X, Y):
     def body(s, xy):
         s, p = learner.step(s, *xy)
         return s, p
 
-    return jax.lax.scan(body, state, (X, Y))
+    state, preds = jax.lax.scan(body, state, (X, Y))
+    mvals = None
+    if acc is not None:
+        ms = jax.lax.scan(lambda m, a: (acc.update(m, a[0], Prediction(a[1], a[2])), None),
+                          acc.init(preds.mean.dtype), (Y, preds.mean, preds.var))[0]
+        mvals = acc.value(ms)
+    return state, preds, mvals
 
 
-def progressive_validation(learner: Learner, state, X, Y) -> ProgressiveResult:
+def progressive_validation(learner: Learner, state, X, Y, metrics=None) -> ProgressiveResult:
     """Run predict-then-learn over a stream.
 
     Args:
@@ -44,9 +52,11 @@ def progressive_validation(learner: Learner, state, X, Y) -> ProgressiveResult:
         and shape; array hyperparameters live in ``state``).
       state: the learner's initial state.
       X: ``[n, d]`` inputs; Y: ``[n]`` targets.
+      metrics: optional accumulator from :mod:`onlinejax.evaluation.metrics`
+        (static), scored in item order.
     Returns:
-      :class:`ProgressiveResult` with the final state and the ``n``
-      predictions made *before* each item was learned.
+      :class:`ProgressiveResult` with the final state, the ``n`` predictions
+      made *before* each item was learned, and the metric values.
 
     Many streams and many hyperparameter values run as one program with
     ``vmap`` (close over the learner; it is static)::
@@ -62,8 +72,8 @@ def progressive_validation(learner: Learner, state, X, Y) -> ProgressiveResult:
     Y = jnp.asarray(Y, dtype)
     if Y.shape != X.shape[:1]:
         raise ValueError(f"Y: expected shape {X.shape[:1]}, got {tuple(Y.shape)}")
-    state, preds = _scan(learner, state, X, Y)
-    return ProgressiveResult(state, preds)
+    state, preds, mvals = _scan(learner, metrics, state, X, Y)
+    return ProgressiveResult(state, preds, mvals)
 
 
 def running_metrics(Y, predictions: Prediction, level: float = 0.95) -> dict:

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+from onlinejax.evaluation import crossval as cv
+
+
+def _no_leak(splits, n=None):
+    out = list(splits)
+    for tr, te in out:
+        assert np.intersect1d(tr, te).size == 0
+        if n is not None:
+            assert tr.max(initial=-1) < n and te.max() < n
+    return out
+
+
+def test_kfold_partitions_the_items():
+    splits = _no_leak(cv.kfold(23, 4), 23)
+    assert len(splits) == 4
+    np.testing.assert_array_equal(np.sort(np.concatenate([te for _, te in splits])), np.arange(23))
+    for tr, te in splits:
+        assert len(tr) + len(te) == 23
+    sh = _no_leak(cv.kfold(23, 4, shuffle=True, seed=3))
+    assert not all(np.all(np.diff(te) == 1) for _, te in sh)
+
+
+def test_hblock_leaves_exactly_h_each_side():
+    n, k, h = 40, 4, 3
+    for tr, te in _no_leak(cv.hblock_kfold(n, k, h), n):
+        lo, hi = te[0], te[-1]
+        removed = set(range(n)) - set(tr) - set(te)
+        want = set(range(max(0, lo - h), lo)) | set(range(hi + 1, min(n, hi + h + 1)))
+        assert removed == want
+
+
+def test_rolling_windows_have_constant_length_and_expanding_grow():
+    rol = _no_leak(cv.rolling_window(30, 10, horizon=2, step=3))
+    assert {len(tr) for tr, _ in rol} == {10} and all(te[0] == tr[-1] + 1 for tr, te in rol)
+    exp = _no_leak(cv.expanding_window(30, 10, horizon=1))
+    assert [len(tr) for tr, _ in exp] == list(range(10, 30))
+    assert all(tr.max() < te.min() for tr, te in exp)
+
+
+def test_temporal_split():
+    (tr, te), = cv.temporal_split(10, 0.3)
+    np.testing.assert_array_equal(te, [7, 8, 9])
+    np.testing.assert_array_equal(tr, np.arange(7))
+    with pytest.raises(ValueError, match="test_size"):
+        list(cv.temporal_split(10, 0))
+
+
+def test_stratified_folds_cover_the_target_range(rng):
+    y = rng.exponential(size=200)
+    splits = _no_leak(cv.stratified_kfold(y, k=5, n_bins=4))
+    np.testing.assert_array_equal(np.sort(np.concatenate([te for _, te in splits])), np.arange(200))
+    q = np.quantile(y, [0.25, 0.5, 0.75])
+    for _, te in splits:
+        counts = np.bincount(np.searchsorted(q, y[te], side="right"), minlength=4)
+        assert counts.min() >= 8  # each fold has ~10 items of every quartile
+
+
+def test_lag_matrix_arx():
+    y = np.arange(10.0)
+    x = np.arange(10.0) * 10
+    Z, t = cv.lag_matrix(y, 2, x)
+    np.testing.assert_array_equal(Z[0], [1.0, 0.0, 20.0])
+    np.testing.assert_array_equal(t, y[2:])
+    assert Z.shape == (8, 3)
+
+
+def test_one_standard_error_rule_picks_simplest_within_one_se():
+    means = [1.00, 0.80, 0.70, 0.69, 0.72]
+    ses = [0.05, 0.05, 0.05, 0.04, 0.05]
+    # best is index 3 (0.69 ± 0.04): within 0.73 are indices 2, 3, 4 -> simplest is 2
+    assert cv.one_standard_error_rule(means, ses) == 2
+    assert cv.one_standard_error_rule(means, ses, complexity=[5, 4, 3, 2, 1]) == 4
+
+
+def test_cross_validate_linear_and_aic(rng):
+    X = rng.normal(size=(120, 2))
+    y = X @ [1.0, -1.0] + 0.5 + 0.1 * rng.normal(size=120)
+    res = cv.cross_validate(cv.linear_fit, cv.linear_predict, X, y, cv.kfold(120, 5))
+    assert res.scores.shape == (5,) and res.mean == pytest.approx(0.01, rel=0.5)
+    assert res.se == pytest.approx(np.std(res.scores, ddof=1) / np.sqrt(5))
+    rss = np.sum((y - cv.linear_predict(cv.linear_fit(X, y), X)) ** 2)
+    assert cv.aic_linear(rss, 120, 3) == pytest.approx(120 * np.log(rss / 120) + 6)
+    with pytest.raises(ValueError, match="splits"):
+        cv.cross_validate(cv.linear_fit, cv.linear_predict, X, y, [(np.arange(5), np.arange(3, 8))])
