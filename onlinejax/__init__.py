@@ -8,3 +8,4 @@ from .linear import *  # noqa: F401,F403
 from .stateful import StatefulLearner
 
 __version__ = "0.1.0"
+from . import gp

@@ -43,6 +43,7 @@ __all__ = [
     "cap_variance",
     "psd_solve",
     "jitter",
+    "chol_rank1_update",
 ]
 
 
@@ -149,3 +150,31 @@ def psd_solve(A: Array, B: Array, diagonal_boost: Array | float | None = None) -
         diagonal_boost = jitter(A.dtype) * jnp.mean(jnp.diag(A))
     A = A + diagonal_boost * jnp.eye(A.shape[0], dtype=A.dtype)
     return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(A), True), B)
+
+
+def chol_rank1_update(L: Array, v: Array) -> Array:
+    """Cholesky factor of ``LLᵀ + vvᵀ`` in ``O(n²)`` vectorised operations.
+
+    Uses the product form ``L₊ = L·M`` with ``M`` the Cholesky factor of
+    ``I + ppᵀ``, ``p = L⁻¹v``, which has a closed form (Gill, Golub, Murray &
+    Saunders 1974, "Methods for modifying matrix factorizations"): with
+    ``s_j = 1 + Σ_{k<=j} p_k²``, ``M_jj = sqrt(s_j/s_{j-1})`` and
+    ``M_ij = p_i p_j / sqrt(s_j s_{j-1})`` for ``i > j``. Then
+    ``L₊[:, j] = M_jj L[:, j] + q_j Σ_{i>j} p_i L[:, i]`` with
+    ``q_j = p_j / sqrt(s_j s_{j-1})`` — a suffix sum, so no sequential loop
+    over columns (a Givens-style column loop was ~5× slower in ``lax.scan`` on
+    CPU at n = 64). Only *updates* are done this way: every ``s_j >= 1``, so
+    there is no cancellation.
+
+    Args:
+      L: ``[n, n]`` lower-triangular Cholesky factor.
+      v: ``[n]``.
+    Returns:
+      ``[n, n]`` lower-triangular factor of ``LLᵀ + vvᵀ``. A zero ``v`` returns ``L`` exactly.
+    """
+    p = solve_triangular(L, v, lower=True)
+    s = 1.0 + jnp.cumsum(p * p)
+    s_prev = jnp.concatenate([jnp.ones((1,), L.dtype), s[:-1]])
+    Lp = L * p[None, :]
+    suffix = jnp.cumsum(Lp[:, ::-1], axis=1)[:, ::-1] - Lp  # Σ_{i>j} L[:, i] p_i
+    return L * jnp.sqrt(s / s_prev)[None, :] + suffix * (p / jnp.sqrt(s * s_prev))[None, :]

@@ -37,3 +37,31 @@ def rel_err(a, b):
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+def gp_predict(Xw, yw, xq, signal_var, noise_var, lengthscale, kernel="se", mean_coef=None):
+    """Direct float64 GP prediction on a window: returns (mean [m], latent var [m])."""
+    Xw = np.asarray(Xw, np.float64)
+    yw = np.asarray(yw, np.float64)
+    xq = np.atleast_2d(np.asarray(xq, np.float64))
+    ls = np.broadcast_to(np.asarray(lengthscale, np.float64), (Xw.shape[1],))
+
+    def k(A, B):
+        r2 = (((A[:, None, :] - B[None, :, :]) / ls) ** 2).sum(-1)
+        if kernel == "se":
+            return signal_var * np.exp(-0.5 * r2)
+        r = np.sqrt(r2)
+        if kernel == "matern32":
+            return signal_var * (1 + np.sqrt(3) * r) * np.exp(-np.sqrt(3) * r)
+        return signal_var * (1 + np.sqrt(5) * r + 5 * r2 / 3) * np.exp(-np.sqrt(5) * r)
+
+    m_w = np.zeros(len(yw)) if mean_coef is None else Xw @ mean_coef[:-1] + mean_coef[-1]
+    m_q = np.zeros(len(xq)) if mean_coef is None else xq @ mean_coef[:-1] + mean_coef[-1]
+    if len(yw) == 0:
+        return m_q, np.full(len(xq), signal_var)
+    K = k(Xw, Xw) + noise_var * np.eye(len(yw))
+    ks = k(Xw, xq)
+    a = np.linalg.solve(K, yw - m_w)
+    mu = m_q + ks.T @ a
+    var = signal_var - np.einsum("ij,ij->j", ks, np.linalg.solve(K, ks))
+    return mu, var

@@ -1,0 +1,210 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+
+import onlinejax as oj
+from onlinejax.evaluation import progressive_validation
+from onlinejax.gp import (GPParams, gp_params, gp_window, latent, log_marginal_likelihood, noise_var, signal_var,
+                          tune_hyperparameters)
+from onlinejax.gp.kernels import KERNELS, noise_floor_rel
+from conftest import X64, tol
+from reference import gp_predict, rel_err
+
+
+def _stream(rng, n, d=2, noise=0.1, dup_every=0):
+    X = rng.uniform(0, 10, size=(n, d))
+    if dup_every:
+        X[dup_every::dup_every] = X[dup_every - 1:-1:dup_every][: len(X[dup_every::dup_every])]  # repeated inputs
+    Y = np.sin(X[:, 0]) + np.cos(X[:, -1]) + noise * rng.normal(size=n)
+    return X, Y
+
+
+def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
+    """Predictions made before each item vs a float64 direct solve on the window; returns worst abs errors."""
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    dt = res.predictions.mean.dtype
+    nv = nv_user + noise_floor_rel(dt) * sv
+    mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
+    worst_m = worst_v = 0.0
+    for t in range(len(Y)):
+        lo = max(0, t - W)
+        Xw, Yw = X[lo:t], Y[lo:t]
+        coef = None
+        if mean == "average" and t > 0:
+            coef = np.zeros(X.shape[1] + 1)
+            coef[-1] = Yw.mean()
+        rm, rv = gp_predict(Xw, Yw, X[t], sv, nv, ls, kernel, coef)
+        worst_m = max(worst_m, abs(mu[t] - rm[0]))
+        worst_v = max(worst_v, abs(var[t] - (rv[0] + nv)))
+    return worst_m, worst_v, res
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_every_step_equals_direct_solve(rng, kernel):
+    W = 16
+    X, Y = _stream(rng, 300, dup_every=7)
+    lrn = gp_window(2, W, kernel=kernel, lengthscale=1.5, noise_std=0.1)
+    wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.5, kernel)
+    assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
+
+
+def test_average_mean_variant(rng):
+    W = 12
+    X, Y = _stream(rng, 150)
+    Y = Y + 5.0
+    lrn = gp_window(2, W, mean="average", lengthscale=1.0, noise_std=0.2)
+    wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.04, 1.0, mean="average")
+    assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
+
+
+def test_ols_mean_variant_matches_windowed_least_squares(rng):
+    W = 20
+    X, Y = _stream(rng, 100)
+    Y = Y + X @ [2.0, -1.0] + 3.0
+    lrn = gp_window(2, W, mean="ols", lengthscale=1.0, noise_std=0.2)
+    s = lrn.learn(lrn.init(), X, Y)
+    Z = np.column_stack([X[-W:], np.ones(W)])
+    coef = np.linalg.lstsq(Z, Y[-W:], rcond=None)[0]
+    np.testing.assert_allclose(s.mean_coef, coef, rtol=tol(1e-6, 1e-3), atol=tol(1e-8, 1e-3))
+    rm, rv = gp_predict(X[-W:], Y[-W:], X[:3], 1.0, 0.04 + noise_floor_rel(s.y.dtype), 1.0, mean_coef=np.asarray(s.mean_coef, np.float64))
+    p = lrn.predict(s, X[:3])
+    assert np.max(np.abs(np.asarray(p.mean) - rm)) < tol(1e-8, 1e-3)
+
+
+def test_long_stream_wraps_many_times(rng):
+    """5,000 items through a W = 64 window (78 wraps): float64 1e-9 rel, float32 1e-4 at noise var 1e-2."""
+    W = 64
+    X, Y = _stream(rng, 5000)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    wm, wv, res = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.0)
+    assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
+
+
+def test_hard_case_small_noise_long_lengthscale(rng):
+    """noise variance 1e-4, lengthscale 2 (condition number ~1e5): float32 within 1e-2."""
+    W = 64
+    X, Y = _stream(rng, 2000, noise=0.01, dup_every=11)
+    lrn = gp_window(2, W, lengthscale=2.0, noise_std=0.01)
+    wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 1e-4, 2.0)
+    assert wm < tol(1e-7, 1e-2) and wv < tol(1e-7, 1e-2)
+
+
+def test_duplicates_keep_factor_finite(rng):
+    X = np.repeat(rng.uniform(0, 1, size=(5, 2)), 20, axis=0)  # each input 20 times in a row
+    Y = X.sum(1)
+    lrn = gp_window(2, 32, lengthscale=3.0, noise_std=1e-3)
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    assert np.all(np.isfinite(np.asarray(res.predictions.var))) and np.all(np.asarray(res.predictions.var) > 0)
+    assert np.all(np.isfinite(np.asarray(res.state.chol)))
+
+
+def test_downdate_evicts_oldest(rng):
+    W = 10
+    X, Y = _stream(rng, 25)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    for n_items in (25, 6):  # full window, and a partly filled one
+        s = lrn.learn(lrn.init(), X[:n_items], Y[:n_items])
+        have = min(n_items, W)
+        for k in range(1, 4):
+            s = lrn.downdate(s)
+            Xw, Yw = X[n_items - have + k: n_items], Y[n_items - have + k: n_items]
+            rm, rv = gp_predict(Xw, Yw, X[:4], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
+            p = lrn.predict(s, X[:4])
+            assert np.max(np.abs(np.asarray(p.mean) - rm)) < tol(1e-9, 1e-4)
+            assert np.max(np.abs(np.asarray(p.var) - rv - 0.01)) < tol(1e-9, 1e-4)
+        # learning continues consistently after evictions
+        s = lrn.learn(s, X[0], Y[0])
+        assert int(jnp.sum(s.valid)) == have - 3 + 1
+
+
+def test_latent_and_observed_variance(rng):
+    X, Y = _stream(rng, 30)
+    lrn = gp_window(2, 16, noise_std=0.3)
+    s = lrn.learn(lrn.init(), X, Y)
+    p = lrn.predict(s, X[:2])
+    np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(noise_var(s.params)), rtol=1e-5)
+
+
+def _np_lml(theta, X, y):
+    sf, sn, l1, l2 = np.exp(theta)
+    r2 = ((X[:, None, 0] - X[None, :, 0]) / l1) ** 2 + ((X[:, None, 1] - X[None, :, 1]) / l2) ** 2
+    K = sf ** 2 * np.exp(-0.5 * r2) + (sn ** 2 + noise_floor_rel(np.float64) * sf ** 2) * np.eye(len(y))
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(K, y)
+    return -0.5 * y @ a - np.log(np.diag(L)).sum() - 0.5 * len(y) * np.log(2 * np.pi), K, a
+
+
+def test_lml_and_gradient_match_reference(rng):
+    X, Y = _stream(rng, 25)
+    valid = np.ones(25, bool)
+    valid[:5] = False  # masked slots are ignored
+    theta = np.log([1.3, 0.2, 1.7, 0.8])
+    p = GPParams(jnp.asarray(theta[0]), jnp.asarray(theta[1]), jnp.asarray(theta[2:]))
+    p = jax.tree_util.tree_map(lambda a: a.astype(jnp.zeros(()).dtype), p)
+    f = lambda q: log_marginal_likelihood(KERNELS["se"], q, jnp.asarray(X), jnp.asarray(Y), jnp.asarray(valid))  # noqa: E731
+    ref, K, a = _np_lml(theta, X[5:], Y[5:])
+    assert float(f(p)) == pytest.approx(ref, rel=tol(1e-10, 1e-5))
+    g = jax.grad(f)(p)
+    g = np.array([float(g.log_signal_std), float(g.log_noise_std), *np.asarray(g.log_lengthscale, np.float64)])
+    # thesis eq. 4.30-4.33: dL/dθ = ½ tr((α αᵀ - K⁻¹) dK/dθ)
+    Xv = X[5:]
+    sf, sn, l1, l2 = np.exp(theta)
+    Kf = sf ** 2 * np.exp(-0.5 * (((Xv[:, None, 0] - Xv[None, :, 0]) / l1) ** 2 + ((Xv[:, None, 1] - Xv[None, :, 1]) / l2) ** 2))
+    floor = noise_floor_rel(np.float64)
+    dK = [2 * Kf + 2 * floor * sf ** 2 * np.eye(20), 2 * sn ** 2 * np.eye(20),
+          Kf * ((Xv[:, None, 0] - Xv[None, :, 0]) / l1) ** 2, Kf * ((Xv[:, None, 1] - Xv[None, :, 1]) / l2) ** 2]
+    Q = np.outer(a, a) - np.linalg.inv(K)
+    ref_g = np.array([0.5 * np.trace(Q @ D) for D in dK])
+    np.testing.assert_allclose(g, ref_g, rtol=tol(1e-7, 2e-3), atol=tol(1e-9, 1e-3))
+    fd = optimize.approx_fprime(theta, lambda t: _np_lml(t, Xv, Y[5:])[0], 1e-6)
+    np.testing.assert_allclose(ref_g, fd, rtol=1e-4, atol=1e-4)
+
+
+def test_tuning_reaches_scipy_lbfgs(rng):
+    """On 20 random windows the optax tune reaches scipy L-BFGS's likelihood within 1e-3 nats per point."""
+    W = 32
+    worse = []
+    tune = jax.jit(lambda q, X, Y: tune_hyperparameters(KERNELS["se"], "zero", q, X, Y, jnp.ones(W, bool)))
+    for trial in range(20):
+        X, Y = _stream(rng, W, noise=rng.uniform(0.05, 0.5))
+        ls0 = rng.uniform(0.5, 3.0)
+        p0 = gp_params(2, 1.0, 0.3, ls0)
+        f = lambda q: log_marginal_likelihood(KERNELS["se"], q, jnp.asarray(X), jnp.asarray(Y), jnp.ones(W, bool))  # noqa: E731
+        p = tune(p0, jnp.asarray(X), jnp.asarray(Y))
+        ours = float(f(p))
+        ref = optimize.minimize(lambda t: -_np_lml(t, X, Y)[0], np.array([0.0, np.log(0.3), np.log(ls0), np.log(ls0)]),
+                                method="L-BFGS-B", bounds=[(-5, 5), (-9, 3), (-5, 5), (-5, 5)])
+        worse.append((-ref.fun - ours) / W)
+    assert max(worse) < 1e-3, worse
+
+
+def test_tune_rebuilds_and_no_recompile(rng):
+    from test_progressive import count_compiles
+
+    X, Y = _stream(rng, 80)
+    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0)
+    s = lrn.learn(lrn.init(), X, Y)
+    t = lrn.tune(s)
+    assert float(noise_var(t.params)) < 0.1  # true noise 0.01
+    rm, _ = gp_predict(X[-32:], Y[-32:], X[:3], float(signal_var(t.params)), float(noise_var(t.params)),
+                       np.exp(np.asarray(t.params.log_lengthscale, np.float64)))
+    assert np.max(np.abs(np.asarray(lrn.predict(t, X[:3]).mean) - rm)) < tol(1e-8, 2e-3)
+    lrn.predict(t, X[0])
+    t2 = lrn.learn(t, X[1], Y[1])
+    assert count_compiles(lambda: jax.block_until_ready((lrn.tune(t2), lrn.learn(t2, X[2], float(Y[2])),
+                                                         lrn.predict(t2, X[3])))) == 0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="window"):
+        gp_window(2, 1)
+    with pytest.raises(ValueError, match="kernel"):
+        gp_window(2, 8, kernel="rbf2")
+    with pytest.raises(ValueError, match="mean"):
+        gp_window(2, 8, mean="median")
+    with pytest.raises(ValueError, match="noise_std"):
+        gp_window(2, 8, noise_std=0.0)
+    with pytest.raises(ValueError, match="lengthscale"):
+        gp_window(2, 8).init(lengthscale=-1.0)
