@@ -44,6 +44,8 @@ __all__ = [
     "psd_solve",
     "jitter",
     "chol_rank1_update",
+    "inv_chol_drop_first",
+    "inv_chol_append",
 ]
 
 
@@ -185,3 +187,61 @@ def chol_rank1_update(L: Array, v: Array) -> Array:
     else:
         suffix = jax.lax.associative_scan(jnp.add, Lp, reverse=True, axis=1) - Lp
     return L * jnp.sqrt(s / s_prev)[None, :] + suffix * (p / jnp.sqrt(s * s_prev))[None, :]
+
+
+def inv_chol_drop_first(R: Array) -> Array:
+    """Inverse Cholesky factor of ``K[1:, 1:]`` from that of ``K``, in ``O(n²)`` memory.
+
+    With ``K = LLᵀ`` and ``R = L⁻¹`` (lower triangular, ``K⁻¹ = RᵀR``):
+    dropping the first row/column of ``K`` is the rank-1 *update*
+    ``K₂₂ = L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ`` of the trailing factor, whose vector in
+    :func:`chol_rank1_update`'s notation is ``p = L₂₂⁻¹l₂₁ = -R[1:, 0]/R[0, 0]``
+    (block inverse of a triangular matrix) — no solve needed. The inverse of
+    the closed-form factor ``M`` of ``I + ppᵀ`` is again diagonal plus a
+    rank-1 strictly lower part: ``M⁻¹ = diag(1/m) + tril(a bᵀ, -1)`` with
+    ``m_j = sqrt(s_j/s_{j-1})``, ``a_i = -p_i/(m_i s_{i-1})`` and
+    ``b_j = q_j s_j/m_j`` (``q_j = p_j/sqrt(s_j s_{j-1})``), because the
+    products of ``1 - q_k p_k/m_k = s_{k-1}/s_k`` telescope; so
+    ``R₂₂' = M⁻¹R₂₂`` is one prefix sum over rows. All ``s_j >= 1``.
+
+    Args:
+      R: ``[n, n]`` lower-triangular inverse Cholesky factor of ``K``.
+    Returns:
+      ``[n-1, n-1]`` inverse Cholesky factor of ``K[1:, 1:]``. If ``R[1:, 0]``
+      is zero (a decoupled first row) the result is ``R[1:, 1:]`` exactly.
+    """
+    p = -R[1:, 0] / R[0, 0]
+    R22 = R[1:, 1:]
+    n = R22.shape[0]
+    s = 1.0 + jnp.cumsum(p * p)
+    s_prev = jnp.concatenate([jnp.ones((1,), R.dtype), s[:-1]])
+    m = jnp.sqrt(s / s_prev)
+    q = p / jnp.sqrt(s * s_prev)
+    a = -p / (m * s_prev)
+    b = q * s / m
+    BR = b[:, None] * R22
+    if n <= 128:
+        prefix = jnp.tril(jnp.ones((n, n), R.dtype), -1) @ BR  # Σ_{j<i} b_j R[j, :]; one gemm beat a scan on CPU
+    else:
+        prefix = jax.lax.associative_scan(jnp.add, BR, axis=0) - BR
+    return R22 / m[:, None] + a[:, None] * prefix
+
+
+def inv_chol_append(R: Array, k: Array, kxx: Array, floor: Array) -> Array:
+    """Inverse Cholesky factor of ``[[K, k], [kᵀ, kxx]]`` from ``R = chol(K)⁻¹`` (bordering).
+
+    ``c = Rk``, ``δ = sqrt(max(kxx - cᵀc, floor))``; the new last row is
+    ``[-(cᵀR)/δ, 1/δ]``. For ``K_y = K + σ_n²I`` the exact Schur complement
+    ``kxx - cᵀc`` is ``>= σ_n²``, so ``floor = σ_n²`` never biases an exact
+    result and keeps the factor finite for duplicate inputs.
+
+    Args:
+      R: ``[n, n]``; k: ``[n]``; kxx: ``[]``; floor: ``[]``.
+    Returns:
+      ``[n+1, n+1]``.
+    """
+    c = R @ k
+    dlt = jnp.sqrt(jnp.maximum(kxx - c @ c, floor))
+    n = R.shape[0]
+    out = jnp.zeros((n + 1, n + 1), R.dtype).at[:-1, :-1].set(R)
+    return out.at[-1, :-1].set(-(c @ R) / dlt).at[-1, -1].set(1.0 / dlt)

@@ -97,7 +97,7 @@ def test_duplicates_keep_factor_finite(rng):
     lrn = gp_window(2, 32, lengthscale=3.0, noise_std=1e-3)
     res = progressive_validation(lrn, lrn.init(), X, Y)
     assert np.all(np.isfinite(np.asarray(res.predictions.var))) and np.all(np.asarray(res.predictions.var) > 0)
-    assert np.all(np.isfinite(np.asarray(res.state.chol)))
+    assert np.all(np.isfinite(np.asarray(res.state.inv_chol)))
 
 
 def test_downdate_evicts_oldest(rng):
@@ -208,3 +208,23 @@ def test_bad_arguments():
         gp_window(2, 8, noise_std=0.0)
     with pytest.raises(ValueError, match="lengthscale"):
         gp_window(2, 8).init(lengthscale=-1.0)
+
+
+def test_batch_gp_baseline_freezes_after_first_window(rng):
+    X, Y = _stream(rng, 60)
+    lrn = gp_window(2, 20, freeze_when_full=True, lengthscale=1.0, noise_std=0.1)
+    s = lrn.learn(lrn.init(), X, Y)
+    rm, rv = gp_predict(X[:20], Y[:20], X[50:53], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
+    p = lrn.predict(s, X[50:53])
+    assert np.max(np.abs(np.asarray(p.mean) - rm)) < tol(1e-9, 1e-4)
+    assert int(s.n_seen) == 20
+
+
+def test_vmap_over_streams_and_hyperparameters(rng):
+    lrn = gp_window(2, 8)
+    Xs = rng.uniform(0, 5, size=(3, 30, 2))
+    Ys = np.sin(Xs).sum(-1)
+    states = jax.vmap(lambda l: lrn.init(lengthscale=l))(jnp.asarray([0.5, 1.0, 2.0]))
+    out = jax.vmap(lambda s, X, Y: progressive_validation(lrn, s, X, Y).predictions.mean)(states, Xs, Ys)
+    one = progressive_validation(lrn, lrn.init(lengthscale=2.0), Xs[2], Ys[2]).predictions.mean
+    assert rel_err(out[2], one) < tol(1e-12, 1e-5)

@@ -5,17 +5,20 @@ kept the explicit inverse of ``K + σ_n²I`` and updated it with block-inverse
 formulas; in float32 that is silently wrong once the kernel matrix is
 ill-conditioned (issue 3 measured errors up to 18 on unit-scale targets).
 Here the window is kept in **time order** (oldest first, empty slots as
-decoupled identity rows at the front) with the **Cholesky factor** ``L`` of
-``K_y = K + σ_n²I``:
+decoupled identity rows at the front) with the **inverse Cholesky factor**
+``R = L⁻¹`` of ``K_y = K + σ_n²I = LLᵀ`` (so ``K_y⁻¹ = RᵀR`` and every solve
+is a matrix-vector product — XLA:CPU's triangular solves cost 1–5 µs each at
+W = 64):
 
-* *evict the oldest* = drop the first row/column: the trailing block's new
+* *evict the oldest* = drop the first row/column: the trailing block's
   factor is ``chol(L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ)``, a rank-1 **update** (never a
-  downdate), done in ``O(W²)`` vectorised operations
-  (:func:`onlinejax.linalg.chol_rank1_update`);
-* *append the newest* = one triangular solve ``c = L⁻¹k`` and
-  ``d = sqrt(k(x,x) + σ_n² - cᵀc)``, floored at ``σ_n`` — the exact Schur
+  downdate) whose inverse factor has a closed form
+  (:func:`onlinejax.linalg.inv_chol_drop_first`);
+* *append the newest* = bordering: ``c = Rk``,
+  ``δ = sqrt(k(x,x) + σ_n² - cᵀc)`` floored at ``σ_n`` — the exact Schur
   complement of ``K_y`` is ``>= σ_n²``, so the floor is never wrong and a
-  duplicate input can never break positive definiteness;
+  duplicate input can never break positive definiteness
+  (:func:`onlinejax.linalg.inv_chol_append`);
 * a *shadow* factor is built from appends only (a plain row-by-row Cholesky
   of the newest items); once it holds the whole window it replaces ``L``. So
   ``L`` never carries more than ``W`` rank-1 updates since it was built from
@@ -24,8 +27,9 @@ decoupled identity rows at the front) with the **Cholesky factor** ``L`` of
   :func:`~onlinejax.gp.kernels.noise_floor_rel`), which bounds the condition
   number whatever the tuner proposes.
 
-Per item: two triangular solves and ``O(W²)`` vectorised work for ``learn``,
-one triangular solve for ``predict``'s variance. Predictions return the
+Per item: matrix-vector products plus one prefix sum over rows (done as a
+product with a constant triangular matrix) for ``learn``; two matrix-vector
+products for ``predict``. Predictions return the
 *observed* variance (latent + noise), so intervals cover targets, not just the
 latent function (the thesis's excluded the noise; its "99.9 %" intervals
 covered 48–97 %); :func:`latent` removes the noise term.
@@ -37,10 +41,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import solve_triangular
 
 from ..base import Learner, Prediction, default_float_dtype, keep_if, make_learner
-from ..linalg import chol_rank1_update
+from ..linalg import inv_chol_append, inv_chol_drop_first
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_at, mean_coefficients
 
@@ -55,8 +59,9 @@ class GPWindowState(NamedTuple):
     Attributes:
       X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool — time order, oldest first,
         empty slots at the front.
-      chol: ``[W, W]`` lower Cholesky factor of the masked ``K_y``.
-      shadow_chol: ``[W, W]`` factor of the newest ``n_shadow`` items, built by appends only.
+      inv_chol: ``[W, W]`` ``R = L⁻¹`` for the lower Cholesky factor ``L`` of the
+        masked ``K_y`` (so ``K_y⁻¹ = RᵀR``; every solve is a matrix-vector product).
+      shadow_inv_chol: ``[W, W]`` the same for the newest ``n_shadow`` items, built by appends only.
       n_shadow: ``[]`` int32.
       alpha: ``[W]`` ``K_y⁻¹ (y - m(X))`` on the window.
       mean_coef: ``[d + 1]`` mean function ``m(x) = [x, 1]·mean_coef``.
@@ -67,8 +72,8 @@ class GPWindowState(NamedTuple):
     X: Array
     y: Array
     valid: Array
-    chol: Array
-    shadow_chol: Array
+    inv_chol: Array
+    shadow_inv_chol: Array
     n_shadow: Array
     alpha: Array
     mean_coef: Array
@@ -82,19 +87,10 @@ def latent(state: GPWindowState, pred: Prediction) -> Prediction:
     return Prediction(pred.mean, jnp.maximum(pred.var - noise_var(state.params), 0.0))
 
 
-def _append(L22: Array, kvec: Array, kxx: Array, nv: Array) -> Array:
-    """Factor of ``[[A, k], [kᵀ, kxx]]`` from the factor ``L22`` of ``A`` (``[W-1, W-1]`` -> ``[W, W]``)."""
-    W = L22.shape[0] + 1
-    c = solve_triangular(L22, kvec, lower=True)
-    d = jnp.sqrt(jnp.maximum(kxx - c @ c, nv))
-    L = jnp.zeros((W, W), L22.dtype).at[:-1, :-1].set(L22)
-    return L.at[-1, :-1].set(c).at[-1, -1].set(d)
-
-
 def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
     coef = mean_coefficients(mean, s.X, s.y, s.valid)
     r = (s.y - mean_at(coef, s.X)) * s.valid
-    return s._replace(mean_coef=coef, alpha=cho_solve((s.chol, True), r))
+    return s._replace(mean_coef=coef, alpha=s.inv_chol.T @ (s.inv_chol @ r))
 
 
 def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 60, restarts: int = 4,
@@ -185,16 +181,16 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         p = gp_params(d, signal_std, noise_std, lengthscale, dt)
         eye = jnp.eye(W, dtype=dt)
         return GPWindowState(
-            X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), chol=eye, shadow_chol=eye,
+            X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=eye, shadow_inv_chol=eye,
             n_shadow=jnp.zeros((), jnp.int32), alpha=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
             params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
 
     def _swap(s):
         swap = s.n_shadow == jnp.sum(s.valid.astype(jnp.int32))
-        eye = jnp.eye(W, dtype=s.chol.dtype)
-        return s._replace(chol=jnp.where(swap, s.shadow_chol, s.chol), shadow_chol=jnp.where(swap, eye, s.shadow_chol),
-                          n_shadow=jnp.where(swap, 0, s.n_shadow))
+        eye = jnp.eye(W, dtype=s.inv_chol.dtype)
+        return s._replace(inv_chol=jnp.where(swap, s.shadow_inv_chol, s.inv_chol),
+                          shadow_inv_chol=jnp.where(swap, eye, s.shadow_inv_chol), n_shadow=jnp.where(swap, 0, s.n_shadow))
 
     def learn_one(s: GPWindowState, x, y):
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
@@ -205,35 +201,34 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
         V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
         kvec = cross(kfn, p, X[:-1], x) * V[:-1]
-        # main: evict the front row by a rank-1 update of the trailing block (identity if it is empty)
-        L = _append(chol_rank1_update(s.chol[1:, 1:], s.chol[1:, 0]), kvec, kxx, nv)
+        # main: evict the front row (a rank-1 update of the trailing factor; identity if empty), append
+        R = inv_chol_append(inv_chol_drop_first(s.inv_chol), kvec, kxx, nv)
         # shadow: its front row is always empty, so dropping it is a plain shift
         in_shadow = jnp.arange(W - 1) >= (W - 1 - s.n_shadow)
-        Ls = _append(s.shadow_chol[1:, 1:], kvec * in_shadow, kxx, nv)
-        new = s._replace(X=X, y=Y, valid=V, chol=L, shadow_chol=Ls, n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1)
+        Rs = inv_chol_append(s.shadow_inv_chol[1:, 1:], kvec * in_shadow, kxx, nv)
+        new = s._replace(X=X, y=Y, valid=V, inv_chol=R, shadow_inv_chol=Rs, n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1)
         new = _refresh(mean, _swap(new))
         go = ok & ~(freeze_when_full & jnp.all(s.valid)) if freeze_when_full else ok
         return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok)))
 
     def downdate(s: GPWindowState):
         count = jnp.sum(s.valid.astype(jnp.int32))
-        j = W - count  # position of the oldest item
-        roll = lambda a: jnp.roll(a, -j, axis=0)  # noqa: E731
-        L = jnp.roll(jnp.roll(s.chol, -j, axis=0), -j, axis=1)  # valid block first, empty slots last
-        Lv = chol_rank1_update(L[1:, 1:], L[1:, 0])
-        L = jnp.eye(W, dtype=L.dtype).at[:-1, :-1].set(Lv)
-        L = jnp.roll(jnp.roll(L, j + 1, axis=0), j + 1, axis=1)
-        V = jnp.roll(roll(s.valid).at[0].set(False), j, axis=0)
+        j = W - count  # position of the oldest item; the slots before it are empty (identity)
+        R = jnp.roll(jnp.roll(s.inv_chol, -j, axis=0), -j, axis=1)  # valid block first, empty slots last
+        R = jnp.eye(W, dtype=R.dtype).at[:-1, :-1].set(inv_chol_drop_first(R))
+        R = jnp.roll(jnp.roll(R, j + 1, axis=0), j + 1, axis=1)
+        V = jnp.roll(jnp.roll(s.valid, -j).at[0].set(False), j)
         in_shadow = s.n_shadow == count
-        eye = jnp.eye(W, dtype=L.dtype)
-        new = s._replace(chol=jnp.where(count > 0, L, s.chol), valid=jnp.where(count > 0, V, s.valid),
-                         shadow_chol=jnp.where(in_shadow, eye, s.shadow_chol), n_shadow=jnp.where(in_shadow, 0, s.n_shadow))
+        eye = jnp.eye(W, dtype=R.dtype)
+        new = s._replace(inv_chol=jnp.where(count > 0, R, s.inv_chol), valid=jnp.where(count > 0, V, s.valid),
+                         shadow_inv_chol=jnp.where(in_shadow, eye, s.shadow_inv_chol),
+                         n_shadow=jnp.where(in_shadow, 0, s.n_shadow))
         return _refresh(mean, new)
 
     def predict_one(s: GPWindowState, x):
         p = s.params
         k = cross(kfn, p, s.X, x) * s.valid
-        v = solve_triangular(s.chol, k, lower=True)
+        v = s.inv_chol @ k
         lat = jnp.maximum(kfn(p, x, x) - v @ v, 0.0)
         return Prediction(mean_at(s.mean_coef, x) + k @ s.alpha, lat + noise_var(p))
 
@@ -242,7 +237,8 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
                                  method=tune_method)
         L = jnp.linalg.cholesky(masked_kernel_matrix(kfn, p, s.X, s.valid))
         eye = jnp.eye(W, dtype=L.dtype)
-        return _refresh(mean, s._replace(params=p, chol=L, shadow_chol=eye, n_shadow=jnp.zeros_like(s.n_shadow)))
+        R = solve_triangular(L, eye, lower=True)  # rebuilt once per tune
+        return _refresh(mean, s._replace(params=p, inv_chol=R, shadow_inv_chol=eye, n_shadow=jnp.zeros_like(s.n_shadow)))
 
     return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
                         downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune))
