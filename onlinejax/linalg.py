@@ -43,7 +43,6 @@ __all__ = [
     "cap_variance",
     "psd_solve",
     "jitter",
-    "chol_rank1_update",
     "inv_chol_drop_first",
     "inv_chol_append",
 ]
@@ -154,51 +153,19 @@ def psd_solve(A: Array, B: Array, diagonal_boost: Array | float | None = None) -
     return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(A), True), B)
 
 
-def chol_rank1_update(L: Array, v: Array) -> Array:
-    """Cholesky factor of ``LLᵀ + vvᵀ`` in ``O(n²)`` vectorised operations.
-
-    Uses the product form ``L₊ = L·M`` with ``M`` the Cholesky factor of
-    ``I + ppᵀ``, ``p = L⁻¹v``, which has a closed form (Gill, Golub, Murray &
-    Saunders 1974, "Methods for modifying matrix factorizations"): with
-    ``s_j = 1 + Σ_{k<=j} p_k²``, ``M_jj = sqrt(s_j/s_{j-1})`` and
-    ``M_ij = p_i p_j / sqrt(s_j s_{j-1})`` for ``i > j``. Then
-    ``L₊[:, j] = M_jj L[:, j] + q_j Σ_{i>j} p_i L[:, i]`` with
-    ``q_j = p_j / sqrt(s_j s_{j-1})`` — a suffix sum, so no sequential loop
-    over columns (a Givens-style column loop ran 39 µs in ``lax.scan`` on CPU
-    at n = 64). Only *updates* are done this way: every ``s_j >= 1``, so there
-    is no cancellation.
-
-    Args:
-      L: ``[n, n]`` lower-triangular Cholesky factor.
-      v: ``[n]``.
-    Returns:
-      ``[n, n]`` lower-triangular factor of ``LLᵀ + vvᵀ``. A zero ``v`` returns ``L`` exactly.
-    """
-    p = solve_triangular(L, v, lower=True)
-    s = 1.0 + jnp.cumsum(p * p)
-    s_prev = jnp.concatenate([jnp.ones((1,), L.dtype), s[:-1]])
-    Lp = L * p[None, :]
-    n = L.shape[0]
-    if n <= 128:
-        # Σ_{i>j} L[:, i] p_i as one product with a constant triangular matrix: n³ flops, but
-        # on XLA:CPU a single gemm beat the log-depth scan (2x) and cumsum's reduce-window (3x)
-        # at n = 64 (measured in lax.scan: 15 vs 30 vs 41 µs per update)
-        suffix = Lp @ jnp.tril(jnp.ones((n, n), L.dtype), -1)
-    else:
-        suffix = jax.lax.associative_scan(jnp.add, Lp, reverse=True, axis=1) - Lp
-    return L * jnp.sqrt(s / s_prev)[None, :] + suffix * (p / jnp.sqrt(s * s_prev))[None, :]
-
-
 def inv_chol_drop_first(R: Array) -> Array:
     """Inverse Cholesky factor of ``K[1:, 1:]`` from that of ``K``, in ``O(n²)`` memory.
 
     With ``K = LLᵀ`` and ``R = L⁻¹`` (lower triangular, ``K⁻¹ = RᵀR``):
     dropping the first row/column of ``K`` is the rank-1 *update*
-    ``K₂₂ = L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ`` of the trailing factor, whose vector in
-    :func:`chol_rank1_update`'s notation is ``p = L₂₂⁻¹l₂₁ = -R[1:, 0]/R[0, 0]``
-    (block inverse of a triangular matrix) — no solve needed. The inverse of
-    the closed-form factor ``M`` of ``I + ppᵀ`` is again diagonal plus a
-    rank-1 strictly lower part: ``M⁻¹ = diag(1/m) + tril(a bᵀ, -1)`` with
+    ``K₂₂ = L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ`` of the trailing factor. In the product form
+    ``L₂₂' = L₂₂M`` with ``M = chol(I + ppᵀ)`` (Gill, Golub, Murray & Saunders
+    1974, "Methods for modifying matrix factorizations") the vector is
+    ``p = L₂₂⁻¹l₂₁ = -R[1:, 0]/R[0, 0]`` (block inverse of a triangular
+    matrix) — no solve needed. With ``s_j = 1 + Σ_{k<=j} p_k²``, ``M`` has the
+    closed form ``M_jj = sqrt(s_j/s_{j-1})``, ``M_ij = p_i p_j/sqrt(s_j s_{j-1})``
+    (``i > j``), and its inverse is again diagonal plus a rank-1 strictly
+    lower part: ``M⁻¹ = diag(1/m) + tril(a bᵀ, -1)`` with
     ``m_j = sqrt(s_j/s_{j-1})``, ``a_i = -p_i/(m_i s_{i-1})`` and
     ``b_j = q_j s_j/m_j`` (``q_j = p_j/sqrt(s_j s_{j-1})``), because the
     products of ``1 - q_k p_k/m_k = s_{k-1}/s_k`` telescope; so

@@ -1,0 +1,66 @@
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from onlinejax.linalg import inv_chol_append, inv_chol_drop_first, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1
+from conftest import tol
+from reference import rel_err
+
+
+def _spd(rng, n, cond=10.0):
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return Q @ np.diag(np.geomspace(1.0, cond, n)) @ Q.T
+
+
+@pytest.mark.parametrize("n", [2, 7, 40, 150])
+def test_inv_chol_drop_first_and_append(rng, n):
+    K = _spd(rng, n, 1e3)
+    R = np.linalg.inv(np.linalg.cholesky(K))
+    R22 = np.asarray(inv_chol_drop_first(jnp.asarray(R)), np.float64)
+    ref = np.linalg.inv(np.linalg.cholesky(K[1:, 1:]))
+    assert rel_err(R22, ref) < tol(1e-10, 2e-3)
+    k = K[1:, 0]
+    R2 = np.asarray(inv_chol_append(jnp.asarray(ref), jnp.asarray(k), jnp.asarray(K[0, 0]), jnp.asarray(1e-12)), np.float64)
+    P = np.eye(n)[np.r_[1:n, 0]]  # K with the first item moved last
+    assert rel_err(R2, np.linalg.inv(np.linalg.cholesky(P @ K @ P.T))) < tol(1e-10, 2e-3)
+
+
+def test_decoupled_first_row_is_a_no_op(rng):
+    R = np.linalg.inv(np.linalg.cholesky(_spd(rng, 6)))
+    R[0, :] = 0
+    R[:, 0] = 0
+    R[0, 0] = 1.0
+    np.testing.assert_array_equal(np.asarray(inv_chol_drop_first(jnp.asarray(R))), R[1:, 1:].astype(np.asarray(inv_chol_drop_first(jnp.asarray(R))).dtype))
+
+
+def test_append_floor_keeps_duplicates_finite():
+    R = jnp.eye(1)
+    out = inv_chol_append(R, jnp.ones(1), jnp.asarray(1.0), jnp.asarray(1e-4))  # exact duplicate: Schur complement 0
+    assert np.all(np.isfinite(np.asarray(out))) and float(out[1, 1]) == pytest.approx(100.0, rel=1e-5)
+
+
+def test_sqrt_cov_rank1_add_remove_and_batch(rng):
+    d = 5
+    W = np.linalg.cholesky(np.linalg.inv(_spd(rng, d)))
+    m = rng.normal(size=d)
+    X = rng.normal(size=(4, d))
+    Y = rng.normal(size=4)
+    Wj, mj = jnp.asarray(W), jnp.asarray(m)
+    for x, y in zip(X, Y):
+        Wj, mj = sqrt_cov_rank1(Wj, mj, jnp.asarray(x), jnp.asarray(y), 0.5, 1.0)
+    Wb, mb = sqrt_cov_batch_update(jnp.asarray(W), jnp.asarray(m), jnp.asarray(X), jnp.asarray(Y), jnp.full(4, 2.0))
+    S0 = W @ W.T
+    Sn = np.linalg.inv(np.linalg.inv(S0) + 2.0 * X.T @ X)
+    mn = Sn @ (np.linalg.inv(S0) @ m + 2.0 * X.T @ Y)
+    for Wx, mx in ((Wj, mj), (Wb, mb)):
+        Wx = np.asarray(Wx, np.float64)
+        assert rel_err(Wx @ Wx.T, Sn) < tol(1e-10, 1e-4) and rel_err(mx, mn) < tol(1e-10, 1e-4)
+    for x, y in zip(X[::-1], Y[::-1]):
+        Wj, mj = sqrt_cov_rank1(Wj, mj, jnp.asarray(x), jnp.asarray(y), 0.5, -1.0)
+    assert rel_err(np.asarray(Wj) @ np.asarray(Wj).T, S0) < tol(1e-9, 1e-3) and rel_err(mj, m) < tol(1e-9, 1e-3)
+
+
+def test_psd_solve(rng):
+    A = _spd(rng, 8, 100.0)
+    b = rng.normal(size=8)
+    assert rel_err(psd_solve(jnp.asarray(A), jnp.asarray(b)), np.linalg.solve(A, b)) < tol(1e-6, 1e-2)
