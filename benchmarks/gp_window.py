@@ -56,12 +56,14 @@ def main():
     ap.add_argument("--tune-steps", type=int, default=20)
     ap.add_argument("--tune-restarts", type=int, default=2)
     ap.add_argument("--skip-grid", action="store_true")
+    ap.add_argument("--skip-table", action="store_true")
+    ap.add_argument("--grid-tune", choices=["both", "off", "on"], default="both")
     a = ap.parse_args()
     print(describe())
     rng = np.random.default_rng(0)
     print(f"\nper item, one stream of {a.n} items (float32, SE kernel, zero mean):")
     print(f"{'W':>5s} {'d':>3s} {'onlinejax us/item':>18s} {'numpy direct us/item':>21s} {'ratio':>7s}")
-    for W in (32, 64, 96, 128):
+    for W in (() if a.skip_table else (32, 64, 96, 128)):
         for d in (1, 2, 4):
             X, Y = stream(rng, a.n, d)
             lrn = gp_window(d, W, noise_std=0.1)
@@ -88,7 +90,7 @@ def main():
         Yb = Y[: nb * W].reshape(nb, W)
         return jax.lax.scan(block, lrn.init(), (Xb, Yb))[1]
 
-    for tune in (False, True):
+    for tune in {"both": (False, True), "off": (False,), "on": (True,)}[a.grid_tune]:
         f = jax.jit(jax.vmap(lambda X, Y: one(X, Y, tune)))
         t0 = time.perf_counter()
         jax.block_until_ready(f(Xs, Ys))
