@@ -93,7 +93,7 @@ def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
     return s._replace(mean_coef=coef, alpha=s.inv_chol.T @ (s.inv_chol @ r))
 
 
-def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 60, restarts: int = 4,
+def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
                          learning_rate: float = 0.05, method: str = "lbfgs") -> GPParams:
     """Maximise the window's log marginal likelihood over ``params`` with optax.
 
@@ -144,8 +144,8 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
 
 
 def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "zero", signal_std=1.0,
-              noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 60,
-              tune_restarts: int = 4, tune_method: str = "lbfgs", dtype=None) -> Learner:
+              noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
+              tune_restarts: int = 2, tune_method: str = "lbfgs", dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
     Args:
