@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import Learner, Prediction, coerce_x, state_dtype
-from .metrics import Accumulator
+from .metrics import Accumulator, score
 
 Array = jax.Array
 
@@ -164,11 +164,8 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
     if acc is not None:
         # score in answer order, outside the branchy loop (same result, far cheaper than
         # carrying the accumulator through the cond)
-        ya = Y[item[answer_idx]]
         pa = Prediction(preds.mean[answer_idx], preds.var[answer_idx])
-        ms = jax.lax.scan(lambda m, a: (acc.update(m, a[0], Prediction(a[1], a[2])), None), acc.init(dt),
-                          (ya, pa.mean, pa.var))[0]
-        mvals = acc.value(ms)
+        mvals = score(acc, Y[item[answer_idx]], pa)
     return state, preds, mvals
 
 

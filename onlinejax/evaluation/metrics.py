@@ -58,6 +58,7 @@ __all__ = [
     "sliding",
     "stable_mask",
     "running_mean",
+    "score",
 ]
 
 QUANTITIES = ("abs", "sq", "cover", "width", "lpd", "crps")
@@ -219,6 +220,25 @@ def sliding(window: int, level: float = 0.95) -> Accumulator:
         return _finish(mean_q, ym, var)
 
     return Accumulator(init, update, value, level)
+
+
+def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | None = None) -> dict:
+    """Run ``acc`` over stored predictions in order and return its final values.
+
+    Args:
+      acc: an accumulator (static under ``jit``).
+      Y: ``[n]`` targets; predictions: leaves ``[n]``; weights: optional ``[n]``.
+    Returns:
+      ``acc.value`` of the final state (dict of ``[]`` arrays).
+    """
+    dt = predictions.mean.dtype
+    Y = jnp.asarray(Y, dt)
+    w = jnp.ones_like(Y) if weights is None else jnp.asarray(weights, dt)
+
+    def body(m, a):
+        return acc.update(m, a[0], Prediction(a[1], a[2]), a[3]), None
+
+    return acc.value(jax.lax.scan(body, acc.init(dt), (Y, predictions.mean, predictions.var, w))[0])
 
 
 def running_mean(loss: Callable[[Array, Prediction], Array], decay: float = 1.0):

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import Learner, Prediction, coerce_x, normal_quantile, state_dtype
+from .metrics import score
 
 Array = jax.Array
 
@@ -36,12 +37,7 @@ def _scan(learner: Learner, acc, state, X, Y):
         return s, p
 
     state, preds = jax.lax.scan(body, state, (X, Y))
-    mvals = None
-    if acc is not None:
-        ms = jax.lax.scan(lambda m, a: (acc.update(m, a[0], Prediction(a[1], a[2])), None),
-                          acc.init(preds.mean.dtype), (Y, preds.mean, preds.var))[0]
-        mvals = acc.value(ms)
-    return state, preds, mvals
+    return state, preds, (score(acc, Y, preds) if acc is not None else None)
 
 
 def progressive_validation(learner: Learner, state, X, Y, metrics=None) -> ProgressiveResult:

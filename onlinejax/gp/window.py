@@ -208,7 +208,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         Rs = inv_chol_append(s.shadow_inv_chol[1:, 1:], kvec * in_shadow, kxx, nv)
         new = s._replace(X=X, y=Y, valid=V, inv_chol=R, shadow_inv_chol=Rs, n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1)
         new = _refresh(mean, _swap(new))
-        go = ok & ~(freeze_when_full & jnp.all(s.valid)) if freeze_when_full else ok
+        go = ok & ~jnp.all(s.valid) if freeze_when_full else ok
         return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok)))
 
     def downdate(s: GPWindowState):
