@@ -237,23 +237,37 @@ def make_learner(
     downdate: Optional[Callable] = None,
     downdate_takes_item: bool = True,
     tune: Optional[Callable] = None,
+    step_one: Optional[Callable] = None,
 ) -> Learner:
     """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
 
     The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to
     the state's dtype. ``learn_batch`` defaults to a scan over ``learn_one``
     (exactly sequential learning); ``predict_batch`` to ``vmap(predict_one)``.
+    ``step_one(state, x, y) -> (state, Prediction)`` may be given when
+    learning needs the prediction of the same item (it is then computed once);
+    by default it is ``predict_one`` followed by ``learn_one``. A mini-batch
+    ``step`` scans ``step_one`` when it is given, so that the batch
+    predictions are the sequential ones.
     """
     learn_batch = learn_batch or sequential(learn_one)
     predict_batch = predict_batch or jax.vmap(predict_one, in_axes=(None, 0))
     j_learn_one, j_learn_batch = jax.jit(learn_one), jax.jit(learn_batch)
     j_pred_one, j_pred_batch = jax.jit(predict_one), jax.jit(predict_batch)
 
-    def _step_one(state, x, y):
-        return learn_one(state, x, y), predict_one(state, x)
+    if step_one is None:
 
-    def _step_batch(state, X, Y):
-        return learn_batch(state, X, Y), predict_batch(state, X)
+        def _step_one(state, x, y):
+            return learn_one(state, x, y), predict_one(state, x)
+
+        def _step_batch(state, X, Y):
+            return learn_batch(state, X, Y), predict_batch(state, X)
+
+    else:
+        _step_one = step_one
+
+        def _step_batch(state, X, Y):
+            return jax.lax.scan(lambda s, xy: step_one(s, *xy), state, (X, Y))
 
     j_step_one, j_step_batch = jax.jit(_step_one), jax.jit(_step_batch)
 

@@ -65,3 +65,59 @@ def gp_predict(Xw, yw, xq, signal_var, noise_var, lengthscale, kernel="se", mean
     mu = m_q + ks.T @ a
     var = signal_var - np.einsum("ij,ij->j", ks, np.linalg.solve(K, ks))
     return mu, var
+
+
+def nw_window_reference(A, Xw, yw, xq=None):
+    """Float64 from-scratch Nadaraya–Watson on one window (thesis 4.3.2).
+
+    Returns a dict with the sums ``D``, ``C`` per window point, ``sigma2``
+    (df-corrected residual variance), ``ase`` and, when ``xq`` is given, the
+    prediction ``mean`` and the variances ``asymptotic``, ``exact``, ``thesis``
+    (confidence, i.e. without the residual variance).
+    """
+    A = np.asarray(A, np.float64)
+    Xw = np.asarray(Xw, np.float64)
+    yw = np.asarray(yw, np.float64)
+    n, d = Xw.shape
+    U = (Xw[:, None, :] - Xw[None, :, :]) @ A.T
+    K = np.exp(-0.5 * np.sum(U * U, -1))
+    D = K.sum(1)
+    C = K @ yw
+    fit = C / D
+    rss = np.sum((yw - fit) ** 2)
+    df = n - np.sum(1.0 / D)
+    s2y = np.var(yw, ddof=1) if n > 1 else 0.0
+    sigma2 = (rss + s2y * max(1.0 - df, 0.0)) / max(df, 1.0)
+    out = {"D": D, "C": C, "sigma2": sigma2, "ase": rss / n}
+    if xq is not None:
+        u = (Xw - np.asarray(xq, np.float64)) @ A.T
+        k = np.exp(-0.5 * np.sum(u * u, -1))
+        w = k / k.sum()
+        out["mean"] = w @ yw
+        out["asymptotic"] = (4 * np.pi) ** (-d / 2) * sigma2 / ((2 * np.pi) ** (-d / 2) * k.sum())
+        out["exact"] = sigma2 * np.sum(w ** 2)
+        fhat = (2 * np.pi) ** (-d / 2) * k.sum() * abs(np.linalg.det(A)) / n
+        out["thesis"] = (4 * np.pi) ** (-d / 2) * out["ase"] / fhat
+    return out
+
+
+def nw_loo_cv(Xw, yw, alphas):
+    """Brute-force leave-one-out CV(α·COV) (thesis Algorithm 4), float64 loops."""
+    Xw = np.asarray(Xw, np.float64)
+    yw = np.asarray(yw, np.float64)
+    cov = np.cov(Xw.T, ddof=1).reshape(Xw.shape[1], Xw.shape[1])
+    scores = []
+    for a in alphas:
+        P = np.linalg.inv(a * cov)
+        err = 0.0
+        for i in range(len(yw)):
+            num = den = 0.0
+            for j in range(len(yw)):
+                if j != i:
+                    u = Xw[i] - Xw[j]
+                    k = np.exp(-0.5 * u @ P @ u)
+                    num += k * yw[j]
+                    den += k
+            err += (num / den - yw[i]) ** 2
+        scores.append(err / len(yw))
+    return np.array(scores)

