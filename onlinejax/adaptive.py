@@ -42,8 +42,11 @@ or too narrow by a constant factor is handled too. The first ``warmup``
 stable items only estimate the mean.
 
 Under ``vmap`` the learning step and the tune run through
-:func:`onlinejax.batching.cond_if_any`, so a batch of streams pays for a
-tune only on items where some stream tunes, not on every item.
+:func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
+only on items where some stream learns, and a tune runs only for the streams
+that tune on that item (``tune_batch`` at a time), not for every stream on
+every item — a vmapped ``lax.cond`` would do the latter (measured: 258 s
+instead of a few seconds for 576 kernel-regression streams).
 """
 from __future__ import annotations
 
@@ -141,7 +144,8 @@ def record_mode(state: AdaptiveState) -> Array:
 
 
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
-             clip=25.0, frozen_factor=3.0, always_learn: bool = False, tune: bool = True) -> Learner:
+             clip=25.0, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
+             tune_batch: int | None = 8) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -157,6 +161,9 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       always_learn: learn on every item, stable ones included (the detector
         still schedules the tunes).
       tune: call the learner's ``tune`` at the end of each learning phase.
+      tune_batch: under ``vmap``, tune the streams that need it this many at
+        a time (``None``: the whole batch whenever any stream tunes); see
+        :func:`onlinejax.batching.cond_if_any`.
     Returns:
       A learner with ``init(**inner_hyperparameters)`` (forwarded to
       ``learner.init``), ``predict`` = the inner learner's, and ``learn`` /
@@ -182,7 +189,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         return learner.learn(s, x, y), x, y
 
     learn_lazily = cond_if_any(_learn)
-    tune_lazily = cond_if_any(inner_tune) if inner_tune is not None else None
+    tune_lazily = cond_if_any(inner_tune, max_batch=tune_batch) if inner_tune is not None else None
 
     def _detect(det: DetectorState, z2, abs_err, reference):
         if detector == "frozen":

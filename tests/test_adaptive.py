@@ -14,10 +14,11 @@ from conftest import DTYPE, X64, tol
 
 
 # ---------------------------------------------------------------- cond_if_any
-def test_cond_if_any_equals_cond_and_skips_untaken_branch():
+@pytest.mark.parametrize("max_batch", [None, 1, 2, 5])
+def test_cond_if_any_equals_cond_and_skips_untaken_branch(max_batch):
     calls = []
     f = lambda x: (jax.debug.callback(lambda: calls.append(1)), x * 2.0 + 1.0)[1]
-    g = cond_if_any(f)
+    g = cond_if_any(f, max_batch=max_batch)
 
     def run(x0, preds):
         return jax.lax.scan(lambda x, p: (g(p, x), x), x0, preds)
