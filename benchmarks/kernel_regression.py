@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
+from gp_window import stream  # noqa: E402  (the same sin stream as the GP benchmark)
 
 from onlinejax.adaptive import adaptive  # noqa: E402
 from onlinejax.data.synthetic import abrupt_drift_stream  # noqa: E402
@@ -86,8 +87,7 @@ def main():
     print(f"{'W':>4s} {'d':>2s} {'onlinejax us':>13s} {'numpy us':>9s} {'ratio':>6s} {'River KNN us':>13s} {'ratio':>6s}")
     for W in (() if a.skip_table else (64, 96)):
         for d in (1, 2, 4):
-            X = rng.uniform(0, 10, (a.n, d)).astype(np.float32)
-            Y = (np.sin(X).sum(1) + 0.1 * rng.normal(size=a.n)).astype(np.float32)
+            X, Y = stream(rng, a.n, d)
             lrn = kernel_regression(d, W)
             s0 = lrn.init()
             us = timed(lambda: progressive_validation(lrn, s0, X, Y).predictions) / a.n * 1e6

@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, check_positive, keep_if, make_learner, state_dtype
+from .base import Learner, check_int, check_positive, keep_if, make_learner, state_dtype
 from .batching import cond_if_any
 
 Array = jax.Array
@@ -170,17 +170,14 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       ``step`` running the state machine; see :func:`wrap_state`,
       :func:`record_mode`.
     """
-    if isinstance(window, bool) or int(window) != window or window < 1:
-        raise ValueError(f"window: must be an integer >= 1, got {window!r}")
+    W = check_int(window, "window", 1)
     if detector not in DETECTORS:
         raise ValueError(f"detector: must be one of {DETECTORS}, got {detector!r}")
     for name, v in (("threshold", threshold), ("clip", clip), ("frozen_factor", frozen_factor)):
         check_positive(v, name)
     if not float(drift) >= 0.0:
         raise ValueError(f"drift: must be >= 0, got {drift!r}")
-    if isinstance(warmup, bool) or int(warmup) != warmup or warmup < 1:
-        raise ValueError(f"warmup: must be an integer >= 1, got {warmup!r}")
-    W = int(window)
+    warmup = check_int(warmup, "warmup", 1)
     threshold, drift, clip, frozen_factor = float(threshold), float(drift), float(clip), float(frozen_factor)
     inner_tune = learner.tune if (tune and learner.tune is not None) else None
 

@@ -39,6 +39,7 @@ __all__ = [
     "state_dtype",
     "is_concrete",
     "check_positive",
+    "check_int",
     "check_in_range",
     "sequential",
     "keep_if",
@@ -195,6 +196,21 @@ def check_positive(value, name: str):
         a = np.asarray(value)
         if not np.all(np.isfinite(a)) or not np.all(a > 0):
             raise ValueError(f"{name}: must be finite and > 0, got {value!r}")
+
+
+def check_int(value, name: str, minimum: int) -> int:
+    """Return ``value`` as a Python int; ``ValueError`` naming ``name`` unless it is an integer >= ``minimum``.
+
+    Rejects ``bool`` and non-integral numbers (``2.5``); accepts ``4.0`` and NumPy integers.
+    """
+    ok = not isinstance(value, bool)
+    try:
+        ok = ok and int(value) == value and int(value) >= minimum
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    return int(value)
 
 
 def check_in_range(value, name: str, lo: float, hi: float, lo_open=True, hi_open=False):

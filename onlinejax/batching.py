@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
+from .base import check_int
+
 T = TypeVar("T")
 
 __all__ = ["cond_if_any"]
@@ -58,8 +60,8 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
     Returns:
       ``g(pred: bool [], x) -> x``.
     """
-    if max_batch is not None and (isinstance(max_batch, bool) or int(max_batch) != max_batch or max_batch < 1):
-        raise ValueError(f"max_batch: must be None or an integer >= 1, got {max_batch!r}")
+    if max_batch is not None:
+        max_batch = check_int(max_batch, "max_batch", 1)
 
     @custom_vmap
     def g(pred, x):

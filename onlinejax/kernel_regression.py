@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Learner, Prediction, check_positive, default_float_dtype, keep_if, make_learner
+from .base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from .window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array
@@ -122,6 +122,11 @@ def _log_kernel(A: Array, X: Array, x: Array) -> Array:
     return -0.5 * jnp.sum(u * u, axis=-1)
 
 
+def _pair_q(A: Array, X: Array) -> Array:
+    """``[W, W]`` quadratic forms ``‖A(x_i - x_j)‖²``."""
+    return -2.0 * jax.vmap(lambda x: _log_kernel(A, X, x))(X)
+
+
 def window_sums(A: Array, X: Array, y: Array, valid: Array) -> tuple[Array, Array]:
     """Density and contribution sums computed from scratch, ``O(W² d)``.
 
@@ -130,7 +135,7 @@ def window_sums(A: Array, X: Array, y: Array, valid: Array) -> tuple[Array, Arra
     Returns:
       ``(D, C)``, each ``[W]`` (zero on invalid slots).
     """
-    K = jnp.exp(jax.vmap(lambda x: _log_kernel(A, X, x))(X)) * valid[None, :] * valid[:, None]
+    K = jnp.exp(-0.5 * _pair_q(A, X)) * valid[None, :] * valid[:, None]
     return jnp.sum(K, axis=1), K @ (y * valid)
 
 
@@ -196,10 +201,6 @@ def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
     return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
 
 
-def _pair_q(A: Array, X: Array) -> Array:
-    return -2.0 * jax.vmap(lambda x: _log_kernel(A, X, x))(X)
-
-
 def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Array, Array]:
     """CV(α·COV) for every ``α`` at once (thesis Algorithm 4, vectorised).
 
@@ -235,11 +236,8 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
       whole grid in one vectorised call and keeps the current bandwidth unless
       some ``α`` is strictly better (Algorithm 4).
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
-    if isinstance(window, bool) or int(window) != window or window < 2:
-        raise ValueError(f"window: must be an integer >= 2, got {window!r}")
+    d = check_int(n_features, "n_features", 1)
+    W = check_int(window, "window", 2)
     if bounds not in BOUNDS:
         raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
     if interval not in INTERVALS:
@@ -247,7 +245,6 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
     alphas_np = np.asarray(alphas, np.float64).reshape(-1)
     if alphas_np.size == 0 or not np.all(np.isfinite(alphas_np)) or not np.all(alphas_np > 0):
         raise ValueError(f"alphas: must be a non-empty array of finite values > 0, got {alphas!r}")
-    W = int(window)
     check_positive(lengthscale, "lengthscale")
 
     def _init(lengthscale=lengthscale, dtype=dtype):
@@ -263,7 +260,7 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
     def _remove_oldest(s: KernelRegressionState, go: Array) -> KernelRegressionState:
         xo, yo, present = ring_oldest(s.buffer)
         k = jnp.exp(_log_kernel(s.whiten, s.buffer.x, xo)) * s.buffer.valid * (present & go)
-        buf = jax.tree_util.tree_map(lambda a, b: jnp.where(go, a, b), ring_pop_oldest(s.buffer), s.buffer)
+        buf = keep_if(go, ring_pop_oldest(s.buffer), s.buffer)
         return s._replace(buffer=buf, density=s.density - k, contribution=s.contribution - k * yo)
 
     def learn_one(s: KernelRegressionState, x, y):

@@ -39,3 +39,12 @@ def test_bad_level_raises(bad):
 def test_prediction_is_a_pytree_that_vmaps():
     p = jax.vmap(lambda m: Prediction(m, m * 0 + 1.0))(jnp.arange(3.0))
     assert p.mean.shape == (3,) and p.var.shape == (3,)
+
+
+def test_check_int():
+    from onlinejax.base import check_int
+
+    assert check_int(np.int64(4), "window", 2) == 4 and check_int(4.0, "window", 2) == 4
+    for bad in (True, 2.5, "4", None, 1):
+        with pytest.raises(ValueError, match="window: must be an integer >= 2"):
+            check_int(bad, "window", 2)

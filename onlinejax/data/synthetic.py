@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..base import default_float_dtype
+from ..base import check_int, default_float_dtype
 
 __all__ = ["drifting_linear_stream", "abrupt_drift_stream", "growth", "GROWTHS", "BLOG_START_WEIGHTS", "BLOG_END_WEIGHTS"]
 
@@ -106,8 +106,8 @@ def abrupt_drift_stream(key, n_items: int = 2000, n_features: int = 2, *, drift_
         raise ValueError(f"kind: must be one of {GROWTHS}, got {kind!r}")
     if redraw not in ("uniform", "reverse"):
         raise ValueError(f"redraw: must be 'uniform' or 'reverse', got {redraw!r}")
-    if int(n_items) != n_items or n_items < 1 or int(n_features) != n_features or n_features < 1:
-        raise ValueError(f"n_items, n_features: must be integers >= 1, got {n_items!r}, {n_features!r}")
+    n_items = check_int(n_items, "n_items", 1)
+    n_features = check_int(n_features, "n_features", 1)
     dtype = dtype or default_float_dtype()
     kx, kb1, kb2, ke = jax.random.split(key, 4)
     X = jax.random.uniform(kx, (n_items, n_features), dtype) * input_scale

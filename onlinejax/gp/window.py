@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from jax.scipy.linalg import solve_triangular
 
-from ..base import Learner, Prediction, default_float_dtype, keep_if, make_learner
+from ..base import Learner, Prediction, check_int, default_float_dtype, keep_if, make_learner
 from ..linalg import inv_chol_append, inv_chol_drop_first
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_at, mean_coefficients
@@ -163,16 +163,12 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
       ``downdate(state)`` evicts the oldest item; ``tune(state)`` maximises
       the window's log marginal likelihood and rebuilds the factor once.
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
-    if isinstance(window, bool) or int(window) != window or window < 2:
-        raise ValueError(f"window: must be an integer >= 2, got {window!r}")
+    d = check_int(n_features, "n_features", 1)
+    W = check_int(window, "window", 2)
     if kernel not in KERNELS:
         raise ValueError(f"kernel: must be one of {tuple(KERNELS)}, got {kernel!r}")
     if mean not in MEANS:
         raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
-    W = int(window)
     kfn = KERNELS[kernel]
     gp_params(d, signal_std, noise_std, lengthscale)  # validate defaults
 
