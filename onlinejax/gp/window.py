@@ -23,7 +23,7 @@ W = 64):
   of the newest items); once it holds the whole window it replaces ``L``. So
   ``L`` never carries more than ``W`` rank-1 updates since it was built from
   scratch, whatever the stream length; branch-free, so it vmaps;
-* the noise variance is floored at ``100·eps·σ_f²`` (see
+* the noise variance is floored at ``2048·eps·σ_f²`` in float32, ``100·eps·σ_f²`` in float64 (see
   :func:`~onlinejax.gp.kernels.noise_floor_rel`), which bounds the condition
   number whatever the tuner proposes.
 

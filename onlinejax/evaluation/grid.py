@@ -1,0 +1,312 @@
+"""The grid runner: every learner on every stream, one compiled program per learner and stream shape.
+
+:func:`run_grid` evaluates ``L`` learners on ``S`` streams with progressive
+(or constant-delay progressive) validation and returns a tidy table, one row
+per (learner, stream): the stream's properties, the prequential metrics of
+:mod:`~onlinejax.evaluation.metrics` over all scored items, the same metrics
+over the *stable* items (``*_st``: outside the first ``stable_window`` items
+after the start and after a drift, thesis 6.1.2's SMSE-ST), and the time per
+item.
+
+How the work is laid out (measured on a 2-core CPU; see ``benchmarks/grid.py``):
+
+* **One compile per learner and stream shape.** Compiling costs 0.2–10 s;
+  running a 2000-item stream costs milliseconds. Streams are grouped by
+  ``(n, d)`` (:class:`~onlinejax.data.StreamGroup`), a group is cut into
+  fixed-size chunks (the last one padded by repeating its last stream, the
+  padding dropped from the table), and each chunk calls the same
+  ahead-of-time compiled executable.
+* **vmap over streams** (and over an optional grid of array
+  hyperparameters, ``GridLearner.hyper``) inside the chunk: one
+  ``lax.scan`` over items whose body handles every stream at once.
+* **Chunk size from the state size.** A vmapped batch of states that
+  outgrows the last-level cache runs slower per item, so by default a chunk
+  holds at most ``chunk_bytes`` (8 MiB) of learner states per device.
+* **Devices.** With several devices (GPUs, or CPU host devices via
+  ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
+  across a 1-d :class:`jax.sharding.Mesh` with :func:`jax.shard_map`: every
+  device runs its share of the streams and nothing is communicated.
+
+Timing: ``atpi`` (average time per item, thesis eq. 6.4) is the wall time of
+the chunk's compiled call divided by the items it processed (streams ×
+items) — the amortised cost per item when streams are batched, compile time
+excluded (reported separately as ``compile_s``); ``drmax = 1/atpi``.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import sys
+import time
+from typing import Callable, Mapping, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from ..base import Learner, check_int
+from .delayed import delayed_progressive_validation, schedule_from_delays
+from .metrics import METRICS, prequential, score, stable_mask
+from .progressive import progressive_validation
+
+__all__ = ["GridLearner", "GridResult", "run_grid", "register_learner", "registered_learners", "REGISTRY"]
+
+#: Metrics of every row (``*_st`` are the same over stable items).
+ROW_METRICS = METRICS + tuple(f"{m}_st" for m in METRICS)
+
+
+class GridLearner(NamedTuple):
+    """A learner configuration for the grid.
+
+    Attributes:
+      name: row label, e.g. ``"GPRegressionOLSMean_WS64"``.
+      family: group for summaries, e.g. ``"GPRegression"``.
+      make: ``make(n_features) -> Learner`` (called once per input dimension).
+      score_from: items before this index are not scored (a batch baseline's
+        training set; see :func:`onlinejax.baseline.train_once`).
+      hyper: optional ``{init_kwarg: [H] values}``; each value becomes its own
+        row (``name[kwarg=value]``), vmapped inside the same program.
+    """
+
+    name: str
+    family: str
+    make: Callable[[int], Learner]
+    score_from: int = 0
+    hyper: Mapping[str, Sequence] | None = None
+
+
+#: Registered configurations, ``name -> GridLearner`` (see :func:`register_learner`).
+REGISTRY: dict = {}
+
+
+def register_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
+                     hyper: Mapping[str, Sequence] | None = None) -> GridLearner:
+    """Add a configuration to :data:`REGISTRY` (replacing one of the same name) and return it."""
+    if not callable(make):
+        raise TypeError(f"make: expected a callable n_features -> Learner, got {type(make).__name__}")
+    gl = GridLearner(str(name), str(family), make, check_int(score_from, "score_from", 0),
+                     dict(hyper) if hyper is not None else None)
+    REGISTRY[gl.name] = gl
+    return gl
+
+
+def registered_learners(names: Sequence[str] | str | None = None) -> list[GridLearner]:
+    """Registered configurations: all, or those named, or those whose name or family contains a substring.
+
+    Args:
+      names: ``None`` (all), a list of exact names, or a comma-separated
+        string of substrings (``"GP,Kernel"``).
+    Raises:
+      ValueError: for a name or substring that matches nothing.
+    """
+    from .. import zoo  # noqa: F401  (registers the thesis's configurations)
+
+    if names is None:
+        return list(REGISTRY.values())
+    if isinstance(names, str):
+        out = []
+        for part in (p.strip() for p in names.split(",") if p.strip()):
+            hit = [g for g in REGISTRY.values() if part.lower() in g.name.lower() or part.lower() == g.family.lower()]
+            if not hit:
+                raise ValueError(f"learners: {part!r} matches no registered learner (e.g. {next(iter(REGISTRY))})")
+            out += [g for g in hit if g not in out]
+        return out
+    missing = [n for n in names if n not in REGISTRY]
+    if missing:
+        raise ValueError(f"learners: unknown {missing}")
+    return [REGISTRY[n] for n in names]
+
+
+class GridResult(NamedTuple):
+    """The table: ``rows`` (one dict per learner × stream), plus per-compile timings."""
+
+    rows: list
+    compile_seconds: dict
+
+    def columns(self) -> list:
+        cols: list = []
+        for r in self.rows:
+            cols += [k for k in r if k not in cols]
+        return cols
+
+    def to_pandas(self):
+        """A ``pandas.DataFrame`` (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=self.columns())
+
+    def to_csv(self, path) -> str:
+        """Write the table as CSV and return the path."""
+        cols = self.columns()
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(self.rows)
+        return str(path)
+
+    def summary(self, by: str = "family", metrics: Sequence[str] = ("smse", "smse_st", "icr", "saiw", "atpi"),
+                how: str = "mean") -> list:
+        """Aggregate the metrics per ``by`` value (thesis Fig. 6.4: mean over streams).
+
+        Non-finite values are left out of the aggregate and counted in ``n_nonfinite``.
+        """
+        agg = {"mean": np.mean, "median": np.median}[how]
+        groups: dict = {}
+        for r in self.rows:
+            groups.setdefault(r[by], []).append(r)
+        out = []
+        for k, rs in groups.items():
+            row = {by: k, "rows": len(rs)}
+            bad = 0
+            for m in metrics:
+                v = np.asarray([r[m] for r in rs], np.float64)
+                ok = np.isfinite(v)
+                bad = max(bad, int((~ok).sum()))
+                row[m] = float(agg(v[ok])) if ok.any() else float("nan")
+            row["n_nonfinite"] = bad
+            out.append(row)
+        return out
+
+
+def _state_bytes(learner: Learner, dtype) -> int:
+    shapes = jax.eval_shape(lambda: learner.init(dtype=dtype))
+    return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(shapes))
+
+
+def _hyper_states(learner: Learner, hyper, dtype):
+    if not hyper:
+        return jax.tree_util.tree_map(lambda a: a[None], learner.init(dtype=dtype))
+    vals = {k: jnp.asarray(v, dtype) for k, v in hyper.items()}
+    H = {v.shape for v in vals.values()}
+    if len(H) != 1 or len(next(iter(H))) != 1:
+        raise ValueError(f"hyper: every value must be a 1-d sequence of one length, got shapes {sorted(H)}")
+    return jax.vmap(lambda kw: learner.init(dtype=dtype, **kw))(vals)
+
+
+def _per_stream(learner: Learner, delay: int | None, level: float):
+    acc = prequential(level)
+
+    def run(state, X, Y, w_all, w_st):
+        if delay:
+            sched = schedule_from_delays(np.full(X.shape[0], float(delay)))
+            preds = delayed_progressive_validation(learner, state, X, Y, sched).predictions
+        else:
+            preds = progressive_validation(learner, state, X, Y).predictions
+        a = score(acc, Y, preds, w_all)
+        s = score(acc, Y, preds, w_st)
+        return {**a, **{f"{k}_st": v for k, v in s.items()}}
+
+    def per_stream(states, X, Y, w_all, w_st):  # states: [H] -> metrics [H]
+        return jax.vmap(run, (0, None, None, None, None))(states, X, Y, w_all, w_st)
+
+    return per_stream
+
+
+def _default_chunk(state_bytes: int, n_streams: int, n_dev: int, chunk_bytes: int) -> int:
+    """Streams per device per call: ``chunk_bytes`` of states, at most what the devices need."""
+    return max(1, min(chunk_bytes // max(state_bytes, 1), -(-n_streams // n_dev)))
+
+
+def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
+             stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
+             chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None) -> GridResult:
+    """Evaluate every learner on every stream.
+
+    Args:
+      learners: :class:`GridLearner` s, or ``{name: make(n_features) -> Learner}``.
+      streams: a :class:`~onlinejax.data.StreamGroup` or a list of them (e.g.
+        :func:`~onlinejax.data.thesis_grid`).
+      level: central interval level for ``icr`` / ``aiw``.
+      stable_window: items after the start and after each drift left out of
+        the ``*_st`` metrics (the same for every learner, so rows compare).
+      delay: ``None`` for progressive validation; an int ``k >= 1`` for
+        delayed progressive validation with every label arriving ``k`` items late.
+      chunk_size: streams *per device* per compiled call (default: as many
+        as fit in ``chunk_bytes`` of learner state). Each device then runs the
+        same program whatever the device count, so sharded and unsharded
+        tables agree to the last bit as long as ``chunk_size`` is the same.
+      devices: devices to shard chunks over (default ``jax.devices()``; one
+        device means no sharding).
+      progress: print one progress line per chunk to stderr.
+      dtype: learner state dtype (default float32, or float64 under x64).
+    Returns:
+      :class:`GridResult`; row order: learners, then streams in group order.
+    """
+    from ..base import default_float_dtype
+
+    dtype = dtype or default_float_dtype()
+    level = float(level)
+    stable_window = check_int(stable_window, "stable_window", 0)
+    if delay is not None:
+        delay = check_int(delay, "delay", 0) or None
+    if isinstance(learners, Mapping):
+        learners = [GridLearner(k, k, v) for k, v in learners.items()]
+    learners = list(learners)
+    if not learners:
+        raise ValueError("learners: none given")
+    for g in learners:
+        if not isinstance(g, GridLearner):
+            raise TypeError(f"learners: expected GridLearner entries, got {type(g).__name__}")
+    groups = [streams] if hasattr(streams, "names") else list(streams)
+    if not groups:
+        raise ValueError("streams: none given")
+    devices = list(devices) if devices is not None else jax.devices()
+    n_dev = len(devices)
+    mesh = Mesh(np.asarray(devices), ("streams",)) if n_dev > 1 else None
+
+    rows, compile_s = [], {}
+    for gl in learners:
+        for grp in groups:
+            S, n, d = grp.X.shape
+            learner = gl.make(d)
+            if learner.n_features != d:
+                raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
+            states = _hyper_states(learner, gl.hyper, dtype)
+            H = jax.tree_util.tree_leaves(states)[0].shape[0]
+            per_stream = _per_stream(learner, delay, level)
+            per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
+            chunk = check_int(per_dev, "chunk_size", 1) * n_dev
+            # metric weights: scored items, and scored stable items
+            w_all = np.zeros((S, n), bool)
+            w_all[:, min(gl.score_from, n):] = True
+            w_st = np.stack([stable_mask(n, stable_window, [c] if c >= 0 else []) for c in grp.change_points]) & w_all
+            X = jnp.asarray(grp.X, dtype)
+            Y = jnp.asarray(grp.Y, dtype)
+            fn = jax.vmap(per_stream, (None, 0, 0, 0, 0))
+            if mesh is not None:
+                fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P("streams"), P("streams"), P("streams"), P("streams")),
+                                   out_specs=P("streams"), check_vma=False)  # per-device work is independent
+            fn = jax.jit(fn)
+            shard = NamedSharding(mesh, P("streams")) if mesh is not None else None
+
+            def chunk_args(lo):
+                idx = np.minimum(np.arange(lo, lo + chunk), S - 1)  # pad by repeating the last stream
+                args = (X[idx], Y[idx], jnp.asarray(w_all[idx], dtype), jnp.asarray(w_st[idx], dtype))
+                return tuple(jax.device_put(a, shard) for a in args) if shard is not None else args
+
+            t0 = time.perf_counter()
+            compiled = fn.lower(states, *chunk_args(0)).compile()
+            compile_s[(gl.name, n, d)] = time.perf_counter() - t0
+            n_chunks = -(-S // chunk)
+            for c in range(n_chunks):
+                lo = c * chunk
+                args = chunk_args(lo)
+                t0 = time.perf_counter()
+                out = jax.block_until_ready(compiled(states, *args))
+                secs = time.perf_counter() - t0
+                out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
+                atpi = secs / (chunk * H * n)
+                for i in range(lo, min(lo + chunk, S)):
+                    for h in range(H):
+                        name = gl.name
+                        if gl.hyper:
+                            name += "[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
+                        row = {"learner": name, "family": gl.family, **grp.properties[i]}
+                        row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
+                        row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
+                        rows.append(row)
+                if progress:
+                    print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} ({min(lo + chunk, S)}/{S} streams, "
+                          f"{secs:.2f} s)", end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
+    return GridResult(rows, compile_s)

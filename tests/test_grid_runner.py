@@ -1,0 +1,186 @@
+"""The grid runner: per-row metrics equal single-stream runs; chunking, sharding and the registry."""
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from onlinejax import zoo
+from onlinejax.adaptive import adaptive
+from onlinejax.baseline import train_once
+from onlinejax.data import StreamGroup, stratified_names, thesis_grid
+from onlinejax.evaluation import GridLearner, progressive_validation, registered_learners, run_grid
+from onlinejax.evaluation.metrics import METRICS, prequential, score, stable_mask
+from onlinejax.kernel_regression import kernel_regression
+from onlinejax.linear import bayes_linreg
+
+from conftest import tol
+
+N = 300
+
+
+@pytest.fixture(scope="module")
+def groups():
+    return thesis_grid(jax.random.key(1), [n for n in stratified_names(1, size=N, seed=3) if "_2_" in n or "_4_" in n])
+
+
+def _learners():
+    return [
+        GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)),
+        GridLearner("blr-grid", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2),
+                    hyper={"alpha": [1e-3, 1.0], "beta": [1e-2, 1e-3]}),
+        GridLearner("kr-sm", "kr", lambda d: adaptive(kernel_regression(d, 16), 16)),
+        GridLearner("kr-batch", "batch", lambda d: train_once(kernel_regression(d, 32), 32), score_from=32),
+    ]
+
+
+def test_rows_equal_single_stream_runs(groups):
+    res = run_grid(_learners(), groups, stable_window=40, progress=False)
+    n_streams = sum(len(g.names) for g in groups)
+    assert len(res.rows) == (1 + 2 + 1 + 1) * n_streams
+    assert len(res.compile_seconds) == 4 * len(groups)  # one compile per learner and shape
+    rows = {(r["learner"], r["stream"]): r for r in res.rows}
+    acc = prequential(0.95)
+    made = {g.X.shape[2]: [gl.make(g.X.shape[2]) for gl in _learners()] for g in groups}  # one compile per learner and d
+    for g in groups:
+        d = g.X.shape[2]
+        for i in ((0, len(g.names) - 1) if g.X.shape[2] == 2 else (0,)):
+            X, Y = g.X[i], g.Y[i]
+            cps = [int(g.change_points[i])] if g.change_points[i] >= 0 else []
+            for gl, lrn in zip(_learners(), made[d]):
+                inits = [({}, gl.name)] if not gl.hyper else [
+                    ({k: v[h] for k, v in gl.hyper.items()}, f"{gl.name}[alpha={gl.hyper['alpha'][h]:g},beta={gl.hyper['beta'][h]:g}]")
+                    for h in range(2)]
+                for kw, label in inits:
+                    p = progressive_validation(lrn, lrn.init(**kw), X, Y).predictions
+                    w = (np.arange(N) >= gl.score_from).astype(np.float32)
+                    ref = score(acc, Y, p, w)
+                    ref_st = score(acc, Y, p, w * stable_mask(N, 40, cps))
+                    row = rows[(label, g.names[i])]
+                    assert row["d"] == d and row["family"] == gl.family
+                    for m in METRICS:
+                        np.testing.assert_allclose(row[m], float(ref[m]), rtol=tol(1e-12, 2e-5), err_msg=f"{label} {m}")
+                        np.testing.assert_allclose(row[m + "_st"], float(ref_st[m]), rtol=tol(1e-12, 2e-5))
+                    assert row["atpi"] > 0 and row["compile_s"] > 0
+
+
+def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
+    g = groups[1]
+    lrn = [_learners()[0], _learners()[2]]
+    whole = run_grid(lrn, g, chunk_size=64, progress=False)
+    chunked = run_grid(lrn, g, chunk_size=3, progress=False)  # 4 streams -> chunks of 3 + 1 padded
+    assert [r["stream"] for r in whole.rows] == [r["stream"] for r in chunked.rows]
+    for a, b in zip(whole.rows, chunked.rows):
+        for m in METRICS:
+            np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-6))
+    path = chunked.to_csv(tmp_path / "t.csv")
+    with open(path) as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(chunked.rows) and {"learner", "stream", "smse", "smse_st", "icr", "atpi", "noise_std"} <= set(table[0])
+    summ = chunked.summary()
+    assert [s["family"] for s in summ] == ["linear", "kr"] and summ[0]["rows"] == 4
+
+
+def test_user_streams_and_errors():
+    X = jax.random.uniform(jax.random.key(0), (3, 50, 2))
+    Y = X @ jnp.asarray([1.0, -2.0])
+    g = StreamGroup.from_arrays(X, Y, names=["a", "b", "c"])
+    res = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, g, stable_window=10, progress=False)
+    assert [r["stream"] for r in res.rows] == ["a", "b", "c"] and all(r["smse_st"] < 1e-3 for r in res.rows)
+    with pytest.raises(ValueError, match="names"):
+        StreamGroup.from_arrays(X, Y, names=["a"])
+    with pytest.raises(ValueError, match="returned a learner for 3 inputs"):
+        run_grid({"bad": lambda d: bayes_linreg(3)}, g, progress=False)
+    with pytest.raises(ValueError, match="learners"):
+        run_grid([], g)
+    with pytest.raises(ValueError, match="hyper"):
+        run_grid([GridLearner("h", "h", lambda d: bayes_linreg(d), hyper={"alpha": [1.0, 2.0], "beta": [1.0]})], g,
+                 progress=False)
+
+
+def test_delayed_rows_equal_single_stream_delayed_runs(groups):
+    from onlinejax.evaluation import delayed_progressive_validation, schedule_from_delays
+
+    g = groups[0]
+    gl = _learners()[0]
+    res = run_grid([gl], g, delay=5, progress=False)
+    lrn = gl.make(g.X.shape[2])
+    p = delayed_progressive_validation(lrn, lrn.init(), g.X[0], g.Y[0], schedule_from_delays(np.full(N, 5.0))).predictions
+    ref = score(prequential(0.95), g.Y[0], p)
+    np.testing.assert_allclose(res.rows[0]["mse"], float(ref["mse"]), rtol=tol(1e-12, 2e-5))
+    plain = run_grid([gl], g, progress=False)
+    assert res.rows[0]["mse"] != plain.rows[0]["mse"]
+
+
+def test_train_once_learns_only_the_training_set_and_tunes_once():
+    X = jax.random.uniform(jax.random.key(2), (80, 2)) * 10
+    Y = jnp.sin(X[:, 0]) + X[:, 1]
+    kr = kernel_regression(2, 32)
+    lrn = train_once(kr, 32)
+    s = lrn.learn(lrn.init(), X, Y)
+    ref = kr.tune(kr.learn(kr.init(), X[:32], Y[:32]))
+    assert int(s.n_learned) == 32
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), s.inner, ref)
+    p, q = lrn.predict(s, X[40:45]), kr.predict(ref, X[40:45])
+    np.testing.assert_array_equal(np.asarray(p.mean), np.asarray(q.mean))
+    # NaN items (accepted inside jit) are skipped and do not count toward the training set
+    s2 = jax.jit(lrn.learn)(lrn.init(), X.at[3, 0].set(jnp.nan), Y)
+    keep = np.r_[0:3, 4:33]
+    ref2 = kr.tune(kr.learn(kr.init(), X[keep], Y[keep]))
+    assert int(s2.n_learned) == 32
+    np.testing.assert_array_equal(np.asarray(s2.inner.buffer.x), np.asarray(ref2.buffer.x))
+
+
+def test_registry_has_the_thesis_configurations():
+    online, batch = zoo.thesis_online_learners(), zoo.thesis_batch_learners()
+    assert len(online) == 52 and len({g.name for g in online}) == 52
+    assert len(batch) == 12 and all(g.score_from in (32, 64, 128) for g in batch)
+    fams = {g.family for g in online}
+    assert fams == {"BayesianMLE", "BayesianMAP", "GPRegression", "KernelRegression"}
+    assert sum(g.family == "GPRegression" for g in online) == 15
+    gp = registered_learners("GPRegressionOLS")
+    assert [g.name for g in gp] == [f"GPRegressionOLSMean_WS{w}" for w in (32, 48, 64, 96, 128)]
+    assert registered_learners("kernelregression,BayesianMAP")[0].family == "KernelRegression"
+    with pytest.raises(ValueError, match="matches no registered learner"):
+        registered_learners("NoSuchLearner")
+    for g in online + batch:  # every configuration builds for every grid dimension
+        assert g.make(2).n_features == 2
+
+
+SHARD_SCRIPT = textwrap.dedent("""
+    import jax, numpy as np
+    from onlinejax.data import thesis_grid, stratified_names
+    from onlinejax.evaluation import GridLearner, run_grid
+    from onlinejax.adaptive import adaptive
+    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.linear import bayes_linreg
+    assert len(jax.devices()) == 4, jax.devices()
+    g = thesis_grid(jax.random.key(1), [n for n in stratified_names(2, size=200, seed=3) if "_200_1_" not in n])
+    L = [GridLearner("blr", "l", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)),
+         GridLearner("kr", "k", lambda d: adaptive(kernel_regression(d, 16), 16))]
+    a = run_grid(L, g, progress=False, chunk_size=2)  # 4 devices x 2 streams per call
+    b = run_grid(L, g, progress=False, chunk_size=2, devices=jax.devices()[:1])
+    keys = ["mse", "smse", "smse_st", "icr", "saiw", "mlpd", "crps"]
+    A = np.array([[r[k] for k in keys] for r in a.rows]); B = np.array([[r[k] for k in keys] for r in b.rows])
+    assert [r["stream"] for r in a.rows] == [r["stream"] for r in b.rows]
+    assert np.array_equal(np.isnan(A), np.isnan(B))
+    ok = ~np.isnan(B)
+    rel = np.max(np.abs(A - B)[ok] / np.maximum(np.abs(B[ok]), 1e-30))
+    i, j = np.unravel_index(np.argmax(np.where(ok, np.abs(A - B) / np.maximum(np.abs(B), 1e-30), 0)), A.shape)
+    print("ROWS", len(a.rows), "MAXREL", rel, a.rows[i]["learner"], a.rows[i]["stream"], keys[j], A[i, j], B[i, j])
+""")
+
+
+def test_sharded_equals_unsharded_on_four_host_devices():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("ROWS")][0]
+    rows, rel = int(line.split()[1]), float(line.split()[3])
+    assert rows == 2 * 16
+    assert rel <= (0.0 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
