@@ -1,10 +1,13 @@
-"""Command line: ``python -m onlinejax drift [--streams S] [--n N] [--out DIR]`` and ``python -m onlinejax compare``.
+"""Command line: ``python -m onlinejax drift [--streams S] [--n N] [--out DIR]``, ``grid`` and ``compare``.
 
 ``drift`` (the default) runs progressive validation of the Bayesian linear
 family on the blog's drifting two-weight stream, ``S`` independent streams
 vmapped in one compiled program per learner, prints a table of MAE / RMSE /
 95 % interval coverage per learner (mean over streams) and writes a PNG of
-the running MAE.
+the running MAE. ``grid`` runs registered learner configurations (default:
+one per family) on a stratified sample of the thesis's 576-stream grid (or
+``--full``) with :func:`onlinejax.evaluation.run_grid` and prints a
+per-family SMSE / SMSE-ST / ICR / SAIW / ATPI summary (thesis Fig. 6.4).
 """
 from __future__ import annotations
 
@@ -91,6 +94,29 @@ def run_compare(delay: float = 7.0) -> dict:
     return compare_evaluations(lrn, X, y, times=days, delay=delay)
 
 
+def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0):
+    """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary."""
+    from .data import grid_names, stratified_names, thesis_grid
+    from .evaluation import registered_learners, run_grid
+    from . import zoo
+
+    names = grid_names(n) if full else stratified_names(per_cell, size=n, seed=seed)
+    gls = registered_learners(learners) if learners else zoo.default_learners()
+    t0 = time.perf_counter()
+    groups = thesis_grid(jax.random.key(seed), names)
+    res = run_grid(gls, groups)
+    secs = time.perf_counter() - t0
+    print(f"Thesis grid: {len(names)} streams x {n} items, {len(gls)} learners; {jax.devices()[0].platform} "
+          f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile")
+    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'ATPI (us)':>10s}")
+    for r in res.summary():
+        print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} {r['saiw']:9.4f} "
+              f"{1e6 * r['atpi']:10.2f}")
+    os.makedirs(out, exist_ok=True)
+    print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")
+    return res
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m onlinejax", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd")
@@ -100,9 +126,26 @@ def main(argv=None) -> int:
         q.add_argument("--n", type=int, default=2000, help="items per stream")
         q.add_argument("--out", default="results", help="output folder for CSV and PNG")
         q.add_argument("--seed", type=int, default=0)
+    g = sub.add_parser("grid", help="learners x thesis grid streams (a stratified sample by default)")
+    g.add_argument("--per-cell", type=int, default=2, help="streams per (d, D|ND, CD|NCD) cell of the sample")
+    g.add_argument("--full", action="store_true", help="all 576 streams")
+    g.add_argument("--n", type=int, default=2000, help="items per stream")
+    g.add_argument("--learners", default=None, help="comma-separated names or substrings (default: one per family)")
+    g.add_argument("--out", default="results")
+    g.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     a = p.parse_args(argv)
+    if a.cmd == "grid":
+        if a.per_cell < 1 or a.n < 10:
+            print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
+            return 2
+        try:
+            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.cmd == "compare":
         if a.delay < 0:
             print("error: --delay must be >= 0", file=sys.stderr)

@@ -43,3 +43,17 @@ def test_compare_values_and_order(capsys):
     assert r["delayed progressive (delay 0)"] == pytest.approx(pv, rel=1e-5)
     r30 = compare_evaluations(lrn, X, y, times=days, delay=30.0, verbose=False)
     assert r30["delayed progressive (delay 30)"] > r30["progressive validation"]  # learning later cannot help here
+
+
+def test_grid_command_small(tmp_path, capsys):
+    import csv
+
+    assert main(["grid", "--per-cell", "1", "--n", "150", "--learners", "KernelRegression_WS32,BayesianMAPForgettingMapped_FF0.05",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Thesis grid: 12 streams x 150 items, 2 learners" in out and "KernelRegression" in out and "SMSE-ST" in out
+    with open(tmp_path / "grid.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 24 and {r["learner"] for r in rows} == {"KernelRegression_WS32", "BayesianMAPForgettingMapped_FF0.05"}
+    assert main(["grid", "--learners", "NoSuchLearner", "--out", str(tmp_path)]) == 2
+    assert main(["grid", "--per-cell", "0", "--out", str(tmp_path)]) == 2
