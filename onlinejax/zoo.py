@@ -36,20 +36,15 @@ def _mapped(m: bool) -> str:
 def thesis_online_learners() -> list[GridLearner]:
     """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5), registered."""
     out = []
-    for m in (False, True):
-        for ff in THESIS_FORGETTING:
-            out.append(register_learner(f"BayesianMLEForgetting{_mapped(m)}_FF{ff:g}", "BayesianMLE",
-                                        lambda d, ff=ff, m=m: bayesian_mle_forgetting(d, forgetting_factor=ff, mapped=m)))
-        for W in THESIS_WINDOWS:
-            out.append(register_learner(f"BayesianMLEWindowed{_mapped(m)}_WS{W}", "BayesianMLE",
-                                        lambda d, W=W, m=m: adaptive(bayesian_mle_windowed(d, W, mapped=m), W)))
-    for m in (False, True):
-        for ff in THESIS_FORGETTING:
-            out.append(register_learner(f"BayesianMAPForgetting{_mapped(m)}_FF{ff:g}", "BayesianMAP",
-                                        lambda d, ff=ff, m=m: bayesian_map_forgetting(d, forgetting_factor=ff, mapped=m)))
-        for W in THESIS_WINDOWS:
-            out.append(register_learner(f"BayesianMAPWindowed{_mapped(m)}_WS{W}", "BayesianMAP",
-                                        lambda d, W=W, m=m: adaptive(bayesian_map_windowed(d, W, mapped=m), W)))
+    for fam, forgetting, windowed in (("BayesianMLE", bayesian_mle_forgetting, bayesian_mle_windowed),
+                                      ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed)):
+        for m in (False, True):
+            for ff in THESIS_FORGETTING:
+                out.append(register_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
+                                            lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m)))
+            for W in THESIS_WINDOWS:
+                out.append(register_learner(f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
+                                            lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m), W)))
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             out.append(register_learner(f"GPRegression{label}_WS{W}", "GPRegression",

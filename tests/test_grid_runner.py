@@ -92,6 +92,9 @@ def test_user_streams_and_errors():
     g = StreamGroup.from_arrays(X, Y, names=["a", "b", "c"])
     res = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, g, stable_window=10, progress=False)
     assert [r["stream"] for r in res.rows] == ["a", "b", "c"] and all(r["smse_st"] < 1e-3 for r in res.rows)
+    twice = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, [g, g], stable_window=10, progress=False)
+    assert len(twice.rows) == 6 and len(twice.compile_seconds) == 1  # groups of one shape share the executable
+    assert [r["mse"] for r in twice.rows[3:]] == [r["mse"] for r in res.rows]
     with pytest.raises(ValueError, match="names"):
         StreamGroup.from_arrays(X, Y, names=["a"])
     with pytest.raises(ValueError, match="returned a learner for 3 inputs"):

@@ -257,27 +257,32 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
 
     rows, compile_s = [], {}
     for gl in learners:
+        built: dict = {}  # (n, d) -> (learner, states, labels, chunk, compiled): one compile per shape
         for grp in groups:
             S, n, d = grp.X.shape
-            learner = gl.make(d)
-            if learner.n_features != d:
-                raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
-            states = _hyper_states(learner, gl.hyper, dtype)
-            H = jax.tree_util.tree_leaves(states)[0].shape[0]
-            per_stream = _per_stream(learner, delay, level)
-            per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
-            chunk = check_int(per_dev, "chunk_size", 1) * n_dev
+            if (n, d) not in built:
+                learner = gl.make(d)
+                if learner.n_features != d:
+                    raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
+                states = _hyper_states(learner, gl.hyper, dtype)
+                H = jax.tree_util.tree_leaves(states)[0].shape[0]
+                labels = [gl.name + ("[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
+                                     if gl.hyper else "") for h in range(H)]
+                per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
+                chunk = check_int(per_dev, "chunk_size", 1) * n_dev
+                fn = jax.vmap(_per_stream(learner, delay, level), (None, 0, 0, 0, 0))
+                if mesh is not None:
+                    fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
+                                       check_vma=False)  # per-device work is independent
+                built[(n, d)] = [learner, states, labels, chunk, jax.jit(fn), None]
+            learner, states, labels, chunk, fn, compiled = built[(n, d)]
+            H = len(labels)
             # metric weights: scored items, and scored stable items
             w_all = np.zeros((S, n), bool)
             w_all[:, min(gl.score_from, n):] = True
             w_st = np.stack([stable_mask(n, stable_window, [c] if c >= 0 else []) for c in grp.change_points]) & w_all
             X = jnp.asarray(grp.X, dtype)
             Y = jnp.asarray(grp.Y, dtype)
-            fn = jax.vmap(per_stream, (None, 0, 0, 0, 0))
-            if mesh is not None:
-                fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(), P("streams"), P("streams"), P("streams"), P("streams")),
-                                   out_specs=P("streams"), check_vma=False)  # per-device work is independent
-            fn = jax.jit(fn)
             shard = NamedSharding(mesh, P("streams")) if mesh is not None else None
 
             def chunk_args(lo):
@@ -285,9 +290,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                 args = (X[idx], Y[idx], jnp.asarray(w_all[idx], dtype), jnp.asarray(w_st[idx], dtype))
                 return tuple(jax.device_put(a, shard) for a in args) if shard is not None else args
 
-            t0 = time.perf_counter()
-            compiled = fn.lower(states, *chunk_args(0)).compile()
-            compile_s[(gl.name, n, d)] = time.perf_counter() - t0
+            if compiled is None:
+                t0 = time.perf_counter()
+                compiled = built[(n, d)][5] = fn.lower(states, *chunk_args(0)).compile()
+                compile_s[(gl.name, n, d)] = time.perf_counter() - t0
             n_chunks = -(-S // chunk)
             for c in range(n_chunks):
                 lo = c * chunk
@@ -298,11 +304,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                 out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
                 atpi = secs / (chunk * H * n)
                 for i in range(lo, min(lo + chunk, S)):
-                    for h in range(H):
-                        name = gl.name
-                        if gl.hyper:
-                            name += "[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
-                        row = {"learner": name, "family": gl.family, **grp.properties[i]}
+                    for h, label in enumerate(labels):
+                        row = {"learner": label, "family": gl.family, **grp.properties[i]}
                         row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
                         row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
                         rows.append(row)
