@@ -83,7 +83,7 @@ def lengthscales(p: GPParams) -> Array:
 
 def _r2(p, x1, x2):
     z = (x1 - x2) / lengthscales(p)
-    return z @ z
+    return jnp.sum(z * z)  # not z @ z: a batched dot under vmap, 3x slower to differentiate on CPU
 
 
 def _safe_r(r2):
@@ -91,22 +91,39 @@ def _safe_r(r2):
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, r2, 1.0)), 0.0)
 
 
+def _se_profile(r2):
+    return jnp.exp(-0.5 * r2)
+
+
+def _matern32_profile(r2):
+    r = jnp.sqrt(3.0) * _safe_r(r2)
+    return (1.0 + r) * jnp.exp(-r)
+
+
+def _matern52_profile(r2):
+    r = jnp.sqrt(5.0) * _safe_r(r2)
+    return (1.0 + r + 5.0 * r2 / 3.0) * jnp.exp(-r)
+
+
 def squared_exponential(p: GPParams, x1: Array, x2: Array) -> Array:
     """SE-ARD kernel for one pair ``x1, x2: [d]`` (thesis eq. 4.27)."""
-    return signal_var(p) * jnp.exp(-0.5 * _r2(p, x1, x2))
+    return signal_var(p) * _se_profile(_r2(p, x1, x2))
 
 
 def matern32(p: GPParams, x1: Array, x2: Array) -> Array:
     """Matérn 3/2 for one pair."""
-    r = jnp.sqrt(3.0) * _safe_r(_r2(p, x1, x2))
-    return signal_var(p) * (1.0 + r) * jnp.exp(-r)
+    return signal_var(p) * _matern32_profile(_r2(p, x1, x2))
 
 
 def matern52(p: GPParams, x1: Array, x2: Array) -> Array:
     """Matérn 5/2 for one pair."""
-    r2 = _r2(p, x1, x2)
-    r = jnp.sqrt(5.0) * _safe_r(r2)
-    return signal_var(p) * (1.0 + r + 5.0 * r2 / 3.0) * jnp.exp(-r)
+    return signal_var(p) * _matern52_profile(_r2(p, x1, x2))
+
+
+# k(x, x') = σ_f² f(r²) for the built-in kernels: gram() evaluates f on the whole matrix of
+# scaled squared distances instead of vmapping the pair kernel (same formula; its gradient,
+# needed ~30 times per tune, cost 190 µs vmapped vs 32 µs as a matrix at W = 64 on CPU)
+_PROFILES = {squared_exponential: _se_profile, matern32: _matern32_profile, matern52: _matern52_profile}
 
 
 KERNELS: dict[str, Callable] = {"se": squared_exponential, "matern32": matern32, "matern52": matern52}
@@ -118,5 +135,16 @@ def cross(kernel: Callable, p: GPParams, X: Array, x: Array) -> Array:
 
 
 def gram(kernel: Callable, p: GPParams, X1: Array, X2: Array) -> Array:
-    """``[n, m]`` matrix ``k(X1_i, X2_j)``."""
-    return jax.vmap(lambda a: cross(kernel, p, X2, a))(X1)
+    """``[n, m]`` matrix ``k(X1_i, X2_j)``.
+
+    Any pair kernel is lifted with ``vmap``; the built-in stationary kernels
+    are evaluated from the ``[n, m]`` matrix of scaled squared distances
+    ``r²`` (the same formula, differentiated several times faster on CPU).
+    """
+    profile = _PROFILES.get(kernel)
+    if profile is None:
+        return jax.vmap(lambda a: cross(kernel, p, X2, a))(X1)
+    ls = lengthscales(p)
+    Z1, Z2 = X1 / ls, X2 / ls
+    r2 = jnp.sum((Z1[:, None, :] - Z2[None, :, :]) ** 2, axis=-1)
+    return signal_var(p) * profile(r2)
