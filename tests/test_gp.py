@@ -8,8 +8,8 @@ import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
 from onlinejax.gp import (GPParams, gp_params, gp_window, latent, log_marginal_likelihood, noise_var, signal_var,
                           tune_hyperparameters)
-from onlinejax.gp.kernels import KERNELS, noise_floor_rel
-from conftest import X64, tol
+from onlinejax.gp.kernels import KERNELS, gram, noise_floor_rel
+from conftest import DTYPE, X64, tol
 from reference import gp_predict, rel_err
 
 
@@ -228,3 +228,25 @@ def test_vmap_over_streams_and_hyperparameters(rng):
     out = jax.vmap(lambda s, X, Y: progressive_validation(lrn, s, X, Y).predictions.mean)(states, Xs, Ys)
     one = progressive_validation(lrn, lrn.init(lengthscale=2.0), Xs[2], Ys[2]).predictions.mean
     assert rel_err(out[2], one) < tol(1e-12, 1e-5)
+
+
+@pytest.mark.parametrize("name", ["se", "matern32", "matern52"])
+def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
+    """gram() evaluates built-in kernels from the r² matrix; it must equal lifting the pair kernel, with gradients."""
+    from onlinejax.gp.kernels import cross, gp_params
+
+    kern = KERNELS[name]
+    X1 = jnp.asarray(rng.uniform(0, 3, (7, 2)), DTYPE)
+    X2 = jnp.concatenate([X1[:3], jnp.asarray(rng.uniform(0, 3, (4, 2)), DTYPE)])  # duplicates: r = 0
+    p = gp_params(2, signal_std=1.3, noise_std=0.1, lengthscale=jnp.asarray([0.7, 1.9], DTYPE))
+
+    def lifted(q):
+        return jax.vmap(lambda a: cross(kern, q, X2, a))(X1)
+
+    np.testing.assert_allclose(np.asarray(gram(kern, p, X1, X2)), np.asarray(lifted(p)), rtol=tol(1e-13, 1e-6))
+    G = jnp.asarray(rng.normal(size=(7, 7)), DTYPE)
+    g1 = jax.grad(lambda q: jnp.sum(G * gram(kern, q, X1, X2)))(p)
+    g2 = jax.grad(lambda q: jnp.sum(G * lifted(q)))(p)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+        assert np.all(np.isfinite(np.asarray(a)))
