@@ -56,7 +56,11 @@ class WindowedBayesState(NamedTuple):
       shadow_mean: ``[d]``; shadow_cov_sqrt: ``[d, d]``: posterior of the
         newest ``n_shadow`` items, built by updates only (see module doc).
       n_shadow: ``[]`` int32.
-      alpha: ``[d]`` prior precisions; beta: ``[]`` noise precision.
+      alpha: ``[d]`` prior precisions (of the weights of the *scaled* features);
+        beta: ``[]`` noise precision.
+      scale: ``[d]`` the feature scales ``s`` fixed at the last ``tune``: the
+        learner works on ``x / s`` (all 1 before the first tune and with
+        ``standardize=False``); see :func:`windowed_bayes_linreg`.
       resid_var: ``[]`` ``s² = RSS/(n - d)`` of the window's residuals under the
         current mean (thesis eq. 4.17); ``1/beta`` while ``n <= d``.
       n_seen, n_skipped: ``[]`` int32 counters.
@@ -70,6 +74,7 @@ class WindowedBayesState(NamedTuple):
     n_shadow: Array
     alpha: Array
     beta: Array
+    scale: Array
     resid_var: Array
     n_seen: Array
     n_skipped: Array
@@ -83,8 +88,8 @@ def window_stats(buf: RingBuffer) -> SufficientStats:
     return SufficientStats(X.T @ X, X.T @ Y, Y @ Y, jnp.sum(w))
 
 
-def _resid_var(buf, mean, beta, d):
-    r = (buf.y - buf.x @ mean) * buf.valid
+def _resid_var(buf, mean, beta, d, scale):
+    r = (buf.y - (buf.x / scale) @ mean) * buf.valid
     n = buf.count
     return jnp.where(n > d, (r @ r) / jnp.maximum(n - d, 1).astype(mean.dtype), 1.0 / beta)
 
@@ -110,6 +115,7 @@ def windowed_bayes_linreg(
     beta=1.0,
     bounds: str = "bayes",
     intercept: bool = False,
+    standardize: bool = True,
     dtype=None,
 ) -> Learner:
     """Bayesian linear regression on the last ``window`` items.
@@ -125,6 +131,16 @@ def windowed_bayes_linreg(
         ``RSS/(n - d)`` (``beta·S`` stands for ``(XXᵀ)⁻¹``; equal when the prior
         is negligible). The asymptotic variant costs an extra ``O(Wd)`` per item.
       intercept: append a constant feature.
+      standardize: at each ``tune``, fix per-feature scales ``s_j`` = the
+        root mean square of feature ``j`` over the window and work on
+        ``x / s`` until the next tune (``alpha`` is then the prior precision
+        of the scaled features' weights, as in ridge regression on
+        standardised inputs). Without it, float32 failed on the thesis grid:
+        mapped features of inputs of scale 50–100 span 1–10⁴, the
+        square-root covariance lost all precision and predictions reached
+        1e23 (finite, then inf) on noise-free quadratic streams; with it the
+        same streams match float64. ``False`` keeps the raw features (the
+        thesis's model; fine in float64 or for inputs of order 1).
       dtype: default floating dtype.
     Returns:
       A :class:`Learner`: ``init(alpha=, beta=, dtype=)``; ``downdate(state)``
@@ -155,19 +171,19 @@ def windowed_bayes_linreg(
         z = jnp.zeros((dm,), dt)
         return WindowedBayesState(
             buffer=ring_init(W_cap, dm, dt), mean=z, cov_sqrt=W0, shadow_mean=z, shadow_cov_sqrt=W0,
-            n_shadow=jnp.zeros((), jnp.int32), alpha=a, beta=b, resid_var=1.0 / b,
+            n_shadow=jnp.zeros((), jnp.int32), alpha=a, beta=b, scale=jnp.ones((dm,), dt), resid_var=1.0 / b,
             n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
 
     def _finish(s):
         s = _maybe_swap(s)
         if asym:
-            s = s._replace(resid_var=_resid_var(s.buffer, s.mean, s.beta, dm))
+            s = s._replace(resid_var=_resid_var(s.buffer, s.mean, s.beta, dm, s.scale))
         return s
 
     def evict(s: WindowedBayesState) -> WindowedBayesState:
         xo, yo, present = ring_oldest(s.buffer)
-        xo = jnp.where(present, xo, 0.0)  # zero vector = exact no-op downdate
+        xo = jnp.where(present, xo, 0.0) / s.scale  # zero vector = exact no-op downdate
         Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, 1.0 / s.beta, -1.0)
         return s._replace(buffer=ring_pop_oldest(s.buffer), cov_sqrt=Wm, mean=m)
 
@@ -176,11 +192,12 @@ def windowed_bayes_linreg(
         x0, y0 = jnp.where(ok, x, 0.0), jnp.where(ok, y, 0.0)
         full = s.buffer.count == W_cap
         xo, yo, _ = ring_oldest(s.buffer)
-        xo = jnp.where(full, xo, 0.0)
+        xo = jnp.where(full, xo, 0.0) / s.scale
+        xs = x0 / s.scale
         r = 1.0 / s.beta
         Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, r, -1.0)
-        Wm, m = sqrt_cov_rank1(Wm, m, x0, y0, r, 1.0)
-        Ws, ms = sqrt_cov_rank1(s.shadow_cov_sqrt, s.shadow_mean, x0, y0, r, 1.0)
+        Wm, m = sqrt_cov_rank1(Wm, m, xs, y0, r, 1.0)
+        Ws, ms = sqrt_cov_rank1(s.shadow_cov_sqrt, s.shadow_mean, xs, y0, r, 1.0)
         new = s._replace(
             buffer=ring_push(s.buffer, x0, y0), mean=m, cov_sqrt=Wm, shadow_mean=ms, shadow_cov_sqrt=Ws,
             n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1,
@@ -192,13 +209,20 @@ def windowed_bayes_linreg(
         return _finish(evict(s))
 
     def predict_one(s: WindowedBayesState, x):
+        x = x / s.scale
         f = s.cov_sqrt.T @ x
         q = f @ f
         var = s.resid_var * (1.0 + s.beta * q) if asym else 1.0 / s.beta + q
         return Prediction(x @ s.mean, var)
 
     def tune(s: WindowedBayesState, n_iter: int = 100):
-        st = window_stats(s.buffer)
+        if standardize:
+            v = s.buffer.valid.astype(s.mean.dtype)
+            ms = jnp.sum(v[:, None] * s.buffer.x ** 2, 0) / jnp.maximum(jnp.sum(v), 1.0)
+            rms = jnp.sqrt(ms)
+            # a feature that is 0 on the whole window keeps scale 1 (its weight stays at the prior)
+            s = s._replace(scale=jnp.where(rms > jnp.finfo(rms.dtype).tiny, rms, 1.0))
+        st = window_stats(s.buffer._replace(x=s.buffer.x / s.scale))
         a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
         alpha = jnp.broadcast_to(a, s.alpha.shape)
         Wm, m = posterior_from_stats(st, alpha, b)
@@ -206,7 +230,7 @@ def windowed_bayes_linreg(
         s = s._replace(alpha=alpha, beta=b, mean=m, cov_sqrt=Wm, shadow_mean=jnp.zeros_like(m),
                        shadow_cov_sqrt=W0, n_shadow=jnp.zeros_like(s.n_shadow))
         # an empty window: main = shadow = prior, consistent with the swap rule
-        return s._replace(resid_var=_resid_var(s.buffer, m, b, dm)) if asym else s
+        return s._replace(resid_var=_resid_var(s.buffer, m, b, dm, s.scale)) if asym else s
 
     learner = make_learner(
         init=_init, learn_one=learn_one, predict_one=predict_one, n_features=dm,
