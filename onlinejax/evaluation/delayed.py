@@ -148,7 +148,8 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
         st, pend = c
         p = learner.predict(st, X[i])
         pend = Prediction(pend.mean.at[s].set(p.mean), pend.var.at[s].set(p.var))
-        return (st, pend), p
+        # a richer prediction (a combination's mixture) is kept and scored by its moments only
+        return (st, pend), Prediction(p.mean, p.var)
 
     def answer(c, i, s):
         st, pend = c

@@ -69,13 +69,28 @@ _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     """Per-item quantities ``[..., 6]`` in the order of :data:`QUANTITIES`.
 
+    A Gaussian prediction is scored in closed form. A mixture
+    (:class:`onlinejax.combination.MixturePrediction`, recognised by its
+    ``log_weights``) is scored exactly: coverage and width from its
+    exact central quantiles, its mixture log density and its mixture CRPS —
+    its moment-matched Gaussian would let one wide low-weight member inflate
+    the interval width without bound.
+
     Args:
       y: ``[...]`` targets; pred: leaves ``[...]``; level: interval level (static).
     """
     z_level = normal_quantile(level)
     y = jnp.asarray(y, pred.mean.dtype)
-    sd = jnp.sqrt(pred.var)
     err = y - pred.mean
+    if hasattr(pred, "log_weights"):
+        from ..combination import mixture_crps
+
+        lo, hi = pred.interval(level, exact=True)
+        cover = ((y >= lo) & (y <= hi)).astype(y.dtype)
+        crps = jnp.vectorize(mixture_crps, signature="(m),(m),(m),()->()")(
+            jnp.exp(pred.log_weights), pred.means, pred.vars, y)
+        return jnp.stack([jnp.abs(err), err * err, cover, hi - lo, pred.log_prob(y), crps], axis=-1)
+    sd = jnp.sqrt(pred.var)
     z = err / sd
     crps = sd * (z * (2.0 * norm.cdf(z) - 1.0) + 2.0 * norm.pdf(z) - _INV_SQRT_PI)
     lpd = -0.5 * (jnp.log(2.0 * jnp.pi * pred.var) + z * z)
@@ -236,9 +251,10 @@ def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | 
     w = jnp.ones_like(Y) if weights is None else jnp.asarray(weights, dt)
 
     def body(m, a):
-        return acc.update(m, a[0], Prediction(a[1], a[2]), a[3]), None
+        return acc.update(m, a[0], a[1], a[2]), None
 
-    return acc.value(jax.lax.scan(body, acc.init(dt), (Y, predictions.mean, predictions.var, w))[0])
+    # the whole prediction pytree is scanned, so a mixture keeps its members (see item_quantities)
+    return acc.value(jax.lax.scan(body, acc.init(dt), (Y, predictions, w))[0])
 
 
 def running_mean(loss: Callable[[Array, Prediction], Array], decay: float = 1.0):

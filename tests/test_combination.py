@@ -1,0 +1,363 @@
+"""The combination learner against float64 numpy recomputations and closed forms."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, optimize, stats
+
+from onlinejax.combination import (MixturePrediction, bma, combine, fixed_share, mixture_crps, mixture_prediction,
+                                   mixture_quantile, replay, stacking)
+from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
+from onlinejax.kernel_regression import kernel_regression
+import optax
+
+from onlinejax.evaluation.delayed import schedule_from_delays
+from onlinejax.linear import bayes_linreg, sgd_linreg
+
+from conftest import DTYPE, X64, tol
+
+
+def _stream(n=300, d=2, seed=0, drift=True):
+    r = np.random.default_rng(seed)
+    X = r.uniform(-1, 1, (n, d))
+    w1, w2 = r.normal(size=d), r.normal(size=d)
+    f = np.where(np.arange(n) < n // 2, X @ w1, np.sin(3 * X[:, 0]) + X @ w2) if drift else X @ w1
+    return X.astype(DTYPE), (f + 0.1 * r.normal(size=n)).astype(DTYPE)
+
+
+def _members(d=2):
+    return (bayes_linreg(d, alpha=1.0, beta=100.0),
+            bayes_linreg(d, alpha=1.0, beta=100.0, forgetting=0.95),
+            kernel_regression(d, 16))
+
+
+def _record(s):
+    return s.log_weights, s.last_log_density
+
+
+def _gauss_logpdf(y, m, v):
+    return -0.5 * (np.log(2 * np.pi * v) + (y - m) ** 2 / v)
+
+
+@pytest.mark.parametrize("rule", [bma(), bma(0.9), fixed_share(0.05), stacking("crps"), stacking("log")],
+                         ids=["bma", "bma0.9", "share", "stack-crps", "stack-log"])
+def test_single_member_is_that_member_exactly(rule):
+    X, Y = _stream()
+    m = kernel_regression(2, 16)
+    c = combine([m], rule)
+    ref = progressive_validation(m, m.init(), X, Y).predictions
+    got = progressive_validation(c, c.init(), X, Y).predictions
+    np.testing.assert_array_equal(np.asarray(got.mean), np.asarray(ref.mean))
+    np.testing.assert_array_equal(np.asarray(got.var), np.asarray(ref.var))
+    lo, hi = got.interval(0.9, exact=True)
+    rlo, rhi = ref.interval(0.9)
+    np.testing.assert_allclose(np.asarray(lo), np.asarray(rlo), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(hi), np.asarray(rhi), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+
+
+def _members_alone(members, X, Y):
+    """Each member run on its own: float64 log predictive densities [n, M]."""
+    cols = []
+    for m in members:
+        p = progressive_validation(m, m.init(), X, Y).predictions
+        cols.append(_gauss_logpdf(np.asarray(Y, np.float64), np.asarray(p.mean, np.float64),
+                                  np.asarray(p.var, np.float64)))
+    return np.stack(cols, 1)
+
+
+def test_bma_without_forgetting_is_the_posterior_model_probability():
+    X, Y = _stream(400)
+    # members that never abstain (kernel regression does, on its first item), so no convention enters
+    ms = (bayes_linreg(2, alpha=1.0, beta=100.0), bayes_linreg(2, alpha=1.0, beta=100.0, forgetting=0.95),
+          sgd_linreg(2, optax.sgd(0.05)))
+    c = combine(ms, bma(1.0))
+    res = progressive_validation(c, c.init(), X, Y, record=_record)
+    ell = _members_alone(ms, X, Y)
+    # p(m | y_1..t) ∝ Π p_m(y_s | y_<s): members run alone, so this is independent of the combination
+    log_post = np.cumsum(ell, 0)
+    post = np.exp(log_post - log_post.max(1, keepdims=True))
+    post /= post.sum(1, keepdims=True)
+    w = np.exp(np.asarray(res.records[0], np.float64))
+    np.testing.assert_allclose(w, post, atol=tol(1e-9, 2e-3))
+    np.testing.assert_allclose(np.asarray(res.records[1], np.float64), ell, rtol=tol(1e-9, 1e-3), atol=tol(1e-9, 1e-3))
+    # the posterior has chosen decisively on this stream, which makes the check informative
+    assert w[-1].max() > 0.99
+
+
+@pytest.mark.parametrize("which", ["bma", "share"])
+def test_weights_equal_numpy_recomputation_from_stored_log_densities(which):
+    X, Y = _stream(400, seed=3)
+    rule, param = (bma(0.97), 0.97) if which == "bma" else (fixed_share(0.02), 0.02)
+    c = combine(_members(), rule, )
+    res = progressive_validation(c, c.init(prior=[0.5, 0.3, 0.2]), X, Y, record=_record)
+    ell = np.asarray(res.records[1], np.float64)
+    got = np.exp(np.asarray(res.records[0], np.float64))
+    lw = np.log(np.array([0.5, 0.3, 0.2]))
+    S = lw.copy()
+    want = []
+    for t in range(len(Y)):
+        if which == "bma":
+            S = param * S + ell[t]
+            lw = S - np.logaddexp.reduce(S)
+        else:
+            v = lw + ell[t]
+            v = v - np.logaddexp.reduce(v)
+            lw = np.logaddexp(np.log1p(-param) + v, np.log(param / 3))
+        want.append(np.exp(lw))
+    np.testing.assert_allclose(got, np.array(want), atol=tol(1e-10, 1e-5))
+    np.testing.assert_allclose(got.sum(1), 1.0, atol=tol(1e-12, 1e-6))
+    # the weights moved (the test would pass trivially otherwise)
+    assert np.ptp(got[:, 0]) > 0.3
+
+
+def test_mixture_moments_quantiles_density_against_scipy():
+    r = np.random.default_rng(0)
+    w = np.array([0.2, 0.5, 0.3])
+    mu = np.array([-1.0, 0.5, 3.0])
+    var = np.array([0.3, 1.0, 0.1])
+    p = mixture_prediction(jnp.log(jnp.asarray(w, DTYPE)), jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE))
+    mean = w @ mu
+    np.testing.assert_allclose(float(p.mean), mean, rtol=tol(1e-12, 1e-6))
+    np.testing.assert_allclose(float(p.var), w @ (var + mu ** 2) - mean ** 2, rtol=tol(1e-12, 1e-5))
+    cdf = lambda t: w @ stats.norm.cdf(t, mu, np.sqrt(var))
+    for q in (0.025, 0.3, 0.5, 0.975):
+        ref = optimize.brentq(lambda t: cdf(t) - q, -20, 20, xtol=1e-14)
+        np.testing.assert_allclose(float(mixture_quantile(p, q)), ref, atol=tol(1e-10, 1e-5))
+    lo, hi = p.interval(0.95, exact=True)
+    np.testing.assert_allclose(cdf(float(hi)) - cdf(float(lo)), 0.95, atol=tol(1e-10, 1e-5))
+    for y in r.normal(size=4) * 2:
+        ref = np.log(w @ stats.norm.pdf(y, mu, np.sqrt(var)))
+        np.testing.assert_allclose(float(p.log_prob(y)), ref, rtol=tol(1e-12, 1e-5))
+
+
+def test_mixture_crps_equals_the_integral_definition():
+    w = np.array([0.6, 0.4])
+    mu = np.array([0.0, 2.0])
+    var = np.array([1.0, 0.25])
+    cdf = lambda t: w @ stats.norm.cdf(t, mu, np.sqrt(var))
+    for y in (-0.5, 1.0, 3.0):
+        ref = (integrate.quad(lambda t: cdf(t) ** 2, -30, y, limit=200)[0]
+               + integrate.quad(lambda t: (1 - cdf(t)) ** 2, y, 30, limit=200)[0])
+        got = mixture_crps(*(jnp.asarray(a, DTYPE) for a in (w, mu, var)), jnp.asarray(y, DTYPE))
+        np.testing.assert_allclose(float(got), ref, rtol=tol(1e-9, 1e-5))
+
+
+def test_broken_member_gets_no_weight_and_no_nan():
+    lw = jnp.log(jnp.asarray([0.5, 0.5], DTYPE))
+    p = mixture_prediction(lw, jnp.asarray([1.0, jnp.nan], DTYPE), jnp.asarray([2.0, 1.0], DTYPE))
+    assert float(p.mean) == 1.0 and float(p.var) == 2.0
+    p = mixture_prediction(lw, jnp.asarray([jnp.nan, jnp.nan], DTYPE), jnp.asarray([1.0, 1.0], DTYPE))
+    assert np.isnan(float(p.mean))  # all broken: NaN, not a silent number
+
+
+def test_an_abstaining_member_is_left_out_and_keeps_its_relative_weight():
+    cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
+    lw = jnp.log(jnp.asarray([0.5, 0.25, 0.25], DTYPE))
+    p = mixture_prediction(lw, jnp.asarray([1.0, 3.0, 0.0], DTYPE), jnp.asarray([1.0, 1.0, cap], DTYPE))
+    np.testing.assert_allclose(float(p.mean), (0.5 * 1 + 0.25 * 3) / 0.75, rtol=1e-6)
+    assert float(p.var) < 10
+    from onlinejax.combination import mix_init, mix_step
+
+    ms = mix_init(bma(1.0), 3, DTYPE)
+    y = jnp.asarray(2.0, DTYPE)
+    ms2, _ = mix_step(bma(1.0), 0.9, ms, jnp.asarray([1.0, 3.0, 0.0], DTYPE), jnp.asarray([1.0, 1.0, cap], DTYPE), y)
+    w = np.exp(np.asarray(ms2.log_weights, np.float64))
+    # members 0 and 1 tie on y = 2; the abstaining member is scored like their mixture, so all stay equal
+    np.testing.assert_allclose(w, [1 / 3] * 3, rtol=1e-5)
+    assert float(ms2.var_scale[2]) == 1.0  # no recalibration from an abstention
+
+
+def test_float32_weights_stay_finite_and_normalised_with_extreme_scores():
+    # one member is absurdly overconfident and wrong: log densities of -1e6 and below
+    X, Y = _stream(500)
+    Y = Y * 1000
+    good = bayes_linreg(2, alpha=1e-6, beta=1e-4)
+    bad = bayes_linreg(2, alpha=1e6, beta=1e8)
+    for rule in (bma(1.0), bma(0.5), fixed_share(0.0), fixed_share(0.3), stacking("log"), stacking("crps")):
+        c = combine([good, bad], rule)
+        res = progressive_validation(c, c.init(), X, Y, record=_record)
+        w = np.exp(np.asarray(res.records[0], np.float64))
+        assert np.all(np.isfinite(np.asarray(res.records[0]))), rule.name
+        np.testing.assert_allclose(w.sum(1), 1.0, atol=1e-5)
+        assert w[-1, 0] > 0.5, rule.name
+        assert np.all(np.isfinite(np.asarray(res.predictions.mean)))
+
+
+def test_stacking_moves_weight_to_the_better_member_and_stays_on_the_simplex():
+    X, Y = _stream(600, drift=False)
+    ms = (bayes_linreg(2, alpha=1.0, beta=100.0), sgd_linreg(2, optax.sgd(1e-4)))
+    for score in ("crps", "log"):
+        c = combine(ms, stacking(score))
+        res = progressive_validation(c, c.init(), X, Y, record=_record)
+        w = np.exp(np.asarray(res.records[0], np.float64))
+        assert np.all(w >= 0) and np.allclose(w.sum(1), 1.0, atol=1e-5)
+        assert w[-1, 0] > 0.9, (score, w[-1])
+
+
+def test_members_of_different_types_vmap_over_streams_like_single_runs():
+    Xs, Ys = zip(*(_stream(200, seed=s) for s in range(3)))
+    Xs, Ys = np.stack(Xs), np.stack(Ys)
+    c = combine(_members(), bma(0.95))
+    run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(c, c.init(), X, Y).predictions))
+    got = run(Xs, Ys)
+    for s in range(3):
+        ref = progressive_validation(c, c.init(), Xs[s], Ys[s]).predictions
+        np.testing.assert_allclose(np.asarray(got.mean[s]), np.asarray(ref.mean), rtol=tol(1e-10, 1e-4),
+                                   atol=tol(1e-10, 1e-4))
+
+
+def test_python_loop_steps_equal_scan_and_compile_once():
+    X, Y = _stream(40)
+    c = combine(_members(), fixed_share(0.01))
+    s = c.init()
+    means = []
+    for i in range(len(Y)):
+        s, p = c.step(s, X[i], Y[i])
+        means.append(float(p.mean))
+    ref = progressive_validation(c, c.init(), X, Y)
+    np.testing.assert_allclose(means, np.asarray(ref.predictions.mean), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    # mini-batch step is the sequential one
+    s2, pb = c.step(c.init(), X, Y)
+    np.testing.assert_allclose(np.asarray(pb.mean), means, rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    # a second stream through the same learner compiles nothing new
+    with jax.log_compiles():
+        import logging
+        rec = []
+        h = logging.Handler()
+        h.emit = rec.append
+        logging.getLogger("jax").addHandler(h)
+        try:
+            s3 = c.init()
+            for i in range(5):
+                s3, _ = c.step(s3, X[i] + 1, Y[i])
+            c.predict(s3, X[0])
+        finally:
+            logging.getLogger("jax").removeHandler(h)
+    assert not [r for r in rec if "Compiling" in r.getMessage() and "step" in r.getMessage()], rec
+
+
+def test_non_finite_item_is_skipped():
+    X, Y = _stream(30)
+    c = combine(_members(), bma(0.9))
+    s = c.learn(c.init(), X[:10], Y[:10])
+    s2 = jax.jit(c.learn)(s, X[10], jnp.asarray(jnp.nan, DTYPE))
+    assert int(s2.n_skipped) == 1 and int(s2.n_seen) == 10
+    np.testing.assert_array_equal(np.asarray(s2.log_weights), np.asarray(s.log_weights))
+
+
+def test_delayed_validation_accepts_a_mixture_prediction():
+    X, Y = _stream(100)
+    c = combine(_members(), bma(0.95))
+    res = delayed_progressive_validation(c, c.init(), X, Y, schedule_from_delays(np.full(100, 5)))
+    assert np.all(np.isfinite(np.asarray(res.predictions.mean)))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="at least one"):
+        combine([])
+    with pytest.raises(ValueError, match="n_features"):
+        combine([bayes_linreg(2), bayes_linreg(3)])
+    with pytest.raises(ValueError, match="forgetting"):
+        bma(1.5)
+    with pytest.raises(ValueError, match="rate"):
+        fixed_share(1.0)
+    with pytest.raises(ValueError, match="score"):
+        stacking("mse")
+    with pytest.raises(TypeError, match="WeightRule"):
+        combine([bayes_linreg(2)], "bma")
+    c = combine(_members())
+    with pytest.raises(ValueError, match="prior"):
+        c.init(prior=[1.0, 2.0])
+    with pytest.raises(ValueError, match="prior"):
+        c.init(prior=[-1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="rate"):
+        c.init(rate=1.0)
+    with pytest.raises(ValueError, match="forgetting"):
+        combine(_members(), bma()).init(forgetting=0.0)
+    with pytest.raises(ValueError, match="recalibrate"):
+        combine(_members(), recalibrate=1.0)
+    assert isinstance(c.predict(c.init(), np.zeros(2)), MixturePrediction)
+
+
+def test_recalibrated_fixed_share_equals_numpy_from_members_run_alone():
+    """Variance scales c_m, log densities and weights recomputed in float64 from the members' own predictions."""
+    X, Y = _stream(300, seed=7)
+    ms = _members()
+    c = combine(ms, fixed_share(0.05), recalibrate=0.9)
+    rec = lambda s: (s.log_weights, s.mix.var_scale)
+    res = progressive_validation(c, c.init(), X, Y, record=rec)
+    preds = [progressive_validation(m, m.init(), X, Y).predictions for m in ms]
+    mu = np.stack([np.asarray(p.mean, np.float64) for p in preds], 1)
+    v = np.stack([np.asarray(p.var, np.float64) for p in preds], 1)
+    y = np.asarray(Y, np.float64)
+    lw, cs = np.full(3, -np.log(3)), np.ones(3)
+    W, C, means = [], [], []
+    cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
+    for t in range(len(y)):
+        info = v[t] < cap  # kernel regression abstains (variance = cap) on its first item
+        w = np.where(info, np.exp(lw), 0.0)
+        w /= w.sum()
+        means.append(w @ mu[t])
+        vs = np.where(info, cs * v[t], v[t])
+        ell = _gauss_logpdf(y[t], mu[t], vs)
+        ell = np.where(info, ell, np.log(w @ np.exp(np.where(info, ell, -np.inf))))
+        u = lw + ell
+        u -= np.logaddexp.reduce(u)
+        lw = np.logaddexp(np.log(0.95) + u, np.log(0.05 / 3))
+        cs = np.where(info, 0.9 * cs + 0.1 * (y[t] - mu[t]) ** 2 / v[t], cs)
+        W.append(np.exp(lw))
+        C.append(cs.copy())
+    np.testing.assert_allclose(np.exp(np.asarray(res.records[0], np.float64)), W, atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(np.asarray(res.records[1], np.float64), C, rtol=tol(1e-9, 1e-3))
+    np.testing.assert_allclose(np.asarray(res.predictions.mean, np.float64), means, rtol=tol(1e-9, 1e-4),
+                               atol=tol(1e-9, 1e-4))
+    assert np.ptp(np.asarray(C)[:, 0]) > 0.5  # the scales moved
+
+
+def test_replay_equals_the_combination_learner():
+    X, Y = _stream(250, seed=2)
+    ms = _members()
+    rule = fixed_share(0.05)
+    c = combine(ms, rule, recalibrate=0.95)
+    got = progressive_validation(c, c.init(), X, Y).predictions
+    preds = [progressive_validation(m, m.init(), X, Y).predictions for m in ms]
+    means = jnp.stack([p.mean for p in preds], 1)
+    vars = jnp.stack([p.var for p in preds], 1)
+    ref = replay(rule, means, vars, Y, recalibrate=0.95)[0]
+    np.testing.assert_allclose(np.asarray(ref.mean), np.asarray(got.mean), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(ref.var), np.asarray(got.var), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    with pytest.raises(ValueError, match="means, vars"):
+        replay(rule, means[:, 0], vars, Y)
+
+
+def test_metrics_score_a_mixture_exactly():
+    """Coverage/width from exact quantiles, mixture log density and CRPS, against scipy in float64."""
+    from onlinejax.evaluation import prequential
+    from onlinejax.evaluation.metrics import score
+
+    r = np.random.default_rng(3)
+    n, M = 40, 3
+    mu = r.normal(size=(n, M)) * 2
+    var = r.uniform(0.1, 2.0, (n, M))
+    var[:, 2] = 1e12  # a clueless member with a small weight: moment matching would give widths of 1e5
+    w = np.array([0.6, 0.39, 0.01])
+    y = r.normal(size=n)
+    p = jax.vmap(lambda m, v: mixture_prediction(jnp.log(jnp.asarray(w, DTYPE)), m, v))(
+        jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE))
+    got = score(prequential(0.9), jnp.asarray(y, DTYPE), p)
+    cov, width, lpd, crps = [], [], [], []
+    for t in range(n):
+        sd = np.sqrt(var[t])
+        cdf = lambda q: w @ stats.norm.cdf(q, mu[t], sd)
+        lo = optimize.brentq(lambda q: cdf(q) - 0.05, -1e3, 1e3, xtol=1e-12)
+        hi = optimize.brentq(lambda q: cdf(q) - 0.95, -1e3, 1e3, xtol=1e-12)
+        cov.append(lo <= y[t] <= hi)
+        width.append(hi - lo)
+        lpd.append(np.log(w @ stats.norm.pdf(y[t], mu[t], sd)))
+        crps.append(float(mixture_crps(*(jnp.asarray(a, jnp.float64 if X64 else DTYPE) for a in (w, mu[t], var[t])),
+                                       y[t])))
+    assert float(got["icr"]) == pytest.approx(np.mean(cov), abs=1e-6)
+    assert float(got["aiw"]) == pytest.approx(np.mean(width), rel=tol(1e-8, 1e-4))
+    assert float(got["mlpd"]) == pytest.approx(np.mean(lpd), rel=tol(1e-8, 1e-4))
+    assert float(got["crps"]) == pytest.approx(np.mean(crps), rel=tol(1e-6, 1e-3))
+    assert np.mean(width) < 20  # the exact interval ignores the 1% clueless member
