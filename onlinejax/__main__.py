@@ -94,27 +94,76 @@ def run_compare(delay: float = 7.0) -> dict:
     return compare_evaluations(lrn, X, y, times=days, delay=delay)
 
 
-def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0):
-    """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary."""
-    from .data import grid_names, stratified_names, thesis_grid
-    from .evaluation import registered_learners, run_grid
+def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0,
+                     streams: str | None = None):
+    """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs."""
+    from .data import grid_names, parse_name, stratified_names, thesis_grid
+    from .evaluation import registered_learners, replay_combination, run_grid
     from . import zoo
 
-    names = grid_names(n) if full else stratified_names(per_cell, size=n, seed=seed)
+    if streams:
+        names = [parse_name(s.strip()).name for s in streams.split(",") if s.strip()]
+    else:
+        names = grid_names(n) if full else stratified_names(per_cell, size=n, seed=seed)
     gls = registered_learners(learners) if learners else zoo.default_learners()
     t0 = time.perf_counter()
     groups = thesis_grid(jax.random.key(seed), names)
-    res = run_grid(gls, groups)
+    res = run_grid(gls, groups, keep_predictions=True)
+    if not learners:
+        # the default combination from its members' predictions (no second compile of the members)
+        missing = [m for m in zoo.COMBINATION_MEMBERS if m not in {g.name for g in gls}]
+        if not missing:
+            rule, rc = zoo.default_combination_rule()
+            res = replay_combination(res, groups, zoo.DEFAULT_COMBINATION, zoo.COMBINATION_MEMBERS, rule,
+                                     recalibrate=rc)
     secs = time.perf_counter() - t0
-    print(f"Thesis grid: {len(names)} streams x {n} items, {len(gls)} learners; {jax.devices()[0].platform} "
+    n_streams = sum(len(g.names) for g in groups)
+    print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "
+          f"{len({r['learner'] for r in res.rows})} learners; {jax.devices()[0].platform} "
           f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile")
-    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'ATPI (us)':>10s}")
+    print("(means over streams; SMSE-ST leaves out 128 items after the start and after a drift; "
+          "non-finite rows are left out and counted)")
+    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'ATPI (us)':>10s} "
+          f"{'non-finite':>10s}")
     for r in res.summary():
         print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} {r['saiw']:9.4f} "
-              f"{1e6 * r['atpi']:10.2f}")
+              f"{1e6 * r['atpi']:10.2f} {r['n_nonfinite']:10d}")
     os.makedirs(out, exist_ok=True)
     print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")
+    try:
+        for png in grid_plots(res, groups, out):
+            print(f"wrote {png}")
+    except ImportError as e:
+        print(f"no plots: {e}")
     return res
+
+
+def grid_plots(res, groups, out: str, window: int = 100) -> list:
+    """The main command's figures: sliding-window error with the drift marked, and intervals, for one stream."""
+    from .plots import plot_intervals, plot_windowed_error
+
+    # the first drifting stream of the sample (else the first stream)
+    cands = [(g, i) for g in groups for i, c in enumerate(g.change_points) if c >= 0] or [(groups[0], 0)]
+    g, i = cands[0]
+    name, cp = g.names[i], int(g.change_points[i])
+    y = np.asarray(g.Y[i], np.float64)
+    labels = list(dict.fromkeys(r["learner"] for r in res.rows))
+    kernel = np.ones(window) / window
+    curves = {}
+    for lab in labels:
+        if (lab, name) in res.predictions:
+            m = np.asarray(res.predictions[(lab, name)][0], np.float64)
+            curves[lab] = np.convolve((y - m) ** 2, kernel, mode="full")[: len(y)] / np.var(y)
+    paths = [plot_windowed_error(curves, os.path.join(out, "grid_error.png"), drift_at=cp, window=window,
+                                 title=f"{name}: sliding-window SMSE")]
+    lab = next((l for l in reversed(labels) if l.startswith("Combination")), labels[0])
+    m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)])
+    lo_i = max(0, (cp if cp >= 0 else len(y) // 2) - 150)
+    sl = slice(lo_i, lo_i + 300)
+    half = 1.959963984540054 * np.sqrt(v[sl])
+    paths.append(plot_intervals(y[sl], m[sl], m[sl] - half, m[sl] + half, os.path.join(out, "grid_intervals.png"),
+                                start=lo_i, drift_at=cp, title=f"{lab} on {name}: mean and 95% interval"))
+    return paths
 
 
 def main(argv=None) -> int:
@@ -131,6 +180,7 @@ def main(argv=None) -> int:
     g.add_argument("--full", action="store_true", help="all 576 streams")
     g.add_argument("--n", type=int, default=2000, help="items per stream")
     g.add_argument("--learners", default=None, help="comma-separated names or substrings (default: one per family)")
+    g.add_argument("--streams", default=None, help="comma-separated grid stream names (default: a stratified sample)")
     g.add_argument("--out", default="results")
     g.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
@@ -141,7 +191,7 @@ def main(argv=None) -> int:
             print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
             return 2
         try:
-            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed)
+            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from .adaptive import adaptive
 from .baseline import train_once
+from .combination import bma, combine, fixed_share, stacking
 from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
 from .kernel_regression import kernel_regression
 from .linear import bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
-           "thesis_batch_learners", "default_learners"]
+           "thesis_batch_learners", "combination_learners", "default_learners", "COMBINATION_MEMBERS",
+           "DEFAULT_COMBINATION", "default_combination_rule"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -70,13 +72,51 @@ def thesis_batch_learners() -> list[GridLearner]:
     return out
 
 
+#: Members of the default combination (issue: a windowed GP, a windowed kernel regression, a
+#: windowed evidence-tuned linear learner on mapped features and a forgetting linear learner).
+COMBINATION_MEMBERS = ("GPRegressionOLSMean_WS64", "KernelRegression_WS64", "BayesianMAPWindowedMapped_WS64",
+                       "BayesianMLEForgettingMapped_FF0.05")
+
+#: Weighting rules registered as ``Combination_<label>``: ``(rule, recalibrate)``.
+COMBINATION_RULES = {
+    "FixedShare0.05_RC0.95": (lambda: fixed_share(0.05), 0.95),
+    "BMA_FF0.8": (lambda: bma(0.8), None),
+    "BMA_FF0.99": (lambda: bma(0.99), None),
+    "StackingCRPS_RC0.95": (lambda: stacking("crps"), 0.95),
+}
+
+#: The combination the main command runs next to its members (chosen on a 48-stream sample,
+#: benchmarks/combination.py: the best SMSE against the best member of the rules tried).
+DEFAULT_COMBINATION = "Combination_FixedShare0.05_RC0.95"
+
+
+def combination_learners() -> list[GridLearner]:
+    """The default members mixed by each rule of :data:`COMBINATION_RULES`, registered."""
+    from .evaluation.grid import REGISTRY
+
+    def make(d, rule, rc):
+        return combine([REGISTRY[n].make(d) for n in COMBINATION_MEMBERS], rule(), recalibrate=rc)
+
+    return [register_learner(f"Combination_{label}", "Combination", lambda d, r=rule, rc=rc: make(d, r, rc))
+            for label, (rule, rc) in COMBINATION_RULES.items()]
+
+
+#: The main command's default set: one configuration per family (window 64), chosen so that the
+#: default command stays under 2 minutes on a 2-core CPU (compiling dominates: 2-12 s per learner
+#: and input dimension). The main command adds :data:`DEFAULT_COMBINATION` of four of them by
+#: replaying their predictions (:func:`onlinejax.evaluation.replay_combination`).
+DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPWindowedMapped_WS64", "GPRegressionOLSMean_WS64",
+                 "KernelRegression_WS64", "BayesianMLEBatchMapped_TS64")
+
+
 _ONLINE = thesis_online_learners()
 _BATCH = thesis_batch_learners()
+_COMBINED = combination_learners()
 
-#: The main command's default set: one or two configurations per family, window 64.
-DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPForgettingMapped_FF0.05",
-                 "BayesianMAPWindowedMapped_WS64", "GPRegressionOLSMean_WS64", "KernelRegression_WS64",
-                 "KernelRegressionBatch_TS64")
+def default_combination_rule():
+    """``(rule, recalibrate)`` of :data:`DEFAULT_COMBINATION`."""
+    rule, rc = COMBINATION_RULES[DEFAULT_COMBINATION.removeprefix("Combination_")]
+    return rule(), rc
 
 
 def default_learners() -> list[GridLearner]:

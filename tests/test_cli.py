@@ -55,5 +55,12 @@ def test_grid_command_small(tmp_path, capsys):
     with open(tmp_path / "grid.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 24 and {r["learner"] for r in rows} == {"KernelRegression_WS32", "BayesianMAPForgettingMapped_FF0.05"}
+    for png in ("grid_error.png", "grid_intervals.png"):
+        assert os.path.getsize(tmp_path / png) > 1000
     assert main(["grid", "--learners", "NoSuchLearner", "--out", str(tmp_path)]) == 2
     assert main(["grid", "--per-cell", "0", "--out", str(tmp_path)]) == 2
+    assert main(["grid", "--streams", "SYNTH_XX_CD_2000_1_10_5_11", "--out", str(tmp_path)]) == 2
+    capsys.readouterr()
+    assert main(["grid", "--streams", "SYNTH_ND_CD_2000_1_10_5_11", "--learners", "BayesianMAPForgettingMapped_FF0.05",
+                 "--out", str(tmp_path)]) == 0
+    assert "Thesis grid: 1 streams x 2000 items, 1 learners" in capsys.readouterr().out

@@ -187,3 +187,29 @@ def test_sharded_equals_unsharded_on_four_host_devices():
     rows, rel = int(line.split()[1]), float(line.split()[3])
     assert rows == 2 * 16
     assert rel <= (0.0 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
+
+
+def test_replay_combination_rows_equal_running_the_combination_learner(groups):
+    """Rows added from kept member predictions equal run_grid on the combination learner itself."""
+    from onlinejax.combination import combine, fixed_share
+    from onlinejax.evaluation import replay_combination
+
+    a = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99))
+    b = GridLearner("kr", "kr", lambda d: kernel_regression(d, 16))
+    c = GridLearner("mix", "Combination",
+                    lambda d: combine([a.make(d), b.make(d)], fixed_share(0.05), recalibrate=0.9))
+    res = run_grid([a, b, c], groups, keep_predictions=True, progress=False)
+    rep = replay_combination(run_grid([a, b], groups, keep_predictions=True, progress=False), groups, "mix",
+                             ["blr", "kr"], fixed_share(0.05), recalibrate=0.9)
+    direct = {r["stream"]: r for r in res.rows if r["learner"] == "mix"}
+    replayed = {r["stream"]: r for r in rep.rows if r["learner"] == "mix"}
+    assert set(direct) == set(replayed) and len(direct) == sum(len(g.names) for g in groups)
+    for s, r in direct.items():
+        for m in METRICS:
+            for k in (m, m + "_st"):
+                np.testing.assert_allclose(replayed[s][k], r[k], rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-6),
+                                           err_msg=f"{s} {k}")
+        np.testing.assert_allclose(rep.predictions[("mix", s)][0], res.predictions[("mix", s)][0],
+                                   rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    with pytest.raises(ValueError, match="keep_predictions"):
+        replay_combination(run_grid([a], groups, progress=False), groups, "m", ["blr"], fixed_share(0.05))

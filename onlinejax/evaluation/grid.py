@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import jax
@@ -50,7 +52,8 @@ from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import METRICS, prequential, score, stable_mask
 from .progressive import progressive_validation
 
-__all__ = ["GridLearner", "GridResult", "run_grid", "register_learner", "registered_learners", "REGISTRY"]
+__all__ = ["GridLearner", "GridResult", "run_grid", "replay_combination", "register_learner", "registered_learners",
+           "REGISTRY"]
 
 #: Metrics of every row (``*_st`` are the same over stable items).
 ROW_METRICS = METRICS + tuple(f"{m}_st" for m in METRICS)
@@ -119,10 +122,15 @@ def registered_learners(names: Sequence[str] | str | None = None) -> list[GridLe
 
 
 class GridResult(NamedTuple):
-    """The table: ``rows`` (one dict per learner × stream), plus per-compile timings."""
+    """The table: ``rows`` (one dict per learner × stream), plus per-compile timings.
+
+    ``predictions`` (only with ``run_grid(keep_predictions=True)``):
+    ``{(row learner label, stream name): (mean [n], var [n])}`` NumPy arrays.
+    """
 
     rows: list
     compile_seconds: dict
+    predictions: dict | None = None
 
     def columns(self) -> list:
         cols: list = []
@@ -184,7 +192,7 @@ def _hyper_states(learner: Learner, hyper, dtype):
     return jax.vmap(lambda kw: learner.init(dtype=dtype, **kw))(vals)
 
 
-def _per_stream(learner: Learner, delay: int | None, level: float):
+def _per_stream(learner: Learner, delay: int | None, level: float, keep: bool = False):
     acc = prequential(level)
 
     def run(state, X, Y, w_all, w_st):
@@ -193,9 +201,8 @@ def _per_stream(learner: Learner, delay: int | None, level: float):
             preds = delayed_progressive_validation(learner, state, X, Y, sched).predictions
         else:
             preds = progressive_validation(learner, state, X, Y).predictions
-        a = score(acc, Y, preds, w_all)
-        s = score(acc, Y, preds, w_st)
-        return {**a, **{f"{k}_st": v for k, v in s.items()}}
+        out = _scores(acc, Y, preds, w_all, w_st)
+        return {**out, "mean": preds.mean, "var": preds.var} if keep else out
 
     def per_streams(states, X, Y, w_all, w_st):  # states [H], X [C, n, d] -> metrics [C, H]
         # one flat vmap over C·H (stream, hyperparameter) pairs, not vmap(vmap): the learners'
@@ -212,6 +219,12 @@ def _per_stream(learner: Learner, delay: int | None, level: float):
     return per_streams
 
 
+def _scores(acc, Y, preds, w_all, w_st) -> dict:
+    a = score(acc, Y, preds, w_all)
+    st = score(acc, Y, preds, w_st)
+    return {**a, **{f"{k}_st": v for k, v in st.items()}}
+
+
 def _default_chunk(state_bytes: int, n_streams: int, n_dev: int, chunk_bytes: int) -> int:
     """Streams per device per call: ``chunk_bytes`` of states, at most what the devices need."""
     return max(1, min(chunk_bytes // max(state_bytes, 1), -(-n_streams // n_dev)))
@@ -219,7 +232,8 @@ def _default_chunk(state_bytes: int, n_streams: int, n_dev: int, chunk_bytes: in
 
 def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
-             chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None) -> GridResult:
+             chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
+             compile_workers: int | None = None, keep_predictions: bool = False) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -239,6 +253,12 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         device means no sharding).
       progress: print one progress line per chunk to stderr.
       dtype: learner state dtype (default float32, or float64 under x64).
+      compile_workers: programs compiled at once in threads (default: the CPU
+        count; 1 compiles one after the other). ``compile_s`` is then each
+        program's own wall time, which overlaps others'.
+      keep_predictions: also return every row's predictions
+        (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
+        plots or :func:`replay_combination`.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
     """
@@ -264,49 +284,79 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     n_dev = len(devices)
     mesh = Mesh(np.asarray(devices), ("streams",)) if n_dev > 1 else None
 
-    rows, compile_s = [], {}
+    shard = NamedSharding(mesh, P("streams")) if mesh is not None else None
+
+    def chunk_args(grp, chunk, lo, w_all, w_st):
+        S = grp.X.shape[0]
+        idx = np.minimum(np.arange(lo, lo + chunk), S - 1)  # pad by repeating the last stream
+        args = (jnp.asarray(grp.X[idx], dtype), jnp.asarray(grp.Y[idx], dtype),
+                jnp.asarray(w_all[idx], dtype), jnp.asarray(w_st[idx], dtype))
+        return tuple(jax.device_put(a, shard) for a in args) if shard is not None else args
+
+    def weights(gl, grp):
+        S, n, _ = grp.X.shape
+        w_all = np.zeros((S, n), bool)  # metric weights: scored items, and scored stable items
+        w_all[:, min(gl.score_from, n):] = True
+        w_st = np.stack([stable_mask(n, stable_window, [c] if c >= 0 else []) for c in grp.change_points]) & w_all
+        return w_all, w_st
+
+    def build(gl, grp):
+        """Trace, lower and compile one learner for one stream shape: (learner, states, labels, chunk, exe, secs)."""
+        S, n, d = grp.X.shape
+        learner = gl.make(d)
+        if learner.n_features != d:
+            raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
+        states = _hyper_states(learner, gl.hyper, dtype)
+        H = jax.tree_util.tree_leaves(states)[0].shape[0]
+        labels = [gl.name + ("[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
+                             if gl.hyper else "") for h in range(H)]
+        per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
+        chunk = check_int(per_dev, "chunk_size", 1) * n_dev
+        fn = _per_stream(learner, delay, level, keep_predictions)
+        if mesh is not None:
+            fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
+                               check_vma=False)  # per-device work is independent
+        t0 = time.perf_counter()
+        exe = jax.jit(fn).lower(states, *chunk_args(grp, chunk, 0, *weights(gl, grp))).compile()
+        return learner, states, labels, chunk, exe, time.perf_counter() - t0
+
+    # Compile every (learner, stream shape) program first, several at a time: compiling
+    # costs far more than running (2-20 s against 0.01-3 s per chunk on a 2-core CPU) and
+    # XLA compiles outside the GIL, so threads overlap it. One compile per learner and
+    # shape (n, d), reused for every group and chunk of that shape.
+    todo, firsts = [], {}
     for gl in learners:
-        built: dict = {}  # (n, d) -> (learner, states, labels, chunk, compiled): one compile per shape
+        for grp in groups:
+            key = (gl.name, *grp.X.shape[1:])
+            if key not in firsts:
+                firsts[key] = (gl, grp)
+                todo.append(key)
+    if compile_workers is not None:
+        compile_workers = check_int(compile_workers, "compile_workers", 1)
+    workers = compile_workers or min(len(todo), max(1, os.cpu_count() or 1))
+    t_all = time.perf_counter()
+    if workers > 1 and len(todo) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            futures = {k: ex.submit(build, *firsts[k]) for k in todo}
+            built = {k: f.result() for k, f in futures.items()}
+    else:
+        built = {k: build(*firsts[k]) for k in todo}
+    compile_s = {k: v[5] for k, v in built.items()}
+    if progress:
+        print(f"compiled {len(todo)} programs in {time.perf_counter() - t_all:.1f} s ({workers} at a time)",
+              file=sys.stderr, flush=True)
+
+    rows, kept = [], ({} if keep_predictions else None)
+    for gl in learners:
         for grp in groups:
             S, n, d = grp.X.shape
-            if (n, d) not in built:
-                learner = gl.make(d)
-                if learner.n_features != d:
-                    raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
-                states = _hyper_states(learner, gl.hyper, dtype)
-                H = jax.tree_util.tree_leaves(states)[0].shape[0]
-                labels = [gl.name + ("[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
-                                     if gl.hyper else "") for h in range(H)]
-                per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
-                chunk = check_int(per_dev, "chunk_size", 1) * n_dev
-                fn = _per_stream(learner, delay, level)
-                if mesh is not None:
-                    fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
-                                       check_vma=False)  # per-device work is independent
-                built[(n, d)] = [learner, states, labels, chunk, jax.jit(fn), None]
-            learner, states, labels, chunk, fn, compiled = built[(n, d)]
+            learner, states, labels, chunk, compiled, _ = built[(gl.name, n, d)]
             H = len(labels)
-            # metric weights: scored items, and scored stable items
-            w_all = np.zeros((S, n), bool)
-            w_all[:, min(gl.score_from, n):] = True
-            w_st = np.stack([stable_mask(n, stable_window, [c] if c >= 0 else []) for c in grp.change_points]) & w_all
-            X = jnp.asarray(grp.X, dtype)
-            Y = jnp.asarray(grp.Y, dtype)
-            shard = NamedSharding(mesh, P("streams")) if mesh is not None else None
-
-            def chunk_args(lo):
-                idx = np.minimum(np.arange(lo, lo + chunk), S - 1)  # pad by repeating the last stream
-                args = (X[idx], Y[idx], jnp.asarray(w_all[idx], dtype), jnp.asarray(w_st[idx], dtype))
-                return tuple(jax.device_put(a, shard) for a in args) if shard is not None else args
-
-            if compiled is None:
-                t0 = time.perf_counter()
-                compiled = built[(n, d)][5] = fn.lower(states, *chunk_args(0)).compile()
-                compile_s[(gl.name, n, d)] = time.perf_counter() - t0
+            w_all, w_st = weights(gl, grp)
             n_chunks = -(-S // chunk)
             for c in range(n_chunks):
                 lo = c * chunk
-                args = chunk_args(lo)
+                args = chunk_args(grp, chunk, lo, w_all, w_st)
                 t0 = time.perf_counter()
                 out = jax.block_until_ready(compiled(states, *args))
                 secs = time.perf_counter() - t0
@@ -318,7 +368,73 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                         row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
                         row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
                         rows.append(row)
+                        if kept is not None:
+                            kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
                 if progress:
                     print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} ({min(lo + chunk, S)}/{S} streams, "
                           f"{secs:.2f} s)", end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
-    return GridResult(rows, compile_s)
+    return GridResult(rows, compile_s, kept)
+
+
+def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
+                       recalibrate: float | None = None, family: str = "Combination", level: float = 0.95,
+                       stable_window: int = 128) -> GridResult:
+    """Add rows for a combination of already-evaluated members, from their kept predictions.
+
+    The members of :func:`onlinejax.combination.combine` learn the same
+    whatever the weights, so the combination's predictions follow from the
+    members' (:func:`onlinejax.combination.replay`, tested equal to the
+    learner) without compiling or running the members again. Rows get the
+    same metrics as :func:`run_grid`'s; ``atpi`` is the members' summed
+    ``atpi`` plus the replay's own time per item.
+
+    Args:
+      result: a :class:`GridResult` from ``run_grid(..., keep_predictions=True)``
+        that has rows for every name in ``members``.
+      streams: the stream groups ``result`` was computed on.
+      name: row label; members: member row labels (order = weight order);
+      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate: as in
+        :func:`~onlinejax.combination.combine`.
+      level, stable_window: as in :func:`run_grid` (use the same values).
+    Returns:
+      A new :class:`GridResult` with the combination's rows (and predictions) appended.
+    """
+    from ..combination import replay
+
+    if result.predictions is None:
+        raise ValueError("result: has no predictions; run run_grid(..., keep_predictions=True)")
+    groups = [streams] if hasattr(streams, "names") else list(streams)
+    acc = prequential(float(level))
+    atpis = {(r["learner"], r["stream"]): r["atpi"] for r in result.rows}
+    rows, kept = list(result.rows), dict(result.predictions)
+
+    @jax.jit
+    def combined(means, vars, Y, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
+        def one(mu, v, y, wa, ws):
+            p = replay(rule, mu, v, y, recalibrate=recalibrate)[0]
+            return _scores(acc, y, p, wa, ws), p.mean, p.var
+
+        return jax.vmap(one)(means, vars, Y, w_all, w_st)
+
+    for grp in groups:
+        S, n, _ = grp.X.shape
+        missing = [m for m in members if (m, grp.names[0]) not in result.predictions]
+        if missing:
+            raise ValueError(f"members: no kept predictions for {missing}")
+        means = np.stack([[result.predictions[(m, s)][0] for m in members] for s in grp.names]).transpose(0, 2, 1)
+        vars = np.stack([[result.predictions[(m, s)][1] for m in members] for s in grp.names]).transpose(0, 2, 1)
+        w_all = np.ones((S, n), means.dtype)
+        w_st = np.stack([stable_mask(n, int(stable_window), [c] if c >= 0 else []) for c in grp.change_points])
+        args = (means, vars, np.asarray(grp.Y, means.dtype), w_all, w_st.astype(means.dtype))
+        combined(*args)  # compile outside the timing
+        t0 = time.perf_counter()
+        metrics, pm, pv = jax.block_until_ready(combined(*args))
+        own = (time.perf_counter() - t0) / (S * n)
+        for i, s in enumerate(grp.names):
+            atpi = own + sum(atpis[(m, s)] for m in members)
+            row = {"learner": name, "family": family, **grp.properties[i]}
+            row.update({m: float(metrics[m][i]) for m in ROW_METRICS})
+            row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
+            rows.append(row)
+            kept[(name, s)] = (np.asarray(pm[i]), np.asarray(pv[i]))
+    return GridResult(rows, result.compile_seconds, kept)
