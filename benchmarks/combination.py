@@ -105,7 +105,7 @@ def main(argv=None):
         mem_smse = np.stack([smse(g.Y, means[..., k]) for k in range(len(members))], -1)
         best = np.nanmin(np.where(np.isfinite(mem_smse), mem_smse, np.inf), -1)
         c_sm = smse(g.Y, pc.mean)
-        lo, hi = pc.interval(0.95)
+        lo, hi = pc.interval(0.95, exact=False)
         cov_mm = coverage(g.Y, lo, hi)
         lo, hi = jax.vmap(lambda q: q.interval(0.95, exact=True))(pc)
         cov_ex = coverage(g.Y, lo, hi)
@@ -116,7 +116,7 @@ def main(argv=None):
                              icr95=cov_mm[i], icr95_exact=cov_ex[i]))
         for k, (rf, rrc) in zoo.COMBINATION_RULES.items():
             p = jax.vmap(lambda mu, v, y: replay(rf(), mu, v, y, recalibrate=rrc)[0])(means, vars, g.Y)
-            lo, hi = p.interval(0.95)
+            lo, hi = p.interval(0.95, exact=False)
             lx, hx = jax.vmap(lambda q: q.interval(0.95, exact=True))(p)
             replays[k].append((smse(g.Y, p.mean), best, coverage(g.Y, lo, hi), coverage(g.Y, lx, hx)))
 

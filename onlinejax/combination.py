@@ -127,7 +127,10 @@ class MixturePrediction(NamedTuple):
     def log_prob(self, y: Array) -> Array:
         """Exact mixture log density ``log Σ_m w_m N(y; μ_m, σ²_m)``, shape of ``mean``."""
         y = jnp.asarray(y, self.mean.dtype)[..., None]
-        return jax.nn.logsumexp(self.log_weights + gaussian_log_density(y, self.means, self.vars), axis=-1)
+        # members left out (weight 0) may hold NaN predictions: mask them, do not add -inf + NaN
+        terms = jnp.where(self.log_weights > -jnp.inf,
+                          self.log_weights + gaussian_log_density(y, self.means, self.vars), -jnp.inf)
+        return jax.nn.logsumexp(terms, axis=-1)
 
 
 def gaussian_log_density(y: Array, mean: Array, var: Array) -> Array:

@@ -148,6 +148,16 @@ def test_broken_member_gets_no_weight_and_no_nan():
     assert float(p.mean) == 1.0 and float(p.var) == 2.0
     p = mixture_prediction(lw, jnp.asarray([jnp.nan, jnp.nan], DTYPE), jnp.asarray([1.0, 1.0], DTYPE))
     assert np.isnan(float(p.mean))  # all broken: NaN, not a silent number
+    # a broken member next to an abstaining one and an informative one: scores and weights stay finite
+    from onlinejax.combination import mix_init, mix_step
+
+    cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
+    ms = mix_init(fixed_share(0.05), 3, DTYPE)
+    for _ in range(3):
+        ms, p = mix_step(fixed_share(0.05), 0.9, ms, jnp.asarray([1.0, jnp.nan, 0.0], DTYPE),
+                         jnp.asarray([1.0, 1.0, cap], DTYPE), jnp.asarray(1.5, DTYPE))
+        assert np.all(np.isfinite(np.asarray(ms.log_weights))) and np.isfinite(float(p.mean))
+        assert np.isfinite(float(p.log_prob(1.5)))
 
 
 def test_an_abstaining_member_is_left_out_and_keeps_its_relative_weight():
