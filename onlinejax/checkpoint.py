@@ -1,0 +1,77 @@
+"""Save and load any state pytree (learner states, metric accumulators) as a NumPy ``.npz``.
+
+The file holds every leaf as an array with its exact bits (``leaf_0`` …) plus
+the tree's structure as text (``__treedef__``) and the library version. A
+state is loaded *against a template* of the same structure — usually
+``learner.init()`` of the same learner configuration — so no pickled code is
+ever executed and a mismatch (another learner, another window size, another
+dtype) raises a :class:`ValueError` instead of returning a wrong state.
+Stopping a stream after item ``k``, saving, loading in a new process and
+continuing gives bit-for-bit the same results as the uninterrupted run
+(tested in float32 and float64).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+__all__ = ["save_checkpoint", "load_checkpoint"]
+
+
+def _leaves(tree):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    for i, a in enumerate(leaves):
+        if hasattr(a, "dtype") and jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            raise ValueError(f"leaf {i}: PRNG key arrays are not supported; store jax.random.key_data(key)")
+    return leaves, treedef
+
+
+def save_checkpoint(path: str | os.PathLike, tree: Any) -> str:
+    """Write ``tree`` (any pytree of arrays and scalars) to ``path`` (``.npz``) and return the path.
+
+    Args:
+      path: output file; ``.npz`` is appended by NumPy when missing.
+      tree: e.g. a learner state, a metric accumulator state, or a tuple of both.
+    """
+    from . import __version__
+
+    leaves, treedef = _leaves(tree)
+    arrays = {f"leaf_{i}": np.asarray(a) for i, a in enumerate(leaves)}
+    path = os.fspath(path)
+    np.savez(path, __treedef__=np.asarray(str(treedef)), __version__=np.asarray(__version__), **arrays)
+    return path if path.endswith(".npz") else path + ".npz"
+
+
+def load_checkpoint(path: str | os.PathLike, like: Any) -> Any:
+    """Read a pytree saved by :func:`save_checkpoint`, with the structure of ``like``.
+
+    Args:
+      path: the ``.npz`` file.
+      like: a template with the same tree structure, leaf shapes and dtypes
+        (``learner.init()`` of the same configuration); only its structure,
+        shapes and dtypes are used.
+    Returns:
+      The saved tree, leaves as JAX arrays with the saved bits.
+    Raises:
+      ValueError: when the structure, a shape or a dtype differs from ``like``.
+    """
+    t_leaves, treedef = _leaves(like)
+    with np.load(os.fspath(path), allow_pickle=False) as f:
+        saved_def = str(f["__treedef__"])
+        if saved_def != str(treedef):
+            raise ValueError(f"path: the checkpoint's tree structure differs from like's:\n  saved {saved_def}\n"
+                             f"  like  {treedef}")
+        n = sum(k.startswith("leaf_") for k in f.files)
+        if n != len(t_leaves):
+            raise ValueError(f"path: {n} leaves saved, like has {len(t_leaves)}")
+        out = []
+        for i, t in enumerate(t_leaves):
+            a = f[f"leaf_{i}"]
+            shape, dtype = np.shape(t), np.asarray(t).dtype if not hasattr(t, "dtype") else np.dtype(t.dtype)
+            if a.shape != tuple(shape) or a.dtype != dtype:
+                raise ValueError(f"leaf {i}: saved {a.dtype}{list(a.shape)}, like has {dtype}{list(shape)}")
+            out.append(jax.numpy.asarray(a))
+    return jax.tree_util.tree_unflatten(treedef, out)
