@@ -1,0 +1,120 @@
+"""A River regressor around any onlinejax learner (``pip install river``).
+
+:class:`RiverRegressor` follows River's conventions (``learn_one(x: dict, y)``,
+``predict_one(x, with_dist=False)``, ``learn_many`` / ``predict_many`` on data frames, ``clone``,
+pickling) and passes ``river.checks.check_estimator`` (tested). The onlinejax learner behind it
+keeps a fixed input width: features are given slots as they are first seen (see
+:class:`onlinejax.adapters._core.FeatureSlots`). Each call is one compiled JAX call; for speed
+over whole streams use the functional core (:func:`onlinejax.evaluation.progressive_validation`).
+"""
+from __future__ import annotations
+
+import numpy as np
+from river import base, proba, utils
+
+from ._core import Engine
+
+__all__ = ["RiverRegressor"]
+
+
+class RiverRegressor(base.MiniBatchRegressor):
+    """Any onlinejax learner as a River regressor with a Gaussian predictive distribution.
+
+    Parameters
+    ----------
+    learner
+        A function of onlinejax (``"bayes_linreg"``, ``"windowed_bayes_linreg"``,
+        ``"gp_window"``, ``"kernel_regression"``, ...), a configuration registered by
+        :mod:`onlinejax.zoo` (``"GPRegressionOLSMean_WS64"``), or a picklable callable
+        ``factory(n_features, **learner_params) -> Learner``.
+    learner_params
+        Keyword arguments of the factory after ``n_features`` (e.g. ``{"window": 64}``).
+    init_params
+        Keyword arguments of ``learner.init`` (array hyperparameters such as ``alpha``, ``beta``).
+    n_features
+        Input slots. ``None``: as many as the first item has features; features that appear
+        once every slot is taken are ignored (with a warning). Missing features count as 0.
+    tune_every
+        Re-estimate the learner's hyperparameters (``learner.tune``) after every this many
+        learned items; 0 never does.
+
+    Examples
+    --------
+    >>> from onlinejax.adapters.river import RiverRegressor
+    >>> model = RiverRegressor("bayes_linreg", {"intercept": True}, {"alpha": 1e-2, "beta": 1.0})
+    >>> model.learn_one({"a": 1.0, "b": 2.0}, 3.0)
+    >>> dist = model.predict_one({"a": 1.0, "b": 2.0}, with_dist=True)
+    >>> round(dist.mu, 3) == round(model.predict_one({"a": 1.0, "b": 2.0}), 3)
+    True
+    """
+
+    def __init__(self, learner="bayes_linreg", learner_params: dict | None = None,
+                 init_params: dict | None = None, n_features: int | None = None, tune_every: int = 0):
+        self.learner = learner
+        self.learner_params = learner_params
+        self.init_params = init_params
+        self.n_features = n_features
+        self.tune_every = tune_every
+        self._engine = Engine(learner, learner_params, init_params, n_features, tune_every)
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"learner": "bayes_linreg", "learner_params": {"intercept": True}, "init_params": {"alpha": 1e-2}}
+        yield {"learner": "windowed_bayes_linreg", "learner_params": {"window": 32}}
+
+    @property
+    def _multiclass(self):  # pragma: no cover - River asks this of classifiers only
+        return False
+
+    @property
+    def state(self):
+        """The learner's state pytree (``None`` before the first item)."""
+        return self._engine.state
+
+    @property
+    def n_ignored_features(self) -> int:
+        """How many feature names arrived after every input slot was taken."""
+        return self._engine.slots.n_ignored
+
+    # -- one item --------------------------------------------------------------------------
+    def learn_one(self, x: dict, y: float) -> None:
+        self._engine.learn(self._engine.row(x), float(y))
+
+    def predict_one(self, x: dict, with_dist: bool = False):
+        p = self._engine.predict(self._engine.row(x))
+        mean, var = float(p.mean), float(p.var)
+        if not with_dist:
+            return mean
+        return proba.Gaussian._from_state(n=1, m=mean, var=var, ddof=0)
+
+    # -- mini-batches (pandas, polars, ... through narwhals) -------------------------------------
+    def _matrix(self, X):
+        frame = utils.dataframe.into_frame(X)
+        return frame, self._engine.rows(frame.columns, utils.dataframe.to_numpy(frame))
+
+    def learn_many(self, X, y) -> None:
+        """Learn the rows of ``X`` in order (for the conjugate learners exactly as ``learn_one`` would)."""
+        _, M = self._matrix(X)
+        yv = np.asarray(utils.dataframe.into_series(y).to_numpy(), dtype=np.float64)
+        if len(yv) != M.shape[0]:
+            raise ValueError(f"y: {len(yv)} targets for {M.shape[0]} rows")
+        if len(yv):
+            self._engine.learn(M, yv)
+
+    def predict_many(self, X):
+        """Predictive means, a series with ``X``'s index."""
+        frame, M = self._matrix(X)
+        mean = self._engine.predict(M).mean if M.shape[0] else np.zeros(0)
+        return utils.dataframe.to_native_series(np.asarray(mean, np.float64), name=None, like=frame)
+
+    def predict_many_dist(self, X):
+        """Predictive means and standard deviations, as a data frame with columns ``mu``, ``sigma``."""
+        frame, M = self._matrix(X)
+        p = self._engine.predict(M)
+        import narwhals as nw
+
+        out = nw.from_dict({"mu": np.asarray(p.mean, np.float64), "sigma": np.sqrt(np.asarray(p.var, np.float64))},
+                           backend=nw.get_native_namespace(frame)).to_native()
+        if (index := nw.maybe_get_index(frame)) is not None:
+            out.index = index
+        return out
