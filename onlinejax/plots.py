@@ -1,28 +1,53 @@
-"""Matplotlib figures (optional extra: ``pip install onlinejax[plot]``)."""
+"""Matplotlib figures (optional extra: ``pip install onlinejax[plot]``): the papers' figures.
+
+Every function takes ``path``: given, the figure is saved as a PNG, closed and the path returned;
+``None`` returns the open figure (for notebooks, where it is shown inline).
+"""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_running_error", "plot_windowed_error", "plot_intervals"]
+__all__ = ["plot_running_error", "plot_windowed_error", "plot_intervals", "plot_coverage", "plot_phases",
+           "plot_grid_summary", "sliding_mean"]
 
 
 def _plt():
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
+        # no matplotlib.use(): headless machines fall back to Agg by themselves, and forcing it
+        # would stop notebooks from showing figures inline
         import matplotlib.pyplot as plt
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError("plots need matplotlib: pip install 'onlinejax[plot]'") from e
     return plt
 
 
-def plot_running_error(curves: dict, path, *, title="Running MAE", drift_span=None, ylabel="running MAE"):
+def _finish(fig, ax, title, path):
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is None:
+        return fig
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path
+
+
+def sliding_mean(v, window: int) -> np.ndarray:
+    """Mean of the last ``min(i + 1, window)`` values at every position ``i``: ``[n] -> [n]``."""
+    v = np.asarray(v, np.float64)
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    i = np.arange(1, len(v) + 1)
+    lo = np.maximum(0, i - int(window))
+    return (c[i] - c[lo]) / (i - lo)
+
+
+def plot_running_error(curves: dict, path=None, *, title="Running MAE", drift_span=None, ylabel="running MAE"):
     """Plot running-error curves, one per learner, and save a PNG.
 
     Args:
       curves: ``{name: [n] array}``.
-      path: output file.
+      path: output PNG (``None``: return the figure).
       drift_span: optional ``(start, end)`` item indices shaded as the drift.
     """
     plt = _plt()
@@ -33,22 +58,16 @@ def plot_running_error(curves: dict, path, *, title="Running MAE", drift_span=No
         ax.axvspan(*drift_span, alpha=0.12, color="green", label="transition")
     ax.set_xlabel("# items seen")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, title, path)
 
 
-def plot_windowed_error(curves: dict, path, *, drift_at=None, title="Sliding-window SMSE", window: int = 100):
+def plot_windowed_error(curves: dict, path=None, *, drift_at=None, title="Sliding-window SMSE", window: int = 100):
     """Sliding-window error curves with the drift marked, saved as a PNG.
 
     Args:
       curves: ``{name: [n] array}`` of per-item errors already averaged over
         a sliding window (e.g. ``(y - μ)²`` smoothed and divided by ``Var[y]``).
-      path: output file.
+      path: output PNG (``None``: return the figure).
       drift_at: optional item index of a concept drift (vertical line).
       window: the window length, for the axis label.
     """
@@ -61,22 +80,16 @@ def plot_windowed_error(curves: dict, path, *, drift_at=None, title="Sliding-win
     ax.set_yscale("log")
     ax.set_xlabel("# items seen")
     ax.set_ylabel(f"squared error / Var[y], mean over the last {window} items")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, title, path)
 
 
-def plot_intervals(y, mean, lower, upper, path, *, start: int = 0, title="Predictions with 95% intervals",
+def plot_intervals(y, mean, lower, upper, path=None, *, start: int = 0, title="Predictions with 95% intervals",
                    drift_at=None):
     """Targets, predictive means and a central interval band over item index, saved as a PNG.
 
     Args:
       y, mean, lower, upper: ``[m]`` arrays for items ``start .. start + m - 1``.
-      path: output file.
+      path: output PNG (``None``: return the figure).
       drift_at: optional item index of a concept drift (vertical line).
     """
     plt = _plt()
@@ -88,10 +101,78 @@ def plot_intervals(y, mean, lower, upper, path, *, start: int = 0, title="Predic
     if drift_at is not None and start <= drift_at < t[-1] + 1:
         ax.axvline(drift_at, color="k", ls="--", lw=1, label="concept drift")
     ax.set_xlabel("item")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    return _finish(fig, ax, title, path)
+
+
+def plot_coverage(covered: dict, path=None, *, window: int = 100, level: float = 0.95, drift_at=None,
+                  title="Interval coverage over time"):
+    """Sliding-window coverage of central intervals, one curve per learner, with the nominal level.
+
+    Args:
+      covered: ``{name: [n] bool}``, whether item ``i``'s target fell inside its interval.
+      window: items per coverage estimate.
+      level: the nominal coverage (horizontal line).
+      drift_at: optional item index of a concept drift (vertical line).
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for name, c in covered.items():
+        ax.plot(np.arange(1, len(c) + 1), sliding_mean(np.asarray(c, np.float64), window), label=name, lw=1.3)
+    ax.axhline(level, color="grey", ls=":", lw=1.2, label=f"nominal {level:.0%}")
+    if drift_at is not None and drift_at >= 0:
+        ax.axvline(drift_at, color="k", ls="--", lw=1, label="concept drift")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("# items seen")
+    ax.set_ylabel(f"share of the last {window} targets inside the interval")
+    return _finish(fig, ax, title, path)
+
+
+def plot_phases(error, modes, path=None, *, names=("cold start", "stable", "high error", "tune"), window: int = 50,
+                drift_at=None, title="Error and the state machine's phases"):
+    """A smoothed error curve over item index with the windowed learners' phases shaded.
+
+    Args:
+      error: ``[n]`` per-item errors (e.g. squared); shown as a sliding mean over ``window`` items.
+      modes: ``[n]`` int phase of each item (:func:`onlinejax.adaptive.record_mode`,
+        ``0..len(names)-1``, see :data:`onlinejax.adaptive.MODES`).
+      names: label of each phase.
+    """
+    plt = _plt()
+    modes = np.asarray(modes)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    colours = ["tab:blue", "tab:green", "tab:red", "tab:orange", "tab:purple"]
+    start = 0
+    seen = set()
+    for i in range(1, len(modes) + 1):  # shade runs of equal phase
+        if i == len(modes) or modes[i] != modes[start]:
+            m = int(modes[start])
+            ax.axvspan(start, i, color=colours[m % len(colours)], alpha=0.15, lw=0,
+                       label=None if m in seen else names[m] if m < len(names) else str(m))
+            seen.add(m)
+            start = i
+    ax.plot(np.arange(len(error)), sliding_mean(error, window), color="k", lw=1.2, label=f"error, mean of last {window}")
+    if drift_at is not None:
+        ax.axvline(drift_at, color="k", ls="--", lw=1, label="concept drift")
+    ax.set_yscale("log")
+    ax.set_xlabel("item")
+    return _finish(fig, ax, title, path)
+
+
+def plot_grid_summary(summary: list, path=None, *, by: str = "family", metrics=("smse", "icr"),
+                      title="Grid summary (mean over streams)"):
+    """Grouped bars of :meth:`onlinejax.evaluation.GridResult.summary` rows, one panel per metric."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 4.2), squeeze=False)
+    labels = [str(r[by]) for r in summary]
+    for ax, m in zip(axes[0], metrics):
+        ax.bar(np.arange(len(summary)), [r[m] for r in summary], color="tab:blue")
+        ax.set_xticks(np.arange(len(summary)), labels, rotation=35, ha="right", fontsize=8)
+        ax.set_title(m.upper())
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(title)
     fig.tight_layout()
+    if path is None:
+        return fig
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
