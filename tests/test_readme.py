@@ -5,7 +5,8 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_quickstarts_run():
+def test_quickstarts_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the grid example writes grid.csv
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert len(blocks) >= 3
@@ -13,6 +14,8 @@ def test_quickstarts_run():
     for b in blocks:  # later blocks reuse names from earlier ones, as a reader would
         exec(compile(b, "README.md", "exec"), ns)
     assert ns["preds"].mean.shape == (64, 16, 250)
+    assert len(ns["result"].rows) == 2 * 4 and ns["std"].shape == (300,) and (ns["std"] > 0).all()
+    assert ns["dist"].sigma > 0
 
 
 def test_ci_runs_the_readme_test_command():
