@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from onlinejax.combination import (MixturePrediction, bma, combine, fixed_share, mixture_crps, mixture_prediction,
+from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mixture_crps,
+                                   mixture_prediction,
                                    mixture_quantile, replay, stacking)
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.kernel_regression import kernel_regression
@@ -39,8 +40,9 @@ def _gauss_logpdf(y, m, v):
     return -0.5 * (np.log(2 * np.pi * v) + (y - m) ** 2 / v)
 
 
-@pytest.mark.parametrize("rule", [bma(), bma(0.9), fixed_share(0.05), stacking("crps"), stacking("log")],
-                         ids=["bma", "bma0.9", "share", "stack-crps", "stack-log"])
+@pytest.mark.parametrize("rule", [bma(), bma(0.9), fixed_share(0.05), stacking("crps"), stacking("log"),
+                                  ewa_squared_error()],
+                         ids=["bma", "bma0.9", "share", "stack-crps", "stack-log", "ewa-se"])
 def test_single_member_is_that_member_exactly(rule):
     X, Y = _stream()
     m = kernel_regression(2, 16)
@@ -183,13 +185,18 @@ def test_float32_weights_stay_finite_and_normalised_with_extreme_scores():
     Y = Y * 1000
     good = bayes_linreg(2, alpha=1e-6, beta=1e-4)
     bad = bayes_linreg(2, alpha=1e6, beta=1e8)
-    for rule in (bma(1.0), bma(0.5), fixed_share(0.0), fixed_share(0.3), stacking("log"), stacking("crps")):
+    for rule in (bma(1.0), bma(0.5), fixed_share(0.0), fixed_share(0.3), stacking("log"), stacking("crps"),
+                 ewa_squared_error(1.0, 5.0), ewa_squared_error(0.9)):
         c = combine([good, bad], rule)
         res = progressive_validation(c, c.init(), X, Y, record=_record)
         w = np.exp(np.asarray(res.records[0], np.float64))
         assert np.all(np.isfinite(np.asarray(res.records[0]))), rule.name
         np.testing.assert_allclose(w.sum(1), 1.0, atol=1e-5)
-        assert w[-1, 0] > 0.5, rule.name
+        if rule.name == "ewa_se":
+            # the two members' means are identical (same alpha/beta ratio); ewa_se weighs means only
+            np.testing.assert_allclose(w, 0.5, atol=1e-3)
+        else:
+            assert w[-1, 0] > 0.5, rule.name
         assert np.all(np.isfinite(np.asarray(res.predictions.mean)))
 
 
@@ -273,9 +280,13 @@ def test_bad_arguments():
         fixed_share(1.0)
     with pytest.raises(ValueError, match="score"):
         stacking("mse")
+    with pytest.raises(ValueError, match="eta"):
+        ewa_squared_error(eta=0.0)
+    with pytest.raises(ValueError, match="forgetting"):
+        ewa_squared_error(forgetting=1.5)
     with pytest.raises(TypeError, match="WeightRule"):
         combine([bayes_linreg(2)], "bma")
-    c = combine(_members())
+    c = combine(_members(), fixed_share())
     with pytest.raises(ValueError, match="prior"):
         c.init(prior=[1.0, 2.0])
     with pytest.raises(ValueError, match="prior"):
@@ -322,6 +333,37 @@ def test_recalibrated_fixed_share_equals_numpy_from_members_run_alone():
     np.testing.assert_allclose(np.asarray(res.predictions.mean, np.float64), means, rtol=tol(1e-9, 1e-4),
                                atol=tol(1e-9, 1e-4))
     assert np.ptp(np.asarray(C)[:, 0]) > 0.5  # the scales moved
+
+
+def test_ewa_squared_error_equals_numpy_from_members_run_alone():
+    """Weights and mixture means recomputed in float64 from the members' own predictions
+    (members that never abstain, with a prior), and they follow the better member after the drift."""
+    X, Y = _stream(400, seed=5)
+    ms = (bayes_linreg(2, alpha=1.0, beta=100.0), bayes_linreg(2, alpha=1.0, beta=100.0, forgetting=0.9),
+          sgd_linreg(2, optax.sgd(0.05)))
+    prior = np.array([0.5, 0.3, 0.2])
+    c = combine(ms, ewa_squared_error(0.95, 1.0), recalibrate=0.9)
+    res = progressive_validation(c, c.init(prior=prior), X, Y, record=lambda s: s.log_weights)
+    preds = [progressive_validation(m, m.init(), X, Y).predictions for m in ms]
+    mu = np.stack([np.asarray(p.mean, np.float64) for p in preds], 1)
+    y = np.asarray(Y, np.float64)
+    L, N, lw = np.zeros(3), 0.0, np.log(prior)
+    W, means = [], []
+    for t in range(len(y)):
+        means.append(np.exp(lw) @ mu[t])
+        L = 0.95 * L + (y[t] - mu[t]) ** 2
+        N = 0.95 * N + 1.0
+        e = L / N
+        z = np.log(prior) - N * (e - e.min()) / (2 * e.min())
+        lw = z - np.logaddexp.reduce(z)
+        W.append(np.exp(lw))
+    got = np.exp(np.asarray(res.records, np.float64))
+    np.testing.assert_allclose(got, W, atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(np.asarray(res.predictions.mean, np.float64), means, rtol=tol(1e-9, 1e-4),
+                               atol=tol(1e-9, 1e-4))
+    # after the drift at n/2 the member that never forgets is the worst (squared error 1.6 against
+    # 0.29 and 0.64): its weight goes to ~0 and the forgetting member carries the combination
+    assert got[-1, 0] < 0.01 and got[250:, 1].mean() > 0.5 and np.ptp(got[:, 0]) > 0.4, got[::50]
 
 
 def test_replay_equals_the_combination_learner():
