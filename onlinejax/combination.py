@@ -409,10 +409,11 @@ def stacking(score: str = "crps", optimizer=None, steps: int = 1) -> WeightRule:
     tracks a drifting optimum).
 
     Args:
-      score: ``"crps"`` (mixture CRPS, closed form, :func:`mixture_crps`),
-        ``"log"`` (negative mixture log density) or ``"se"`` (squared error of
-        the mixture mean: the weights then aim at the best convex combination
-        of the members' means, which is what SMSE scores).
+      score: ``"crps"`` (mixture CRPS, closed form, :func:`mixture_crps`) or
+        ``"log"`` (negative mixture log density). (For weights that aim at the
+        squared error of the mean, use :func:`ewa_squared_error`: a squared-error
+        score here, with Adam's per-coordinate step, random-walked onto a
+        member that always predicted 0.)
       optimizer: an ``optax.GradientTransformation``; default
         ``optax.adam(0.02)`` (scale-free, so CRPS in any unit of ``y`` works).
       steps: gradient steps per item (static).
@@ -420,16 +421,14 @@ def stacking(score: str = "crps", optimizer=None, steps: int = 1) -> WeightRule:
     import optax
     from optax.projections import projection_simplex
 
-    if score not in ("crps", "log", "se"):
-        raise ValueError(f"score: must be 'crps', 'log' or 'se', got {score!r}")
+    if score not in ("crps", "log"):
+        raise ValueError(f"score: must be 'crps' or 'log', got {score!r}")
     steps = check_int(steps, "steps", 1)
     opt = optimizer if optimizer is not None else optax.adam(0.02)
 
     def loss(w, ell, means, vars, y):
         if score == "crps":
             return mixture_crps(w, means, vars, y)
-        if score == "se":
-            return (y - jnp.sum(w * means)) ** 2
         top = jnp.max(ell)
         return -(jnp.log(jnp.sum(w * jnp.exp(ell - top))) + top)
 
