@@ -154,6 +154,7 @@ class Engine:
         return lrn, lrn.init(**self.init_params)
 
     def ready(self) -> None:
+        """Build the learner and its initial state once the input width is known."""
         if self.learner is None:
             self.learner, self.state = self._build()
 
@@ -164,11 +165,13 @@ class Engine:
 
     # -- rows ------------------------------------------------------------------------------
     def row(self, x: Mapping) -> np.ndarray:
+        """A dict of features -> ``[d]`` in the learner's dtype."""
         self.slots.admit(x.keys())
         self.ready()
         return self.slots.vector(x, self.dtype)
 
     def rows(self, columns, values) -> np.ndarray:
+        """Named columns of ``values: [b, len(columns)]`` -> ``[b, d]`` in the learner's dtype."""
         self.slots.admit(list(columns))
         self.ready()
         return self.slots.matrix(list(columns), np.asarray(values, dtype=np.float64), self.dtype)
@@ -204,6 +207,7 @@ class Engine:
                 self.state = self.learner.tune(self.state)
 
     def predict(self, X: np.ndarray) -> Prediction:
+        """Predictive distribution of ``X: [d]`` or ``[b, d]`` as float64 NumPy arrays."""
         p = self.learner.predict(self.state, X)
         return Prediction(np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64))
 

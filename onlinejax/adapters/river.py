@@ -78,9 +78,12 @@ class RiverRegressor(base.MiniBatchRegressor):
 
     # -- one item --------------------------------------------------------------------------
     def learn_one(self, x: dict, y: float) -> None:
+        """Learn one item: ``x`` a dict of numbers (see ``n_features`` for new or missing keys)."""
         self._engine.learn(self._engine.row(x), float(y))
 
     def predict_one(self, x: dict, with_dist: bool = False):
+        """The predictive mean, or with ``with_dist=True`` a ``river.proba.Gaussian`` (``mu``, ``sigma``;
+        the observation noise included)."""
         p = self._engine.predict(self._engine.row(x))
         mean, var = float(p.mean), float(p.var)
         if not with_dist:

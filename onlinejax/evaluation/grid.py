@@ -133,6 +133,7 @@ class GridResult(NamedTuple):
     predictions: dict | None = None
 
     def columns(self) -> list:
+        """Column names of the table, in first-seen order over the rows."""
         cols: list = []
         for r in self.rows:
             cols += [k for k in r if k not in cols]

@@ -69,6 +69,7 @@ def noise_floor_rel(dtype) -> float:
 
 
 def signal_var(p: GPParams) -> Array:
+    """``σ_f²``, ``[]``, from the stored ``log σ_f`` (thesis eq. 4.27's signal variance)."""
     return jnp.exp(2.0 * p.log_signal_std)
 
 
@@ -78,6 +79,7 @@ def noise_var(p: GPParams) -> Array:
 
 
 def lengthscales(p: GPParams) -> Array:
+    """ARD lengthscales ``ℓ``, ``[d]`` (or ``[]``), from the stored ``log ℓ`` (thesis eq. 4.27)."""
     return jnp.exp(p.log_lengthscale)
 
 
