@@ -72,6 +72,40 @@ class _Packer:
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
 
+_COMPILED: dict = {}
+
+
+def _compiled(learner: Learner, pk: _Packer):
+    """``(packer, step, learn, predict)``: the packed calls of ``learner`` for states laid out like ``pk``.
+
+    Jitted once per learner (an immutable record of functions) and state layout, so every
+    :class:`StatefulLearner` of the same learner — and every adapter model built from the same
+    spec — reuses one set of compiled calls instead of compiling its own.
+    """
+    key = (learner, pk.treedef, pk.dtype, tuple(pk.layout))
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        return hit
+    d = learner.n_features
+
+    def _step(buf, xy):
+        s, p = learner.step(pk.unpack(buf), xy[:d], xy[d])
+        return pk.pack(s), jnp.stack([p.mean, p.var])
+
+    def _learn(buf, x, y):
+        return pk.pack(learner.learn(pk.unpack(buf), x, y))
+
+    def _predict(buf, x):
+        p = learner.predict(pk.unpack(buf), x)
+        return jnp.stack([p.mean, p.var])
+
+    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict))
+    if len(_COMPILED) >= 128:  # bounded: drop the oldest entry
+        _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[key] = out
+    return out
+
+
 class StatefulLearner:
     """Hold a learner's state and step it item by item with minimal dispatch cost.
 
@@ -91,23 +125,9 @@ class StatefulLearner:
         state = learner.init() if state is None else state
         self._dtype = state_dtype(state)
         self._d = learner.n_features
-        pk = self._packer = _Packer(state, self._dtype)
-        self._buf = pk.pack(state)
-        d = self._d
-
-        def _step(buf, xy):
-            s, p = learner.step(pk.unpack(buf), xy[:d], xy[d])
-            return pk.pack(s), jnp.stack([p.mean, p.var])
-
-        def _learn(buf, x, y):
-            return pk.pack(learner.learn(pk.unpack(buf), x, y))
-
-        def _predict(buf, x):
-            p = learner.predict(pk.unpack(buf), x)
-            return jnp.stack([p.mean, p.var])
-
-        self._step, self._learn, self._predict = jax.jit(_step), jax.jit(_learn), jax.jit(_predict)
-        self._xy = np.empty(d + 1, self._dtype)
+        self._packer, self._step, self._learn, self._predict = _compiled(learner, _Packer(state, self._dtype))
+        self._buf = self._packer.pack(state)
+        self._xy = np.empty(self._d + 1, self._dtype)
 
     @property
     def state(self):

@@ -162,6 +162,17 @@ def test_river_tune_every_splits_batches_at_tune_points():
     assert float(one.state.beta) != 1.0 and not np.all(np.asarray(one.state.scale) == 1.0)
 
 
+def test_models_of_one_spec_share_compiled_calls():
+    a = RiverRegressor("bayes_linreg")
+    a.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    b = a.clone()
+    b.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    assert b._engine.learner is a._engine.learner and b._engine._sl._learn is a._engine._sl._learn
+    X, y = _stream(20)
+    s1, s2 = OnlineRegressor().fit(X, y), OnlineRegressor().fit(X, y)
+    assert s1._engine._sl._learn is s2._engine._sl._learn
+
+
 def test_river_bad_learner():
     with pytest.raises(ValueError, match="neither a function of onlinejax nor a registered"):
         RiverRegressor("no_such_learner")

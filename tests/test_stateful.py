@@ -39,3 +39,17 @@ def test_stateful_bad_input():
         m.step([1.0, 2.0, 3.0], 1.0)
     with pytest.raises(ValueError, match="y"):
         m.step([1.0, 2.0], float("nan"))
+
+
+def test_instances_of_one_learner_share_compiled_calls():
+    """A second StatefulLearner of the same learner and state layout compiles nothing."""
+    lrn = oj.bayes_linreg(3)
+    a = oj.StatefulLearner(lrn)
+    a.step(np.ones(3), 1.0)
+    b = oj.StatefulLearner(lrn, lrn.init(alpha=2.0))
+    assert b._step is a._step and b._learn is a._learn and b._predict is a._predict
+    before = a._step._cache_size()
+    b.step(np.ones(3), 1.0)
+    assert a._step._cache_size() == before
+    # and the states stay separate
+    assert float(np.asarray(b.state.alpha)[0]) == 2.0 and float(np.asarray(a.state.alpha)[0]) == 1.0

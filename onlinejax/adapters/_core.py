@@ -10,15 +10,17 @@ its prior, so reserving slots (``n_features=K``) for features that appear later 
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
 
-from ..base import Learner, Prediction, state_dtype
+from ..base import Learner, Prediction
+from ..stateful import StatefulLearner
 
-__all__ = ["resolve_factory", "FeatureSlots", "Engine"]
+__all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine"]
 
 
 def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
@@ -54,6 +56,26 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
 
         return factory
     raise ValueError(f"learner: {learner!r} is neither a function of onlinejax nor a registered configuration")
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_learner(spec, n_features: int, params: tuple) -> Learner:
+    return resolve_factory(spec)(n_features, **dict(params))
+
+
+def build_learner(spec, n_features: int, params: dict) -> Learner:
+    """``resolve_factory(spec)(n_features, **params)``, shared between adapter instances.
+
+    A learner is an immutable record of pure, jitted functions, so models (and their clones,
+    and every ``fit``) built from the same spec reuse one learner and its compiled code instead
+    of compiling again. Specs or parameters that cannot be hashed are built afresh.
+    """
+    try:
+        key = tuple(sorted(params.items()))
+        hash((spec, key))
+    except TypeError:
+        return resolve_factory(spec)(n_features, **params)
+    return _cached_learner(spec, int(n_features), key)
 
 
 class FeatureSlots:
@@ -141,12 +163,22 @@ class Engine:
         self.tune_every = int(tune_every)
         self.slots = FeatureSlots(n_features)
         self.learner: Learner | None = None
-        self.state: Any = None
+        self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
+        self._dtype = None
         self.n_learned = 0
+
+    @property
+    def state(self) -> Any:
+        """The learner's state pytree (``None`` before the learner is built)."""
+        return None if self._sl is None else self._sl.state
+
+    def _set_state(self, state) -> None:
+        # compiled calls are shared per learner and layout (StatefulLearner), so this compiles nothing
+        self._sl = StatefulLearner(self.learner, state)
 
     # -- lazy build ------------------------------------------------------------------------
     def _build(self):
-        lrn = resolve_factory(self.spec)(self.slots.capacity, **self.learner_params)
+        lrn = build_learner(self.spec, self.slots.capacity, self.learner_params)
         if not isinstance(lrn, Learner):
             raise TypeError(f"learner: the factory returned {type(lrn).__name__}, not an onlinejax Learner")
         if self.tune_every and lrn.tune is None:
@@ -156,12 +188,16 @@ class Engine:
     def ready(self) -> None:
         """Build the learner and its initial state once the input width is known."""
         if self.learner is None:
-            self.learner, self.state = self._build()
+            self.learner, state = self._build()
+            self._set_state(state)
 
     @property
     def dtype(self) -> np.dtype:
+        """The state's floating dtype (cached: looking it up walks the state pytree)."""
         self.ready()
-        return state_dtype(self.state)
+        if self._dtype is None:
+            self._dtype = self._sl._dtype
+        return self._dtype
 
     # -- rows ------------------------------------------------------------------------------
     def row(self, x: Mapping) -> np.ndarray:
@@ -193,36 +229,37 @@ class Engine:
         """``X: [d]`` with ``y: []`` or ``X: [b, d]`` with ``y: [b]``, in order."""
         y = np.asarray(y, dtype=self.dtype)
         if not self.tune_every:
-            self.state = self.learner.learn(self.state, X, y)
+            self._sl.learn(X, y)
             self.n_learned += 1 if X.ndim == 1 else X.shape[0]
             return
         Xb, yb = (X[None], y[None]) if X.ndim == 1 else (X, y)
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
             k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
-            self.state = self.learner.learn(self.state, Xb[start:start + k], yb[start:start + k])
+            self._sl.learn(Xb[start:start + k], yb[start:start + k])
             self.n_learned += k
             start += k
             if self.n_learned % self.tune_every == 0:
-                self.state = self.learner.tune(self.state)
+                self._set_state(self.learner.tune(self._sl.state))
 
     def predict(self, X: np.ndarray) -> Prediction:
         """Predictive distribution of ``X: [d]`` or ``[b, d]`` as float64 NumPy arrays."""
-        p = self.learner.predict(self.state, X)
+        p = self._sl.predict(X)
         return Prediction(np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64))
 
     # -- pickling: the learner is rebuilt from its spec, the state from numpy leaves ---------
     def __getstate__(self):
         d = dict(self.__dict__)
         d["learner"] = None
-        d["state"] = None if self.state is None else [np.asarray(v) for v in jax.tree_util.tree_leaves(self.state)]
+        d.pop("_sl")
+        d["state_leaves"] = None if self._sl is None else [np.asarray(v) for v in jax.tree_util.tree_leaves(self.state)]
         return d
 
     def __setstate__(self, d):
-        leaves = d.pop("state")
+        leaves = d.pop("state_leaves")
         self.__dict__.update(d)
-        self.learner, self.state = None, None
+        self.learner, self._sl = None, None
         if leaves is not None:
             self.learner, template = self._build()
             treedef = jax.tree_util.tree_structure(template)
-            self.state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(v) for v in leaves])
+            self._set_state(jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(v) for v in leaves]))
