@@ -4,8 +4,8 @@ mapping named features onto the learner's fixed input width, and holding the sta
 The functional core needs a static input width ``d``; River hands over dicts whose keys may
 come and go. :class:`FeatureSlots` gives each feature name a slot of a fixed-width vector the
 first time the name is seen, up to a capacity (default: the number of features of the first
-item); a missing feature (absent, ``None`` or NaN in a data frame) is 0 in its slot, a name seen once the capacity is used up is ignored
-and counted. For the linear learners a slot that has been 0 so far is exactly a weight still at
+item); a missing feature (absent, ``None`` or NaN in a data frame) is 0 in its slot, and a name
+first seen once the capacity is used up is ignored and counted. For the linear learners a slot that has been 0 so far is exactly a weight still at
 its prior, so reserving slots (``n_features=K``) for features that appear later loses nothing.
 """
 from __future__ import annotations
