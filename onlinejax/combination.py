@@ -381,10 +381,8 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
         e2 = (y - means) ** 2
         ok = jnp.isfinite(e2) & jnp.isfinite(vars) & (vars > 0)
         informative = ok & _informative(means, vars)
-        # the mixture of the informative members under the current weights
-        lw = jnp.where(informative, log_w, -jnp.inf)
-        w_inf = jnp.where(informative, jnp.exp(lw - jnp.max(jnp.where(informative, lw, 0.0))), 0.0)
-        others = jnp.sum(jnp.where(informative, w_inf * means, 0.0)) / jnp.maximum(jnp.sum(w_inf), jnp.finfo(dt).tiny)
+        # the mixture this item was predicted with leaves abstainers out while anyone informs
+        others = mixture_prediction(log_w, means, vars).mean
         e2 = jnp.where(ok & ~informative & jnp.any(informative), (y - others) ** 2, e2)
         worst = jnp.max(jnp.where(ok, e2, 0.0))
         e2 = jnp.where(ok, e2, 4.0 * worst + jnp.finfo(dt).tiny)

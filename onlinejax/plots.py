@@ -21,16 +21,20 @@ def _plt():
     return plt
 
 
-def _finish(fig, ax, title, path):
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+def _save_or_return(fig, path):
     fig.tight_layout()
     if path is None:
         return fig
     fig.savefig(path, dpi=110)
     _plt().close(fig)
     return path
+
+
+def _finish(fig, ax, title, path):
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save_or_return(fig, path)
 
 
 def sliding_mean(v, window: int) -> np.ndarray:
@@ -170,9 +174,4 @@ def plot_grid_summary(summary: list, path=None, *, by: str = "family", metrics=(
         ax.set_title(m.upper())
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(title)
-    fig.tight_layout()
-    if path is None:
-        return fig
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save_or_return(fig, path)

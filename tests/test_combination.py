@@ -154,12 +154,20 @@ def test_broken_member_gets_no_weight_and_no_nan():
     from onlinejax.combination import mix_init, mix_step
 
     cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
-    ms = mix_init(fixed_share(0.05), 3, DTYPE)
-    for _ in range(3):
-        ms, p = mix_step(fixed_share(0.05), 0.9, ms, jnp.asarray([1.0, jnp.nan, 0.0], DTYPE),
-                         jnp.asarray([1.0, 1.0, cap], DTYPE), jnp.asarray(1.5, DTYPE))
-        assert np.all(np.isfinite(np.asarray(ms.log_weights))) and np.isfinite(float(p.mean))
-        assert np.isfinite(float(p.log_prob(1.5)))
+    for rule in (fixed_share(0.05), ewa_squared_error()):
+        ms = mix_init(rule, 3, DTYPE)
+        for _ in range(3):
+            ms, p = mix_step(rule, 0.9, ms, jnp.asarray([1.0, jnp.nan, 0.0], DTYPE),
+                             jnp.asarray([1.0, 1.0, cap], DTYPE), jnp.asarray(1.5, DTYPE))
+            assert np.all(np.isfinite(np.asarray(ms.log_weights))) and np.isfinite(float(p.mean))
+            assert np.isfinite(float(p.log_prob(1.5)))
+        if rule.name == "ewa_se":
+            # the abstainer is charged the informative member's error, so it keeps that member's
+            # weight; the broken one is charged 4x it on every item: log(w1/w0) = -eta N (4-1)/2
+            w = np.exp(np.asarray(ms.log_weights, np.float64))
+            np.testing.assert_allclose(w[2], w[0], rtol=1e-5)
+            n_eff = 1 + 0.95 + 0.95 ** 2
+            np.testing.assert_allclose(w[1] / w[0], np.exp(-1.5 * n_eff), rtol=1e-4)
 
 
 def test_an_abstaining_member_is_left_out_and_keeps_its_relative_weight():

@@ -5,8 +5,9 @@ The functional core needs a static input width ``d``; River hands over dicts who
 come and go. :class:`FeatureSlots` gives each feature name a slot of a fixed-width vector the
 first time the name is seen, up to a capacity (default: the number of features of the first
 item); a missing feature (absent, ``None`` or NaN in a data frame) is 0 in its slot, and a name
-first seen once the capacity is used up is ignored and counted. For the linear learners a slot that has been 0 so far is exactly a weight still at
-its prior, so reserving slots (``n_features=K``) for features that appear later loses nothing.
+first seen once the capacity is used up is ignored and counted. For the linear learners a slot
+that has been 0 so far is exactly a weight still at its prior, so reserving slots
+(``n_features=K``) for features that appear later loses nothing.
 """
 from __future__ import annotations
 
@@ -164,7 +165,6 @@ class Engine:
         self.slots = FeatureSlots(n_features)
         self.learner: Learner | None = None
         self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
-        self._dtype = None
         self.n_learned = 0
 
     @property
@@ -193,11 +193,9 @@ class Engine:
 
     @property
     def dtype(self) -> np.dtype:
-        """The state's floating dtype (cached: looking it up walks the state pytree)."""
+        """The state's floating dtype."""
         self.ready()
-        if self._dtype is None:
-            self._dtype = self._sl._dtype
-        return self._dtype
+        return self._sl._dtype
 
     # -- rows ------------------------------------------------------------------------------
     def row(self, x: Mapping) -> np.ndarray:

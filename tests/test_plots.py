@@ -1,0 +1,34 @@
+"""Every figure writes a non-empty PNG with a path and returns a Figure without one."""
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib")
+from onlinejax import plots  # noqa: E402
+
+
+def test_every_plot_saves_and_returns(tmp_path):
+    import matplotlib.figure
+
+    r = np.random.default_rng(0)
+    calls = {
+        "running": lambda p: plots.plot_running_error({"a": r.random(50)}, p, drift_span=(10, 20)),
+        "windowed": lambda p: plots.plot_windowed_error({"a": r.random(50) + 0.1}, p, drift_at=25),
+        "intervals": lambda p: plots.plot_intervals(r.random(30), r.random(30), r.random(30) - 1, r.random(30) + 1, p),
+        "coverage": lambda p: plots.plot_coverage({"a": r.random(60) < 0.9}, p, window=10, drift_at=30),
+        "phases": lambda p: plots.plot_phases(r.random(60) + 0.1, np.repeat([0, 3, 1, 2], 15), p, drift_at=30),
+        "summary": lambda p: plots.plot_grid_summary([{"family": "A", "smse": 0.1, "icr": 0.9},
+                                                      {"family": "B", "smse": 0.2, "icr": 0.95}], p),
+    }
+    for name, f in calls.items():
+        path = tmp_path / f"{name}.png"
+        assert f(path) == path and path.stat().st_size > 1000, name
+        fig = f(None)
+        assert isinstance(fig, matplotlib.figure.Figure), name
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def test_sliding_mean_against_a_loop():
+    v = np.random.default_rng(1).random(40)
+    ref = [v[max(0, i - 6):i + 1].mean() for i in range(40)]
+    np.testing.assert_allclose(plots.sliding_mean(v, 7), ref, rtol=1e-12)
