@@ -2,7 +2,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.linalg import inv_chol_append, inv_chol_drop_first, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1
+from onlinejax.linalg import (exclusive_row_prefix, inv_chol_append, inv_chol_drop_first, inv_chol_slide, psd_solve,
+                              sqrt_cov_batch_update, sqrt_cov_rank1)
 from conftest import tol
 from reference import rel_err
 
@@ -23,6 +24,46 @@ def test_inv_chol_drop_first_and_append(rng, n):
     R2 = np.asarray(inv_chol_append(jnp.asarray(ref), jnp.asarray(k), jnp.asarray(K[0, 0]), jnp.asarray(1e-12)), np.float64)
     P = np.eye(n)[np.r_[1:n, 0]]  # K with the first item moved last
     assert rel_err(R2, np.linalg.inv(np.linalg.cholesky(P @ K @ P.T))) < tol(1e-10, 2e-3)
+
+
+@pytest.mark.parametrize("n", [2, 9, 64, 130])
+def test_inv_chol_slide_equals_factorising_the_slid_window(rng, n):
+    """Evict item 0 and append a new item in one step == the factor and whitened residuals of the new window."""
+    Kfull = _spd(rng, n + 1, 1e3)  # items 0..n; the window holds 0..n-1, then 1..n
+    K_old, K_new = Kfull[:n, :n], Kfull[1:, 1:]
+    R = np.linalg.inv(np.linalg.cholesky(K_old))
+    r = rng.normal(size=n)  # residuals of the new window
+    Rn, z, v = (np.asarray(a, np.float64) for a in inv_chol_slide(
+        jnp.asarray(R), jnp.asarray(Kfull[n, :n]), jnp.asarray(Kfull[n, n]), jnp.asarray(1e-12), jnp.asarray(r)))
+    ref = np.linalg.inv(np.linalg.cholesky(K_new))
+    assert rel_err(Rn, ref) < tol(1e-10, 2e-3)
+    assert rel_err(z, ref @ r) < tol(1e-10, 2e-3)
+    assert rel_err(v, R @ Kfull[n, :n]) < tol(1e-12, 1e-5)
+
+
+def test_inv_chol_slide_on_a_partly_filled_window(rng):
+    """Empty front slots are decoupled identity rows: sliding just shifts them out."""
+    n, used = 8, 5
+    K = _spd(rng, used + 1, 1e2)
+    R = np.eye(n)
+    R[n - used:, n - used:] = np.linalg.inv(np.linalg.cholesky(K[:used, :used]))
+    k = np.zeros(n)
+    k[n - used:] = K[used, :used]
+    r = np.zeros(n)
+    r[n - used - 1:] = rng.normal(size=used + 1)
+    Rn, z, _ = (np.asarray(a, np.float64) for a in inv_chol_slide(
+        jnp.asarray(R), jnp.asarray(k), jnp.asarray(K[used, used]), jnp.asarray(1e-12), jnp.asarray(r)))
+    ref = np.eye(n)
+    ref[n - used - 1:, n - used - 1:] = np.linalg.inv(np.linalg.cholesky(K))
+    assert rel_err(Rn, ref) < tol(1e-10, 1e-3)
+    assert rel_err(z, ref @ r) < tol(1e-10, 1e-3)
+
+
+@pytest.mark.parametrize("n", [1, 2, 63, 600])
+def test_exclusive_row_prefix(rng, n):
+    B = rng.normal(size=(n, 5))
+    out = np.asarray(exclusive_row_prefix(jnp.asarray(B)), np.float64)
+    np.testing.assert_allclose(out, np.cumsum(B, axis=0) - B, atol=tol(1e-12, 1e-4) * max(1.0, np.sqrt(n)))
 
 
 def test_decoupled_first_row_is_a_no_op(rng):

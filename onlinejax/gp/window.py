@@ -27,9 +27,14 @@ W = 64):
   :func:`~onlinejax.gp.kernels.noise_floor_rel`), which bounds the condition
   number whatever the tuner proposes.
 
-Per item: matrix-vector products plus one prefix sum over rows (done as a
-product with a constant triangular matrix) for ``learn``; two matrix-vector
-products for ``predict``. Predictions return the
+Per item (:func:`onlinejax.linalg.inv_chol_slide`): the eviction and the
+append are one fused step that reads ``R`` three times (matrix-vector
+products) and writes it once, with one prefix sum over rows; the shadow costs
+two more matrix-vector products and a shifted copy. The state keeps the
+*whitened residuals* ``z = Rr`` rather than ``K_y⁻¹r``, so a prediction needs
+one matrix-vector product, ``v = Rk``: mean ``m(x) + vᵀz``, latent variance
+``k(x, x) - vᵀv``; ``step`` (predict then learn) shares ``k`` and ``v``
+between the two. Predictions return the
 *observed* variance (latent + noise), so intervals cover targets, not just the
 latent function (the thesis's excluded the noise; its "99.9 %" intervals
 covered 48–97 %); :func:`latent` removes the noise term.
@@ -44,7 +49,7 @@ import optax
 from jax.scipy.linalg import solve_triangular
 
 from ..base import Learner, Prediction, check_int, default_float_dtype, keep_if, make_learner
-from ..linalg import inv_chol_append, inv_chol_drop_first
+from ..linalg import inv_chol_append, inv_chol_drop_first, inv_chol_slide
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_at, mean_coefficients
 
@@ -63,7 +68,8 @@ class GPWindowState(NamedTuple):
         masked ``K_y`` (so ``K_y⁻¹ = RᵀR``; every solve is a matrix-vector product).
       shadow_inv_chol: ``[W, W]`` the same for the newest ``n_shadow`` items, built by appends only.
       n_shadow: ``[]`` int32.
-      alpha: ``[W]`` ``K_y⁻¹ (y - m(X))`` on the window.
+      white_resid: ``[W]`` whitened residuals ``z = R (y - m(X))`` on the window
+        (``K_y⁻¹r = Rᵀz``).
       mean_coef: ``[d + 1]`` mean function ``m(x) = [x, 1]·mean_coef``.
       params: :class:`~onlinejax.gp.kernels.GPParams`.
       n_seen, n_skipped: ``[]`` int32.
@@ -75,7 +81,7 @@ class GPWindowState(NamedTuple):
     inv_chol: Array
     shadow_inv_chol: Array
     n_shadow: Array
-    alpha: Array
+    white_resid: Array
     mean_coef: Array
     params: GPParams
     n_seen: Array
@@ -90,7 +96,7 @@ def latent(state: GPWindowState, pred: Prediction) -> Prediction:
 def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
     coef = mean_coefficients(mean, s.X, s.y, s.valid)
     r = (s.y - mean_at(coef, s.X)) * s.valid
-    return s._replace(mean_coef=coef, alpha=s.inv_chol.T @ (s.inv_chol @ r))
+    return s._replace(mean_coef=coef, white_resid=s.inv_chol @ r)
 
 
 def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
@@ -191,34 +197,39 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         eye = jnp.eye(W, dtype=dt)
         return GPWindowState(
             X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=eye, shadow_inv_chol=eye,
-            n_shadow=jnp.zeros((), jnp.int32), alpha=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
+            n_shadow=jnp.zeros((), jnp.int32), white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
             params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
 
-    def _swap(s):
-        swap = s.n_shadow == jnp.sum(s.valid.astype(jnp.int32))
-        eye = jnp.eye(W, dtype=s.inv_chol.dtype)
-        return s._replace(inv_chol=jnp.where(swap, s.shadow_inv_chol, s.inv_chol),
-                          shadow_inv_chol=jnp.where(swap, eye, s.shadow_inv_chol), n_shadow=jnp.where(swap, 0, s.n_shadow))
-
-    def learn_one(s: GPWindowState, x, y):
+    def _step(s: GPWindowState, x, y):
+        """Predict ``x`` from the current window, then slide the window onto ``(x, y)``."""
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
         p = s.params
         nv = noise_var(p)
-        kxx = kfn(p, x, x) + nv
+        k = cross(kfn, p, s.X, x) * s.valid
+        kxx = kfn(p, x, x)
         X = jnp.concatenate([s.X[1:], x[None]])
         Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
         V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
-        kvec = cross(kfn, p, X[:-1], x) * V[:-1]
-        # main: evict the front row (a rank-1 update of the trailing factor; identity if empty), append
-        R = inv_chol_append(inv_chol_drop_first(s.inv_chol), kvec, kxx, nv)
+        coef = mean_coefficients(mean, X, Y, V)
+        r = (Y - mean_at(coef, X)) * V
+        # main: evict the front row (a rank-1 update; identity if empty) and append, fused
+        R, z, v = inv_chol_slide(s.inv_chol, k, kxx + nv, nv, r)
+        pred = Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, jnp.maximum(kxx - v @ v, 0.0) + nv)
         # shadow: its front row is always empty, so dropping it is a plain shift
         in_shadow = jnp.arange(W - 1) >= (W - 1 - s.n_shadow)
-        Rs = inv_chol_append(s.shadow_inv_chol[1:, 1:], kvec * in_shadow, kxx, nv)
-        new = s._replace(X=X, y=Y, valid=V, inv_chol=R, shadow_inv_chol=Rs, n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1)
-        new = _refresh(mean, _swap(new))
+        Rs = inv_chol_append(s.shadow_inv_chol[1:, 1:], k[1:] * in_shadow, kxx + nv, nv)
+        n_shadow = s.n_shadow + 1
+        swap = n_shadow == jnp.sum(V.astype(jnp.int32))
+        eye = jnp.eye(W, dtype=R.dtype)
+        new = s._replace(X=X, y=Y, valid=V, inv_chol=jnp.where(swap, Rs, R), shadow_inv_chol=jnp.where(swap, eye, Rs),
+                         n_shadow=jnp.where(swap, 0, n_shadow), white_resid=jnp.where(swap, Rs @ r, z),
+                         mean_coef=coef, n_seen=s.n_seen + 1)
         go = ok & ~jnp.all(s.valid) if freeze_when_full else ok
-        return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok)))
+        return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok))), pred
+
+    def learn_one(s: GPWindowState, x, y):
+        return _step(s, x, y)[0]
 
     def downdate(s: GPWindowState):
         count = jnp.sum(s.valid.astype(jnp.int32))
@@ -236,10 +247,9 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
 
     def predict_one(s: GPWindowState, x):
         p = s.params
-        k = cross(kfn, p, s.X, x) * s.valid
-        v = s.inv_chol @ k
+        v = s.inv_chol @ (cross(kfn, p, s.X, x) * s.valid)
         lat = jnp.maximum(kfn(p, x, x) - v @ v, 0.0)
-        return Prediction(mean_at(s.mean_coef, x) + k @ s.alpha, lat + noise_var(p))
+        return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, lat + noise_var(p))
 
     def tune(s: GPWindowState):
         p = tune_hyperparameters(kfn, mean, s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=tune_restarts,
@@ -250,4 +260,4 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         return _refresh(mean, s._replace(params=p, inv_chol=R, shadow_inv_chol=eye, n_shadow=jnp.zeros_like(s.n_shadow)))
 
     return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
-                        downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune))
+                        downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune), step_one=_step)
