@@ -250,3 +250,24 @@ def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
     for a, b in zip(g1, g2):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
         assert np.all(np.isfinite(np.asarray(a)))
+
+
+def test_later_tunes_use_retune_restarts(rng):
+    """The first tune runs every start; later ones only ``retune_restarts`` (n_active), without recompiling."""
+    X, Y = _stream(rng, 40)
+    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, tune_restarts=3, retune_restarts=1, tune_steps=8)
+    s = lrn.learn(lrn.init(), X, Y)
+    kfn = KERNELS["se"]
+    args = (s.X, s.y, s.valid)
+    t1 = lrn.tune(s)
+    ref1 = tune_hyperparameters(kfn, "zero", s.params, *args, steps=8, restarts=3)
+    chex_close = lambda a, b: np.testing.assert_allclose(np.asarray(a.log_lengthscale), np.asarray(b.log_lengthscale),
+                                                         rtol=tol(1e-10, 1e-4))
+    chex_close(t1.params, ref1)
+    assert int(t1.n_tunes) == 1
+    t2 = lrn.tune(t1._replace(params=t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)))
+    p_shift = t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)
+    chex_close(t2.params, tune_hyperparameters(kfn, "zero", p_shift, *args, steps=8, restarts=1))
+    assert int(t2.n_tunes) == 2
+    with pytest.raises(ValueError, match="retune_restarts"):
+        gp_window(2, 8, retune_restarts=0)

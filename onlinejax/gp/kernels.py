@@ -131,9 +131,27 @@ _PROFILES = {squared_exponential: _se_profile, matern32: _matern32_profile, mate
 KERNELS: dict[str, Callable] = {"se": squared_exponential, "matern32": matern32, "matern52": matern52}
 
 
+def _scaled_sq_dist(p: GPParams, X1: Array, X2: Array) -> Array:
+    """``[n, m]`` ``r²_ij = Σ_k ((X1_ik - X2_jk)/ℓ_k)²``, summed feature by feature.
+
+    Differences, not ``|a|² + |b|² - 2aᵀb`` (which cancels for near-duplicate
+    inputs in float32). One ``[n, m]`` term per feature: reducing a
+    ``[n, m, d]`` array over its short minor axis cost XLA:CPU 55 µs at
+    W = 64, d = 2 (82 µs with the gradient), the per-feature sum 7 µs (18 µs).
+    """
+    ls = jnp.broadcast_to(lengthscales(p), X1.shape[-1:])
+    Z1, Z2 = X1 / ls, X2 / ls
+    if X1.shape[-1] > 16:
+        return jnp.sum((Z1[:, None, :] - Z2[None, :, :]) ** 2, axis=-1)
+    return sum((Z1[:, k][:, None] - Z2[:, k][None, :]) ** 2 for k in range(X1.shape[-1]))
+
+
 def cross(kernel: Callable, p: GPParams, X: Array, x: Array) -> Array:
-    """``[n]`` vector ``k(X_i, x)``."""
-    return jax.vmap(kernel, (None, 0, None))(p, X, x)
+    """``[n]`` vector ``k(X_i, x)`` (built-in kernels from :func:`_scaled_sq_dist`, others by ``vmap``)."""
+    profile = _PROFILES.get(kernel)
+    if profile is None:
+        return jax.vmap(kernel, (None, 0, None))(p, X, x)
+    return signal_var(p) * profile(_scaled_sq_dist(p, X, x[None, :])[:, 0])
 
 
 def gram(kernel: Callable, p: GPParams, X1: Array, X2: Array) -> Array:
@@ -145,8 +163,5 @@ def gram(kernel: Callable, p: GPParams, X1: Array, X2: Array) -> Array:
     """
     profile = _PROFILES.get(kernel)
     if profile is None:
-        return jax.vmap(lambda a: cross(kernel, p, X2, a))(X1)
-    ls = lengthscales(p)
-    Z1, Z2 = X1 / ls, X2 / ls
-    r2 = jnp.sum((Z1[:, None, :] - Z2[None, :, :]) ** 2, axis=-1)
-    return signal_var(p) * profile(r2)
+        return jax.vmap(lambda a: jax.vmap(kernel, (None, 0, None))(p, X2, a))(X1)
+    return signal_var(p) * profile(_scaled_sq_dist(p, X1, X2))

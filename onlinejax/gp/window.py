@@ -72,7 +72,7 @@ class GPWindowState(NamedTuple):
         (``K_y⁻¹r = Rᵀz``).
       mean_coef: ``[d + 1]`` mean function ``m(x) = [x, 1]·mean_coef``.
       params: :class:`~onlinejax.gp.kernels.GPParams`.
-      n_seen, n_skipped: ``[]`` int32.
+      n_seen, n_skipped, n_tunes: ``[]`` int32.
     """
 
     X: Array
@@ -86,6 +86,7 @@ class GPWindowState(NamedTuple):
     params: GPParams
     n_seen: Array
     n_skipped: Array
+    n_tunes: Array
 
 
 def latent(state: GPWindowState, pred: Prediction) -> Prediction:
@@ -100,10 +101,12 @@ def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
 
 
 def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
-                         learning_rate: float = 0.05, method: str = "lbfgs") -> GPParams:
+                         learning_rate: float = 0.05, method: str = "lbfgs", n_active=None) -> GPParams:
     """Maximise the window's log marginal likelihood over ``params`` with optax.
 
-    Runs ``restarts`` starts in parallel (``vmap``): the current parameters and
+    Runs ``restarts`` starts one after another (``lax.map``; vmapped, the
+    starts' L-BFGS line searches ran in lockstep and one W = 64 tune took
+    164 ms instead of 2 × 9 ms on a CPU): the current parameters and
     copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for
     at most ``steps`` iterations inside ``lax.while_loop`` (``method="lbfgs"``:
     optax L-BFGS with its zoom line search, stopped early once an iteration
@@ -111,6 +114,9 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
     ``learning_rate``), and
     returns the start with the highest final likelihood (NaN runs are ignored;
     if all fail the input is returned). One compiled call; vmaps over windows.
+    ``n_active`` (an int32 array, default ``restarts``) runs only the first
+    ``n_active`` starts (the others are skipped),
+    so the number of starts can change between calls without recompiling.
     """
     if method not in ("lbfgs", "adam"):
         raise ValueError(f"method: must be 'lbfgs' or 'adam', got {method!r}")
@@ -133,7 +139,9 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
     # scan spent most of its time there (W = 64: 115 ms -> 24 ms for one start, same optimum)
     ftol = 10.0 * float(jnp.finfo(dt).eps)
 
-    def run(p0):
+    def run(args):
+        p0, active = args
+
         def body(c):
             i, p, st, _, v_old = c
             if method == "lbfgs":
@@ -149,14 +157,16 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
         def cond(c):
             i, _, _, v_prev, v = c
             stalled = jnp.abs(v_prev - v) <= ftol * jnp.maximum(1.0, jnp.abs(v))
-            return (i < steps) & ~(stalled & (method == "lbfgs"))
+            return active & (i < steps) & ~(stalled & (method == "lbfgs"))
 
         inf, zero = jnp.asarray(jnp.inf, dt), jnp.zeros((), dt)  # |inf - 0| is not "stalled"
         p = jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), p0, opt.init(p0), inf, zero))[1]
         return p, loss(p)
 
-    ps, ls = jax.vmap(run)(starts)
-    ls = jnp.where(jnp.isfinite(ls), ls, jnp.inf)
+    n_active = restarts if n_active is None else n_active
+    active = jnp.arange(restarts) < n_active
+    ps, ls = jax.lax.map(run, (starts, active))
+    ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
     best = jnp.argmin(ls)
     cand = jax.tree_util.tree_map(lambda a: a[best], ps)
     return keep_if(jnp.isfinite(ls[best]) & (ls[best] <= loss(params)), cand, params)
@@ -164,7 +174,7 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
 
 def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "zero", signal_std=1.0,
               noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
-              tune_restarts: int = 2, tune_method: str = "lbfgs", dtype=None) -> Learner:
+              tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs", dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -176,6 +186,11 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
       freeze_when_full: stop learning once the window is full (the batch GP
         baseline trained once on the first ``W`` items).
       tune_steps, tune_restarts, tune_method: see :func:`tune_hyperparameters`.
+      retune_restarts: starts used by every tune after the first (at most
+        ``tune_restarts``): later tunes begin from parameters already fitted
+        to the stream. On 24 thesis-grid streams in the state machine
+        (W = 64, OLS mean) 1 instead of 2 gave the same SMSE (0.1056) in 60 %
+        of the time.
       dtype: default floating dtype.
     Returns:
       A learner; ``init(signal_std=, noise_std=, lengthscale=, dtype=)``;
@@ -184,6 +199,8 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
+    n_starts = check_int(tune_restarts, "tune_restarts", 1)
+    n_restarts = min(check_int(retune_restarts, "retune_restarts", 1), n_starts)
     if kernel not in KERNELS:
         raise ValueError(f"kernel: must be one of {tuple(KERNELS)}, got {kernel!r}")
     if mean not in MEANS:
@@ -199,6 +216,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
             X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=eye, shadow_inv_chol=eye,
             n_shadow=jnp.zeros((), jnp.int32), white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
             params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
+            n_tunes=jnp.zeros((), jnp.int32),
         )
 
     def _step(s: GPWindowState, x, y):
@@ -252,12 +270,14 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, lat + noise_var(p))
 
     def tune(s: GPWindowState):
-        p = tune_hyperparameters(kfn, mean, s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=tune_restarts,
-                                 method=tune_method)
+        n_active = jnp.where(s.n_tunes == 0, n_starts, n_restarts)
+        p = tune_hyperparameters(kfn, mean, s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=n_starts,
+                                 method=tune_method, n_active=n_active)
         L = jnp.linalg.cholesky(masked_kernel_matrix(kfn, p, s.X, s.valid))
         eye = jnp.eye(W, dtype=L.dtype)
         R = solve_triangular(L, eye, lower=True)  # rebuilt once per tune
-        return _refresh(mean, s._replace(params=p, inv_chol=R, shadow_inv_chol=eye, n_shadow=jnp.zeros_like(s.n_shadow)))
+        return _refresh(mean, s._replace(params=p, inv_chol=R, shadow_inv_chol=eye, n_shadow=jnp.zeros_like(s.n_shadow),
+                                         n_tunes=s.n_tunes + 1))
 
     return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
                         downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune), step_one=_step)
