@@ -18,7 +18,11 @@ How the work is laid out (measured on a 2-core CPU; see ``benchmarks/grid.py``):
   ahead-of-time compiled executable.
 * **vmap over streams** (and over an optional grid of array
   hyperparameters, ``GridLearner.hyper``) inside the chunk: one
-  ``lax.scan`` over items whose body handles every stream at once.
+  ``lax.scan`` over items whose body handles every stream at once — for
+  learners whose states are small. At most ``vmap_bytes`` of states are
+  vmapped together; larger groups run one after another (``lax.map``),
+  because a vmapped step touches every state of the group and, once they
+  outgrow the core's caches, streams them from memory on every item.
 * **Chunk size from the state size.** A vmapped batch of states that
   outgrows the last-level cache runs slower per item, so by default a chunk
   holds at most ``chunk_bytes`` (8 MiB) of learner states per device.
