@@ -86,6 +86,24 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
     assert [s["family"] for s in summ] == ["linear", "kr"] and summ[0]["rows"] == 4
 
 
+def test_vmap_width_does_not_change_rows(groups):
+    """States vmapped all together, one at a time (lax.map) or 3 at a time (with a remainder): the same rows."""
+    from onlinejax.evaluation.grid import _state_bytes
+
+    g = groups[1]  # 4 streams; "blr-grid" has 2 hyperparameter pairs -> 8 (stream, hyper) pairs
+    lrn = [_learners()[1], _learners()[2]]
+    wide = run_grid(lrn, g, progress=False, vmap_bytes=1 << 40)
+    one = run_grid(lrn, g, progress=False, vmap_bytes=1)
+    three = run_grid(lrn[:1], g, progress=False, vmap_bytes=3 * _state_bytes(lrn[0].make(2), jnp.float32))
+    assert [r["stream"] for r in wide.rows] == [r["stream"] for r in one.rows]
+    for a, b in zip(wide.rows, one.rows):
+        for m in METRICS:
+            np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
+    for a, b in zip(wide.rows, three.rows):
+        for m in METRICS:
+            np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
+
+
 def test_user_streams_and_errors():
     X = jax.random.uniform(jax.random.key(0), (3, 50, 2))
     Y = X @ jnp.asarray([1.0, -2.0])
