@@ -52,6 +52,7 @@ def numpy_loop(X, Y, W, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per table cell; the best is shown")
     ap.add_argument("--streams", type=int, default=576)
     ap.add_argument("--grid-n", type=int, default=2000)
     ap.add_argument("--tune-steps", type=int, default=30)
@@ -70,9 +71,12 @@ def main():
             X, Y = stream(rng, a.n, d)
             lrn = gp_window(d, W, noise_std=0.1)
             jax.block_until_ready(progressive_validation(lrn, lrn.init(), X, Y))
-            t0 = time.perf_counter()
-            jax.block_until_ready(progressive_validation(lrn, lrn.init(), X, Y))
-            us = (time.perf_counter() - t0) / a.n * 1e6
+            runs = []
+            for _ in range(a.repeats):  # best of a few: the machines here are shared and noisy
+                t0 = time.perf_counter()
+                jax.block_until_ready(progressive_validation(lrn, lrn.init(), X, Y))
+                runs.append(time.perf_counter() - t0)
+            us = min(runs) / a.n * 1e6
             us_np = numpy_loop(X, Y, W, min(a.n, 600)) * 1e6
             print(f"{W:5d} {d:3d} {us:18.2f} {us_np:21.2f} {us_np / us:6.1f}x")
     if a.skip_grid:

@@ -82,6 +82,19 @@ def test_long_stream_wraps_many_times(rng):
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
 
+def test_no_error_accumulation_over_a_long_stream(rng):
+    """100,000 items, no periodic rebuild: the last predictions are as accurate as after 5,000 (no drift)."""
+    W, n = 64, 100_000
+    X, Y = _stream(rng, n, dup_every=11)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    res = progressive_validation(lrn, lrn.init(), X, Y)
+    mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
+    nv = 0.01 + noise_floor_rel(res.predictions.mean.dtype)
+    for t in range(n - 200, n):
+        rm, rv = gp_predict(X[t - W:t], Y[t - W:t], X[t], 1.0, nv, 1.0)
+        assert abs(mu[t] - rm[0]) < tol(1e-9, 1e-4) and abs(var[t] - rv[0] - nv) < tol(1e-9, 1e-4), t
+
+
 def test_hard_case_small_noise_long_lengthscale(rng):
     """noise variance 1e-4, lengthscale 2 (condition number ~1e5): float32 within 1e-2."""
     W = 64

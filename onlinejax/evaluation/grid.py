@@ -248,7 +248,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
              compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int = 64 << 10) -> GridResult:
+             vmap_bytes: int = 32 << 10) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -275,9 +275,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         are vmapped together; larger groups run one after another
         (``lax.map``). A vmapped step touches every state in the group, so
         once they outgrow the core's private caches each item streams them
-        from memory: a W = 64 GP (34 KB of state) ran at 40 µs per item
-        vmapped over 64 streams and 17 µs one stream at a time, while small
-        learners (linear, d = 8: 0.6 KB) gain from wide vmaps.
+        from memory: a W = 64 GP (17 KB of state) ran at 40 µs per item
+        vmapped over 64 streams, 26 µs four at a time and 17 µs one stream
+        at a time, while small learners (linear, kernel regression: 1–3 KB)
+        gain from wide vmaps.
       keep_predictions: also return every row's predictions
         (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
