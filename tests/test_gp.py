@@ -73,6 +73,24 @@ def test_ols_mean_variant_matches_windowed_least_squares(rng):
     assert np.max(np.abs(np.asarray(p.mean) - rm)) < tol(1e-8, 1e-3)
 
 
+@pytest.mark.parametrize("n_items", [1, 2, 3, 4, 9])
+def test_ols_mean_is_least_squares_while_the_window_fills(rng, n_items):
+    """Fewer than d + 1 points: the minimum-norm solution (SVD branch); then the centred-QR one."""
+    from onlinejax.gp import mean_coefficients
+
+    W, d = 8, 3
+    X = rng.uniform(0, 50, size=(W, d))
+    y = X @ [1.0, -2.0, 0.5] + 4.0 + rng.normal(size=W)
+    valid = np.arange(W) >= W - n_items
+    coef = np.asarray(mean_coefficients("ols", jnp.asarray(X), jnp.asarray(y), jnp.asarray(valid)), np.float64)
+    Z = np.column_stack([X, np.ones(W)])[valid]
+    ref = np.linalg.lstsq(Z, y[valid], rcond=None)[0]  # minimum norm when rank-deficient
+    np.testing.assert_allclose(coef, ref, rtol=tol(1e-8, 2e-3), atol=tol(1e-8, 2e-3) * np.abs(ref).max())
+    tiny = mean_coefficients("ols", jnp.asarray(X[:2, :]), jnp.asarray(y[:2]), jnp.ones(2, bool))  # W <= d
+    np.testing.assert_allclose(np.asarray(tiny, np.float64), np.linalg.lstsq(np.column_stack([X[:2], np.ones(2)]), y[:2], rcond=None)[0],
+                               rtol=tol(1e-8, 2e-3), atol=tol(1e-8, 2e-3))
+
+
 def test_long_stream_wraps_many_times(rng):
     """5,000 items through a W = 64 window (78 wraps): float64 1e-9 rel, float32 1e-4 at noise var 1e-2."""
     W = 64
