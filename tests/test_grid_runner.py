@@ -102,6 +102,8 @@ def test_vmap_width_does_not_change_rows(groups):
     for a, b in zip(wide.rows, three.rows):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
+    with pytest.raises(ValueError, match="vmap_bytes"):
+        run_grid(lrn, g, progress=False, vmap_bytes=0)
 
 
 def test_user_streams_and_errors():

@@ -293,6 +293,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     dtype = dtype or default_float_dtype()
     level = float(level)
     stable_window = check_int(stable_window, "stable_window", 0)
+    vmap_bytes = check_int(vmap_bytes, "vmap_bytes", 1)
     if delay is not None:
         delay = check_int(delay, "delay", 0) or None
     if isinstance(learners, Mapping):
