@@ -278,10 +278,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         are vmapped together; larger groups run one after another
         (``lax.map``). A vmapped step touches every state in the group, so
         once they outgrow the core's private caches each item streams them
-        from memory: a W = 64 GP (17 KB of state) ran at 40 µs per item
-        vmapped over 64 streams, 26 µs four at a time and 17 µs one stream
-        at a time, while small learners (linear, kernel regression: 1–3 KB)
-        gain from wide vmaps.
+        from memory: a W = 64 GP (then 34 KB of state, now 17 KB) ran at
+        40 µs per item vmapped over 64 streams, 26 µs four at a time and
+        17 µs one stream at a time, while small learners (linear, kernel
+        regression: 1–3 KB) gain from wide vmaps.
       keep_predictions: also return every row's predictions
         (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
