@@ -167,6 +167,8 @@ def exclusive_row_prefix(B: Array) -> Array:
     grew as ``n³`` (W = 128: 32 µs without the barriers, 5.3 µs with them).
     Beyond ``n = 512`` (where the chain's compile time grows) the associative scan is used.
     """
+    if B.ndim != 2:
+        raise ValueError(f"B: expected a [n, c] array, got shape {B.shape}")
     n = B.shape[0]
     if n > 512:
         return jax.lax.associative_scan(jnp.add, B, axis=0) - B
@@ -268,6 +270,11 @@ def inv_chol_slide(R: Array, k: Array, kxx: Array, floor: Array, r: Array):
       ``(R₊, z₊, v)``: the new ``[n, n]`` factor, ``z₊ = R₊r`` and ``v = Rk``
       (which the prediction of the new input from the current window needs).
     """
+    if R.ndim != 2 or R.shape[0] != R.shape[1] or R.shape[0] < 2:
+        raise ValueError(f"R: expected a square [n, n] factor with n >= 2, got shape {R.shape}")
+    for name, a in (("k", k), ("r", r)):
+        if a.shape != R.shape[:1]:
+            raise ValueError(f"{name}: expected shape {R.shape[:1]} to match R, got {a.shape}")
     n1 = R.shape[0] - 1
     dt = R.dtype
     T = jnp.tril(jnp.ones((n1, n1), dt), -1)  # exclusive prefix of a vector as one small product
@@ -275,9 +282,9 @@ def inv_chol_slide(R: Array, k: Array, kxx: Array, floor: Array, r: Array):
     u2 = (R @ jnp.concatenate([jnp.zeros((1,), dt), r[:-1]]))[1:]
     col = R[1:, 0]
     _, m, a, b = _drop_first_coefficients(R)
-    u1 = v[1:] - col * k[0]
-    c = u1 / m + a * (T @ (b * u1))
-    zr = u2 / m + a * (T @ (b * u2))
+    m_inv = lambda u: u / m + a * (T @ (b * u))  # M⁻¹u, the vector form of _apply_drop_first  # noqa: E731
+    c = m_inv(v[1:] - col * k[0])
+    zr = m_inv(u2)
     dlt = jnp.sqrt(jnp.maximum(kxx - c @ c, floor))
     g = c / m + b * ((a * c) @ T)  # M⁻ᵀc
     R22 = R[1:, 1:]

@@ -59,6 +59,16 @@ def test_inv_chol_slide_on_a_partly_filled_window(rng):
     assert rel_err(z, ref @ r) < tol(1e-10, 1e-3)
 
 
+def test_slide_and_prefix_reject_bad_shapes():
+    R = jnp.eye(4)
+    with pytest.raises(ValueError, match="k:"):
+        inv_chol_slide(R, jnp.ones(3), jnp.asarray(1.0), jnp.asarray(1e-3), jnp.ones(4))
+    with pytest.raises(ValueError, match="R:"):
+        inv_chol_slide(jnp.ones((4, 3)), jnp.ones(4), jnp.asarray(1.0), jnp.asarray(1e-3), jnp.ones(4))
+    with pytest.raises(ValueError, match="B:"):
+        exclusive_row_prefix(jnp.ones(5))
+
+
 @pytest.mark.parametrize("n", [1, 2, 63, 600])
 def test_exclusive_row_prefix(rng, n):
     B = rng.normal(size=(n, 5))

@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from threadpoolctl import threadpool_limits
 
 from ..base import Learner, check_int
 from .delayed import delayed_progressive_validation, schedule_from_delays
@@ -247,6 +248,17 @@ def _default_chunk(state_bytes: int, n_streams: int, n_dev: int, chunk_bytes: in
     return max(1, min(chunk_bytes // max(state_bytes, 1), -(-n_streams // n_dev)))
 
 
+def _one_blas_thread(active: bool):
+    """Limit OpenBLAS/MKL (jaxlib's LAPACK kernels on CPU) to one thread while CPU devices run in parallel.
+
+    Each host device already runs on its own core; a LAPACK call (the GP
+    tune's Cholesky and triangular solves) that spreads over every core as
+    well oversubscribes them. 576 GP streams in the state machine on two
+    host devices of a 2-core CPU: 26.6 s with two BLAS threads, 11.8 s with one.
+    """
+    return threadpool_limits(limits=1, user_api="blas") if active else contextlib.nullcontext()
+
+
 def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
@@ -376,58 +388,33 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
 
     rows, kept = [], ({} if keep_predictions else None)
     with _one_blas_thread(n_dev > 1 and devices[0].platform == "cpu"):
-        _run_chunks(learners, groups, built, weights, chunk_args, compile_s, progress, rows, kept)
+        for gl in learners:
+            for grp in groups:
+                S, n, d = grp.X.shape
+                learner, states, labels, chunk, compiled, _ = built[(gl.name, n, d)]
+                H = len(labels)
+                w_all, w_st = weights(gl, grp)
+                n_chunks = -(-S // chunk)
+                for c in range(n_chunks):
+                    lo = c * chunk
+                    args = chunk_args(grp, chunk, lo, w_all, w_st)
+                    t0 = time.perf_counter()
+                    out = jax.block_until_ready(compiled(states, *args))
+                    secs = time.perf_counter() - t0
+                    out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
+                    atpi = secs / (chunk * H * n)
+                    for i in range(lo, min(lo + chunk, S)):
+                        for h, label in enumerate(labels):
+                            row = {"learner": label, "family": gl.family, **grp.properties[i]}
+                            row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
+                            row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
+                            rows.append(row)
+                            if kept is not None:
+                                kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
+                    if progress:
+                        print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} ({min(lo + chunk, S)}/{S} streams, "
+                              f"{secs:.2f} s)", end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
     return GridResult(rows, compile_s, kept)
-
-
-@contextlib.contextmanager
-def _one_blas_thread(active: bool):
-    """Limit OpenBLAS/MKL (jaxlib's LAPACK kernels on CPU) to one thread while CPU devices run in parallel.
-
-    Each host device already runs on its own core; a LAPACK call (the GP
-    tune's Cholesky and triangular solves) that spreads over every core as
-    well oversubscribes them. 576 GP streams in the state machine on two
-    host devices of a 2-core CPU: 26.6 s with two BLAS threads, 11.8 s with one.
-    """
-    if not active:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a core dependency; tolerate its absence in unusual environments
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-def _run_chunks(learners, groups, built, weights, chunk_args, compile_s, progress, rows, kept):
-    for gl in learners:
-        for grp in groups:
-            S, n, d = grp.X.shape
-            learner, states, labels, chunk, compiled, _ = built[(gl.name, n, d)]
-            H = len(labels)
-            w_all, w_st = weights(gl, grp)
-            n_chunks = -(-S // chunk)
-            for c in range(n_chunks):
-                lo = c * chunk
-                args = chunk_args(grp, chunk, lo, w_all, w_st)
-                t0 = time.perf_counter()
-                out = jax.block_until_ready(compiled(states, *args))
-                secs = time.perf_counter() - t0
-                out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
-                atpi = secs / (chunk * H * n)
-                for i in range(lo, min(lo + chunk, S)):
-                    for h, label in enumerate(labels):
-                        row = {"learner": label, "family": gl.family, **grp.properties[i]}
-                        row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
-                        row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
-                        rows.append(row)
-                        if kept is not None:
-                            kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
-                if progress:
-                    print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} ({min(lo + chunk, S)}/{S} streams, "
-                          f"{secs:.2f} s)", end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,

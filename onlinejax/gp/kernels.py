@@ -163,5 +163,5 @@ def gram(kernel: Callable, p: GPParams, X1: Array, X2: Array) -> Array:
     """
     profile = _PROFILES.get(kernel)
     if profile is None:
-        return jax.vmap(lambda a: jax.vmap(kernel, (None, 0, None))(p, X2, a))(X1)
+        return jax.vmap(lambda a: cross(kernel, p, X2, a))(X1)
     return signal_var(p) * profile(_scaled_sq_dist(p, X1, X2))

@@ -16,7 +16,7 @@ from .kernels import GPParams, gram, noise_var
 
 Array = jax.Array
 
-__all__ = ["MEANS", "mean_coefficients", "mean_at", "masked_kernel_matrix", "log_marginal_likelihood",
+__all__ = ["MEANS", "mean_coefficients", "mean_at", "mean_residuals", "masked_kernel_matrix", "log_marginal_likelihood",
            "residual_log_marginal_likelihood", "gaussian_log_density_from_cov"]
 
 MEANS = ("zero", "average", "ols")
@@ -80,6 +80,13 @@ def mean_at(coef: Array, x: Array) -> Array:
     return x @ coef[:-1] + coef[-1]
 
 
+def mean_residuals(mean: str, X: Array, y: Array, valid: Array):
+    """Fit the mean function on the window and return ``(coef [d + 1], r [W])``, ``r = (y - m(X))``
+    on valid slots and 0 on invalid ones (what the GP factor and likelihood work on)."""
+    coef = mean_coefficients(mean, X, y, valid)
+    return coef, (y - mean_at(coef, X)) * valid
+
+
 def masked_kernel_matrix(kernel: Callable, p: GPParams, X: Array, valid: Array) -> Array:
     """``[W, W]`` ``K_y`` on valid slots, identity rows/columns on invalid ones."""
     m = valid.astype(X.dtype)
@@ -100,9 +107,7 @@ def log_marginal_likelihood(kernel: Callable, p: GPParams, X: Array, y: Array, v
       kernel: a pair kernel from :mod:`onlinejax.gp.kernels`.
       p: :class:`GPParams`; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
     """
-    coef = mean_coefficients(mean, X, y, valid)
-    r = (y - mean_at(coef, X)) * valid
-    return residual_log_marginal_likelihood(kernel, p, X, r, valid)
+    return residual_log_marginal_likelihood(kernel, p, X, mean_residuals(mean, X, y, valid)[1], valid)
 
 
 def residual_log_marginal_likelihood(kernel: Callable, p: GPParams, X: Array, r: Array, valid: Array) -> Array:

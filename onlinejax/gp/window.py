@@ -57,7 +57,7 @@ from jax.scipy.linalg import solve_triangular
 from ..base import Learner, Prediction, check_int, default_float_dtype, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
-from .likelihood import MEANS, masked_kernel_matrix, mean_at, mean_coefficients, residual_log_marginal_likelihood
+from .likelihood import MEANS, masked_kernel_matrix, mean_at, mean_residuals, residual_log_marginal_likelihood
 
 Array = jax.Array
 
@@ -96,9 +96,14 @@ def latent(state: GPWindowState, pred: Prediction) -> Prediction:
     return Prediction(pred.mean, jnp.maximum(pred.var - noise_var(state.params), 0.0))
 
 
+def _predictive(s: GPWindowState, x: Array, v: Array, kxx: Array) -> Prediction:
+    """Observed-``y`` predictive at ``x`` from ``v = Rk`` (``[W]``) and ``kxx = k(x, x)``: mean ``m(x) + vᵀz``,
+    variance ``max(kxx - vᵀv, 0) + σ_n²`` (R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``)."""
+    return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, jnp.maximum(kxx - v @ v, 0.0) + noise_var(s.params))
+
+
 def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
-    coef = mean_coefficients(mean, s.X, s.y, s.valid)
-    r = (s.y - mean_at(coef, s.X)) * s.valid
+    coef, r = mean_residuals(mean, s.X, s.y, s.valid)
     return s._replace(mean_coef=coef, white_resid=s.inv_chol @ r)
 
 
@@ -126,7 +131,7 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
     n = jnp.maximum(jnp.sum(valid.astype(dt)), 1.0)
 
     # the mean function does not depend on p: fit it (an SVD for "ols") once, not per evaluation
-    r = (y - mean_at(mean_coefficients(mean, X, y, valid), X)) * valid
+    r = mean_residuals(mean, X, y, valid)[1]
 
     def loss(p):
         return -residual_log_marginal_likelihood(kernel, p, X, r, valid) / n
@@ -234,11 +239,10 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         X = jnp.concatenate([s.X[1:], x[None]])
         Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
         V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
-        coef = mean_coefficients(mean, X, Y, V)
-        r = (Y - mean_at(coef, X)) * V
+        coef, r = mean_residuals(mean, X, Y, V)
         # main: evict the front row (a rank-1 update; identity if empty) and append, fused
         R, z, v = inv_chol_slide(s.inv_chol, k, kxx + nv, nv, r)
-        pred = Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, jnp.maximum(kxx - v @ v, 0.0) + nv)
+        pred = _predictive(s, x, v, kxx)
         new = s._replace(X=X, y=Y, valid=V, inv_chol=R, white_resid=z, mean_coef=coef, n_seen=s.n_seen + 1)
         go = ok & ~jnp.all(s.valid) if freeze_when_full else ok
         return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok))), pred
@@ -257,10 +261,8 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         return _refresh(mean, new)
 
     def predict_one(s: GPWindowState, x):
-        p = s.params
-        v = s.inv_chol @ (cross(kfn, p, s.X, x) * s.valid)
-        lat = jnp.maximum(kfn(p, x, x) - v @ v, 0.0)
-        return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, lat + noise_var(p))
+        v = s.inv_chol @ (cross(kfn, s.params, s.X, x) * s.valid)
+        return _predictive(s, x, v, kfn(s.params, x, x))
 
     def tune(s: GPWindowState):
         n_active = jnp.where(s.n_tunes == 0, n_starts, n_restarts)
