@@ -67,13 +67,19 @@ def test_slide_and_prefix_reject_bad_shapes():
         inv_chol_slide(jnp.ones((4, 3)), jnp.ones(4), jnp.asarray(1.0), jnp.asarray(1e-3), jnp.ones(4))
     with pytest.raises(ValueError, match="B:"):
         exclusive_row_prefix(jnp.ones(5))
+    with pytest.raises(ValueError, match="weights:"):
+        exclusive_row_prefix(jnp.ones((5, 2)), jnp.ones(4))
 
 
 @pytest.mark.parametrize("n", [1, 2, 63, 600])
 def test_exclusive_row_prefix(rng, n):
     B = rng.normal(size=(n, 5))
+    w = rng.uniform(-2, 2, size=n)
     out = np.asarray(exclusive_row_prefix(jnp.asarray(B)), np.float64)
     np.testing.assert_allclose(out, np.cumsum(B, axis=0) - B, atol=tol(1e-12, 1e-4) * max(1.0, np.sqrt(n)))
+    out_w = np.asarray(exclusive_row_prefix(jnp.asarray(B), jnp.asarray(w)), np.float64)  # weighted rows
+    WB = w[:, None] * B
+    np.testing.assert_allclose(out_w, np.cumsum(WB, axis=0) - WB, atol=tol(1e-12, 1e-4) * 2 * max(1.0, np.sqrt(n)))
 
 
 def test_decoupled_first_row_is_a_no_op(rng):
