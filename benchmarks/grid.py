@@ -31,9 +31,15 @@ def main():
     ap.add_argument("--per-cell", type=int, default=None, help="stratified sample instead of the full grid")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--compile-cache", default="none", metavar="DIR",
+                    help="persistent compilation cache ('none', the default, times a cold run; 'default': "
+                         "the command line's ~/.cache/onlinejax/xla)")
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
-    from onlinejax.evaluation import registered_learners, run_grid
+    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid
+
+    if a.compile_cache != "none":
+        print("compilation cache:", enable_compilation_cache(None if a.compile_cache == "default" else a.compile_cache))
 
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)

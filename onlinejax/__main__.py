@@ -183,6 +183,9 @@ def main(argv=None) -> int:
     g.add_argument("--streams", default=None, help="comma-separated grid stream names (default: a stratified sample)")
     g.add_argument("--out", default="results")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--compile-cache", default=None, metavar="DIR",
+                   help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
+                        "compiling them (default $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
     c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     a = p.parse_args(argv)
@@ -190,6 +193,9 @@ def main(argv=None) -> int:
         if a.per_cell < 1 or a.n < 10:
             print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
             return 2
+        if a.compile_cache != "none":
+            from .evaluation import enable_compilation_cache
+            enable_compilation_cache(a.compile_cache)
         try:
             run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams)
         except ValueError as e:

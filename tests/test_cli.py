@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 from onlinejax.__main__ import main
 
 
@@ -45,11 +47,29 @@ def test_compare_values_and_order(capsys):
     assert r30["delayed progressive (delay 30)"] > r30["progressive validation"]  # learning later cannot help here
 
 
-def test_grid_command_small(tmp_path, capsys):
+@pytest.fixture
+def restore_compilation_cache():
+    """The grid command turns on JAX's process-wide persistent cache; put the options back afterwards."""
+    import jax
+    from jax._src import compilation_cache
+
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+            "jax_persistent_cache_min_entry_size_bytes")
+    old = {k: getattr(jax.config, k) for k in keys}
+    yield
+    for k, v in old.items():
+        jax.config.update(k, v)
+    compilation_cache.reset_cache()
+
+
+def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     import csv
 
-    assert main(["grid", "--per-cell", "1", "--n", "150", "--learners", "KernelRegression_WS32,BayesianMAPForgettingMapped_FF0.05",
-                 "--out", str(tmp_path)]) == 0
+    cache = tmp_path / "xla"
+    args = ["grid", "--per-cell", "1", "--n", "150", "--learners", "KernelRegression_WS32,BayesianMAPForgettingMapped_FF0.05",
+            "--out", str(tmp_path), "--compile-cache", str(cache)]
+    assert main(args) == 0
+    assert len(os.listdir(cache)) >= 2  # both learners' programs (>= 0.5 s to compile each) were stored
     out = capsys.readouterr().out
     assert "Thesis grid: 12 streams x 150 items, 2 learners" in out and "KernelRegression" in out and "SMSE-ST" in out
     with open(tmp_path / "grid.csv") as f:
