@@ -197,7 +197,9 @@ def _drop_first_coefficients(R: Array):
 
 
 def _drop_first_rows(R: Array, m: Array, a: Array, b: Array) -> Array:
-    """``[n-1, n]`` rows ``M⁻¹R[1:, :] = R[1:]/m + a ⊙ prefix(b ⊙ R[1:])`` (all columns, the evicted first included).
+    """``[n-1, n]`` rows ``M⁻¹R[1:, :] = R[1:]/m + a ⊙ prefix(b ⊙ R[1:])``.
+
+    All columns are kept, the evicted item's first one included (callers drop it).
 
     The prefix chain reads the rows of ``R`` itself (the weights ``b`` are
     applied inside its links) and the result is consumed by one fusion, so

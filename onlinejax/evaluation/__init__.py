@@ -5,4 +5,5 @@ from .metrics import Accumulator, exponential, fading, item_quantities, prequent
 from .delayed import DelayedResult, EventSchedule, delayed_progressive_validation, schedule_from_delays, schedule_from_times
 from .compare import compare_evaluations
 from .timing import timing_report
-from .grid import GridLearner, GridResult, default_cache_dir, enable_compilation_cache, register_learner, registered_learners, replay_combination, run_grid
+from .grid import (GridLearner, GridResult, default_cache_dir, enable_compilation_cache, register_learner,
+                   registered_learners, replay_combination, run_grid)

@@ -58,8 +58,8 @@ from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import METRICS, prequential, score, stable_mask
 from .progressive import progressive_validation
 
-__all__ = ["GridLearner", "GridResult", "run_grid", "enable_compilation_cache", "default_cache_dir", "replay_combination", "register_learner", "registered_learners",
-           "REGISTRY"]
+__all__ = ["GridLearner", "GridResult", "run_grid", "enable_compilation_cache", "default_cache_dir",
+           "replay_combination", "register_learner", "registered_learners", "REGISTRY"]
 
 #: Metrics of every row (``*_st`` are the same over stable items).
 ROW_METRICS = METRICS + tuple(f"{m}_st" for m in METRICS)
