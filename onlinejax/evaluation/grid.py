@@ -298,7 +298,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
              compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int = 32 << 10) -> GridResult:
+             vmap_bytes: int = 32 << 10, compile_batch: int = 32) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -332,6 +332,15 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
       keep_predictions: also return every row's predictions
         (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
+      compile_batch: programs (learner × stream shape) compiled before they
+        run; after running, their executables are released and the next
+        learners' programs are compiled (a learner is never split, so it may
+        exceed the batch alone). Every compiled XLA:CPU program keeps its
+        kernels in memory mappings — a GP state machine about 1,200, a
+        windowed linear learner 400 — and Linux allows a process 65,530
+        (``vm.max_map_count``): compiling all 192 programs of the thesis's
+        evaluation first made LLVM fail with "Cannot allocate memory" and
+        the process crash.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
     """
@@ -395,60 +404,75 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         exe = jax.jit(fn).lower(states, *chunk_args(grp, chunk, 0, *weights(gl, grp))).compile()
         return learner, states, labels, chunk, exe, time.perf_counter() - t0
 
-    # Compile every (learner, stream shape) program first, several at a time: compiling
-    # costs far more than running (2-20 s against 0.01-3 s per chunk on a 2-core CPU) and
-    # XLA compiles outside the GIL, so threads overlap it. One compile per learner and
+    # Compile a batch of (learner, stream shape) programs, several at a time, then run them and
+    # release them: compiling costs far more than running (2-20 s against 0.01-3 s per chunk
+    # on a 2-core CPU) and XLA compiles outside the GIL, so threads overlap it, while compiling
+    # and running never overlap (the ATPI timings stay clean). One compile per learner and
     # shape (n, d), reused for every group and chunk of that shape.
-    todo, firsts = [], {}
+    compile_batch = check_int(compile_batch, "compile_batch", 1)
+    if compile_workers is not None:
+        compile_workers = check_int(compile_workers, "compile_workers", 1)
+    keys_of = {}  # learner name -> its program keys, in group order
+    firsts = {}
     for gl in learners:
+        keys_of[gl.name] = []
         for grp in groups:
             key = (gl.name, *grp.X.shape[1:])
             if key not in firsts:
                 firsts[key] = (gl, grp)
-                todo.append(key)
-    if compile_workers is not None:
-        compile_workers = check_int(compile_workers, "compile_workers", 1)
-    workers = compile_workers or min(len(todo), max(1, os.cpu_count() or 1))
-    t_all = time.perf_counter()
-    if workers > 1 and len(todo) > 1:
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            futures = {k: ex.submit(build, *firsts[k]) for k in todo}
-            built = {k: f.result() for k, f in futures.items()}
-    else:
-        built = {k: build(*firsts[k]) for k in todo}
-    compile_s = {k: v[5] for k, v in built.items()}
-    if progress:
-        print(f"compiled {len(todo)} programs in {time.perf_counter() - t_all:.1f} s ({workers} at a time)",
-              file=sys.stderr, flush=True)
+                keys_of[gl.name].append(key)
+    batches, cur = [], []
+    for gl in learners:
+        if cur and sum(len(keys_of[g.name]) for g in cur) + len(keys_of[gl.name]) > compile_batch:
+            batches.append(cur)
+            cur = []
+        cur.append(gl)
+    batches.append(cur)
 
-    rows, kept = [], ({} if keep_predictions else None)
-    with _one_blas_thread(n_dev > 1 and devices[0].platform == "cpu"):
-        for gl in learners:
-            for grp in groups:
-                S, n, d = grp.X.shape
-                learner, states, labels, chunk, compiled, _ = built[(gl.name, n, d)]
-                H = len(labels)
-                w_all, w_st = weights(gl, grp)
-                n_chunks = -(-S // chunk)
-                for c in range(n_chunks):
-                    lo = c * chunk
-                    args = chunk_args(grp, chunk, lo, w_all, w_st)
-                    t0 = time.perf_counter()
-                    out = jax.block_until_ready(compiled(states, *args))
-                    secs = time.perf_counter() - t0
-                    out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
-                    atpi = secs / (chunk * H * n)
-                    for i in range(lo, min(lo + chunk, S)):
-                        for h, label in enumerate(labels):
-                            row = {"learner": label, "family": gl.family, **grp.properties[i]}
-                            row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
-                            row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
-                            rows.append(row)
-                            if kept is not None:
-                                kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
-                    if progress:
-                        print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} ({min(lo + chunk, S)}/{S} streams, "
-                              f"{secs:.2f} s)", end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
+    compile_s, rows, kept = {}, [], ({} if keep_predictions else None)
+    for batch in batches:
+        todo = [k for gl in batch for k in keys_of[gl.name]]
+        workers = compile_workers or min(len(todo), max(1, os.cpu_count() or 1))
+        t_all = time.perf_counter()
+        if workers > 1 and len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                futures = {k: ex.submit(build, *firsts[k]) for k in todo}
+                built = {k: f.result() for k, f in futures.items()}
+        else:
+            built = {k: build(*firsts[k]) for k in todo}
+        compile_s.update({k: v[5] for k, v in built.items()})
+        if progress:
+            print(f"compiled {len(todo)} programs in {time.perf_counter() - t_all:.1f} s ({workers} at a time)",
+                  file=sys.stderr, flush=True)
+        with _one_blas_thread(n_dev > 1 and devices[0].platform == "cpu"):
+            for gl in batch:
+                for grp in groups:
+                    S, n, d = grp.X.shape
+                    learner, states, labels, chunk, compiled, _ = built[(gl.name, n, d)]
+                    H = len(labels)
+                    w_all, w_st = weights(gl, grp)
+                    n_chunks = -(-S // chunk)
+                    for c in range(n_chunks):
+                        lo = c * chunk
+                        args = chunk_args(grp, chunk, lo, w_all, w_st)
+                        t0 = time.perf_counter()
+                        out = jax.block_until_ready(compiled(states, *args))
+                        secs = time.perf_counter() - t0
+                        out = jax.tree_util.tree_map(np.asarray, out)  # [chunk, H]
+                        atpi = secs / (chunk * H * n)
+                        for i in range(lo, min(lo + chunk, S)):
+                            for h, label in enumerate(labels):
+                                row = {"learner": label, "family": gl.family, **grp.properties[i]}
+                                row.update({m: float(out[m][i - lo, h]) for m in ROW_METRICS})
+                                row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
+                                rows.append(row)
+                                if kept is not None:
+                                    kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
+                        if progress:
+                            print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} "
+                                  f"({min(lo + chunk, S)}/{S} streams, {secs:.2f} s)",
+                                  end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
+        del built  # release the batch's executables (and their memory mappings) before the next
     return GridResult(rows, compile_s, kept)
 
 
