@@ -27,7 +27,8 @@ THESIS_ITEMS_PER_S = 36864 * 2000 / (8 * 3600)
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--learners", default=None, help="comma-separated names/substrings (default: all 64)")
+    ap.add_argument("--learners", default=None,
+                    help="comma-separated names/substrings (default: the thesis's 64, without the combinations)")
     ap.add_argument("--per-cell", type=int, default=None, help="stratified sample instead of the full grid")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--csv", default=None)
@@ -43,7 +44,11 @@ def main():
 
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
-    gls = registered_learners(a.learners)
+    if a.learners is None:  # the thesis's 52 online + 12 batch configurations, not every registered learner
+        from onlinejax import zoo
+        gls = registered_learners([g.name for g in zoo.thesis_online_learners() + zoo.thesis_batch_learners()])
+    else:
+        gls = registered_learners(a.learners)
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
     res = run_grid(gls, groups)
