@@ -44,11 +44,9 @@ def main():
 
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
-    if a.learners is None:  # the thesis's 52 online + 12 batch configurations, not every registered learner
-        from onlinejax import zoo
-        gls = registered_learners([g.name for g in zoo.thesis_online_learners() + zoo.thesis_batch_learners()])
-    else:
-        gls = registered_learners(a.learners)
+    gls = registered_learners(a.learners)
+    if a.learners is None:  # the thesis's 52 online + 12 batch configurations, not the registered combinations
+        gls = [g for g in gls if g.family != "Combination"]
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
     res = run_grid(gls, groups)

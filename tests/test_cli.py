@@ -70,6 +70,10 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
             "--out", str(tmp_path), "--compile-cache", str(cache)]
     assert main(args) == 0
     assert len(os.listdir(cache)) >= 2  # both learners' programs (>= 0.5 s to compile each) were stored
+    from onlinejax.evaluation import enable_compilation_cache
+
+    with pytest.raises(ValueError, match="min_compile_seconds"):
+        enable_compilation_cache(str(cache), min_compile_seconds=-1.0)
     out = capsys.readouterr().out
     assert "Thesis grid: 12 streams x 150 items, 2 learners" in out and "KernelRegression" in out and "SMSE-ST" in out
     with open(tmp_path / "grid.csv") as f:

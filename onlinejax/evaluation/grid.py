@@ -208,9 +208,15 @@ def enable_compilation_cache(path: str | None = None, min_compile_seconds: float
     ``--compile-cache none``. Keep the folder on a local disk of the machine
     that runs (the executables are compiled for its CPU).
 
+    Args:
+      path: cache folder (created if missing); ``None`` for :func:`default_cache_dir`.
+      min_compile_seconds: programs that compile faster than this are not stored.
+
     Returns:
       The folder used.
     """
+    if not float(min_compile_seconds) >= 0.0:
+        raise ValueError(f"min_compile_seconds: must be >= 0, got {min_compile_seconds!r}")
     path = os.path.abspath(os.path.expanduser(path or default_cache_dir()))
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
