@@ -122,6 +122,19 @@ def test_hard_case_small_noise_long_lengthscale(rng):
     assert wm < tol(1e-7, 1e-2) and wv < tol(1e-7, 1e-2)
 
 
+@pytest.mark.parametrize("W", [32, 128])
+def test_long_lengthscale_window_stays_accurate(rng, W):
+    """The worst case for the sliding factor: a lengthscale 3x the inputs' range makes ``K`` nearly rank
+    one, so the condition number sits at the noise floor's bound ``1 + W/floor`` on every step. With the
+    old floors (2048·eps in float32, 100·eps in float64) predictions were off by 10^3-10^9 here."""
+    n = W + 400
+    X = rng.uniform(0, 10, size=(n, 1))
+    Y = 10.0 * np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+    lrn = gp_window(1, W, signal_std=10.0, noise_std=1e-6, lengthscale=30.0)
+    wm, wv, _ = _check_every_step(lrn, X, Y, W, 100.0, 1e-12, 30.0)
+    assert wm < tol(1e-4, 2e-2) * np.std(Y), wm  # std(Y) ~ 7; measured float32 0.04-0.09 absolute
+
+
 def test_duplicates_keep_factor_finite(rng):
     X = np.repeat(rng.uniform(0, 1, size=(5, 2)), 20, axis=0)  # each input 20 times in a row
     Y = X.sum(1)

@@ -53,19 +53,36 @@ def gp_params(n_features: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, d
 
 
 def noise_floor_rel(dtype) -> float:
-    """Smallest noise variance, relative to the signal variance: ``2048·eps`` in float32, ``100·eps`` in float64.
+    """Smallest noise variance, relative to the signal variance: ``4e-3`` in float32, ``1e-6`` in float64.
 
-    It bounds the condition number of ``K + σ_n²I`` by ``1 + W/floor``
-    whatever the optimiser proposes. float32 (floor 2.4e-4): at most 5.2e5 for
-    W = 128. A floor of ``100·eps`` (1.2e-5) was not enough in float32: on the
-    thesis grid (noise-free or low-noise quadratic streams, inputs of scale
-    50–100, tuned lengthscales of 20–40) the tuner drove the noise to that
-    floor, the condition number reached 4e6 and predictions were off by 1e2–1e7
-    times the target scale with small predictive variances — silently wrong.
-    At 1e-4 the same windows (W = 64) stayed within 0.2 % of a float64 direct
-    solve, and W = 128 needed 2.4e-4. float64 keeps ``100·eps`` (2.2e-14).
+    The floor bounds the condition number of ``K + σ_n²I`` by ``1 + W/floor``
+    whatever the optimiser proposes, and it is what keeps the sliding-window
+    factor (:mod:`onlinejax.gp.window`) accurate: the inverse-Cholesky
+    update's error grows like ``u·κ^1.8`` (``u`` the unit roundoff), faster
+    than a direct solve's ``u·κ``, and it compounds over the steps a window
+    stays ill-conditioned. Measured on the worst case (lengthscale 3–10× the
+    inputs' range, so ``K`` is close to rank one and ``κ`` reaches the bound;
+    600 steps, every 20th checked against a float64 direct solve;
+    ``tests/test_gp.py::test_long_lengthscale_window_stays_accurate``):
+
+    * float32, floor ``2.4e-4`` (the previous value, ``2048·eps``): the factor
+      lost all accuracy within ~20 steps at every ``W`` from 32 to 128
+      (``‖RK_yRᵀ - I‖`` up to 10⁶, predictions off by 10³–10⁶ on targets of
+      scale 10) — silently wrong, with small predictive variances. It also
+      happened on the thesis grid with tuned hyperparameters (W = 128,
+      ``SYNTH_ND_NCD_2000_1_10_1_11``: errors of 5·10⁸);
+    * float32, ``1e-3``: ``‖RK_yRᵀ - I‖ <= 4.6e-2``, predictions off by up to 0.9;
+      ``4e-3``: ``<= 3e-3``, off by at most 0.09 (about 1 % of the targets'
+      standard deviation), independently of ``W``; ``8e-3``: 8e-4 and 0.02;
+    * float64, ``100·eps`` (the previous value): NaN; ``1e-10``: off by 10⁹;
+      ``1e-8``: 0.47; ``1e-6``: ``‖RK_yRᵀ - I‖ <= 3e-5``, off by 1.2e-4.
+
+    So the noise standard deviation is at least 6.3 % (float32) or 0.1 %
+    (float64) of the signal standard deviation. On data with less noise
+    than that the floor acts as a ridge on the kernel matrix; use float64
+    where the difference matters.
     """
-    return float((2048 if np.dtype(dtype) == np.float32 else 100) * np.finfo(dtype).eps)
+    return 1e-6 if np.dtype(dtype) == np.float64 else 4e-3
 
 
 def signal_var(p: GPParams) -> Array:
