@@ -212,8 +212,24 @@ def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Arra
     """
     A1 = covariance_whitening(X, valid)
     q1 = _pair_q(A1, X)
-    scores = jax.vmap(lambda a: _loo_score(-0.5 * q1 / a, y, valid))(jnp.asarray(alphas, X.dtype))
-    return scores, A1
+    W = y.shape[0]
+    mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
+    # each row's largest logit is its nearest other point's for every α, so the log-sum-exp shift is
+    # found once and each α costs one exp per pair and one matrix product (2 exps per pair before:
+    # one tune, 195 α: W = 128 9.5 -> 3.1-3.4 ms, W = 32 2.0 -> 0.45 ms)
+    qmin = jnp.min(jnp.where(mask, q1, jnp.inf), axis=1)
+    ok = valid & jnp.isfinite(qmin)  # a point with no other point in the window has no LOO estimate
+    gap = jnp.where(mask & ok[:, None], q1 - jnp.where(ok, qmin, 0.0)[:, None], jnp.inf)  # >= 0, 0 at the nearest
+    yv = jnp.where(valid, y, 0.0)
+    rhs = jnp.stack([yv, jnp.ones_like(yv)], axis=1)
+    okf = ok.astype(y.dtype)
+
+    def score(a):
+        sums = jnp.exp(-0.5 * gap / a) @ rhs  # [W, 2]: Σ_j k_ij y_j and Σ_j k_ij (the latter >= 1 where ok)
+        pred = jnp.where(ok, sums[:, 0] / jnp.where(ok, sums[:, 1], 1.0), 0.0)
+        return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
+
+    return jax.vmap(score)(jnp.asarray(alphas, X.dtype)), A1
 
 
 def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: str = "asymptotic",

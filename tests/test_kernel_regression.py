@@ -96,6 +96,12 @@ def test_loo_scores_and_tuned_alpha_equal_brute_force(rng):
     ref = nw_loo_cv(X, Y, alphas)
     scores, _ = loo_cv_scores(jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE), jnp.ones(W, bool), jnp.asarray(alphas, DTYPE))
     np.testing.assert_allclose(np.asarray(scores), ref, rtol=tol(1e-10, 1e-4))
+    # a partly filled window (invalid slots hold garbage) scores like its valid rows alone
+    valid = np.arange(W) % 3 != 0
+    Xg, Yg = X.copy(), Y.copy()
+    Xg[~valid], Yg[~valid] = 1e6, -1e6
+    part, _ = loo_cv_scores(jnp.asarray(Xg, DTYPE), jnp.asarray(Yg, DTYPE), jnp.asarray(valid), jnp.asarray(alphas, DTYPE))
+    np.testing.assert_allclose(np.asarray(part), nw_loo_cv(X[valid], Y[valid], alphas), rtol=tol(1e-10, 1e-4))
     # tuned α == brute-force argmin over the full thesis grid; H = α·COV
     full = nw_loo_cv(X, Y, THESIS_ALPHAS)
     lrn = kernel_regression(d, W, lengthscale=100.0)  # a bad start, so the tune must move
