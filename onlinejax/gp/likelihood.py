@@ -128,7 +128,8 @@ def gaussian_log_density_from_cov(K: Array, r: Array) -> Array:
     Its gradient is written in closed form (Rasmussen & Williams eq. 5.9, thesis
     eq. 4.30–4.33): ``∂/∂K = ½(ααᵀ - K⁻¹)``, ``∂/∂r = -α`` with ``α = K⁻¹r``;
     autodiff through the Cholesky factorisation cost 4-5× the value (measured
-    at W = 64), this costs about 2×.
+    at W = 64); this, with ``K⁻¹ = L⁻ᵀL⁻¹`` from one triangular inverse, costs
+    about 3× (W = 128 inside a loop on a CPU: 0.44 ms against 0.13 ms).
     """
     return _gauss_fwd(K, r)[0]
 
