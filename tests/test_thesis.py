@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
+from onlinejax.adaptive import adaptive
 from onlinejax.base import normal_quantile
+from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation
 from conftest import tol
 from reference import rel_err
@@ -73,7 +75,6 @@ def test_mle_windowed_is_windowed_rls_with_asymptotic_bounds(rng):
     X = rng.uniform(0, 10, size=(200, d))
     Y = X @ [3.0, 1.0] + rng.normal(size=200)
     lrn = oj.bayesian_mle_windowed(d, W)
-    assert lrn.tune is None
     s = lrn.learn(lrn.init(), X, Y)
     Xw, Yw = X[-W:], Y[-W:]
     G = Xw.T @ Xw + 1e-4 * np.eye(d)
@@ -82,6 +83,25 @@ def test_mle_windowed_is_windowed_rls_with_asymptotic_bounds(rng):
     s2 = np.sum((Yw - Xw @ w) ** 2) / (W - d)
     xq = np.array([5.0, 5.0])
     assert float(lrn.predict(s, xq).var) == pytest.approx(s2 * (1 + xq @ np.linalg.solve(G, xq)), rel=tol(1e-8, 1e-3))
+    # tune changes nothing of the model (prior 1e-4 on the raw weights, beta = 1): it only
+    # standardises the features and rebuilds the factor (float32 adds its sqrt(eps) ridge floor)
+    t = lrn.tune(s)
+    assert not np.allclose(t.scale, 1.0) and float(t.beta) == 1.0
+    p = lrn.predict(t, xq)
+    assert float(p.mean) == pytest.approx(float(xq @ w), rel=tol(1e-9, 1e-3))
+    assert float(p.var) == pytest.approx(s2 * (1 + xq @ np.linalg.solve(G, xq)), rel=tol(1e-8, 1e-2))
+
+
+@pytest.mark.parametrize("name", ["SYNTH_ND_NCD_2000_4_50_3_22", "SYNTH_ND_CD_2000_4_50_1_33"])
+def test_mle_windowed_mapped_stays_finite_on_the_grid(name):
+    # 22 collinear mapped features of inputs of scale 50 on a 32-item window: in float32 the raw
+    # factor had SMSE 2e15 / inf on these thesis-grid streams (float64: 0.01-0.3)
+    g = thesis_grid(jax.random.PRNGKey(0), [name])[0]
+    lrn = adaptive(oj.bayesian_mle_windowed(4, 32, mapped=True), 32)
+    m = np.asarray(progressive_validation(lrn, lrn.init(), g.X[0], g.Y[0]).predictions.mean, np.float64)
+    y = np.asarray(g.Y[0], np.float64)
+    assert np.all(np.isfinite(m))
+    assert np.mean((m - y) ** 2) / np.var(y) < 1.0
 
 
 def test_map_windowed_mapped_with_intercept_runs_and_tunes(rng):
