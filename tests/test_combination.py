@@ -319,7 +319,7 @@ def test_recalibrated_fixed_share_equals_numpy_from_members_run_alone():
     mu = np.stack([np.asarray(p.mean, np.float64) for p in preds], 1)
     v = np.stack([np.asarray(p.var, np.float64) for p in preds], 1)
     y = np.asarray(Y, np.float64)
-    lw, cs = np.full(3, -np.log(3)), np.ones(3)
+    lw, cs, E = np.full(3, -np.log(3)), np.ones(3), np.full(3, np.inf)
     W, C, means = [], [], []
     cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
     for t in range(len(y)):
@@ -327,13 +327,16 @@ def test_recalibrated_fixed_share_equals_numpy_from_members_run_alone():
         w = np.where(info, np.exp(lw), 0.0)
         w /= w.sum()
         means.append(w @ mu[t])
-        vs = np.where(info, cs * v[t], v[t])
+        vs = cs * v[t]
+        vs = np.where(np.isfinite(E) & (E > 0), np.minimum(vs, 25.0 * E), vs)  # capped at 25 x own MSE
+        vs = np.where(info, vs, v[t])
         ell = _gauss_logpdf(y[t], mu[t], vs)
         ell = np.where(info, ell, np.log(w @ np.exp(np.where(info, ell, -np.inf))))
         u = lw + ell
         u -= np.logaddexp.reduce(u)
         lw = np.logaddexp(np.log(0.95) + u, np.log(0.05 / 3))
-        cs = np.where(info, 0.9 * cs + 0.1 * (y[t] - mu[t]) ** 2 / v[t], cs)
+        cs = np.where(info, 0.9 * cs + 0.1 * np.minimum((y[t] - mu[t]) ** 2 / v[t], 25.0 * cs), cs)
+        E = np.where(np.isfinite(E), 0.9 * E + 0.1 * (y[t] - mu[t]) ** 2, (y[t] - mu[t]) ** 2)
         W.append(np.exp(lw))
         C.append(cs.copy())
     np.testing.assert_allclose(np.exp(np.asarray(res.records[0], np.float64)), W, atol=tol(1e-9, 1e-4))
@@ -372,6 +375,25 @@ def test_ewa_squared_error_equals_numpy_from_members_run_alone():
     # after the drift at n/2 the member that never forgets is the worst (squared error 1.6 against
     # 0.29 and 0.64): its weight goes to ~0 and the forgetting member carries the combination
     assert got[-1, 0] < 0.01 and got[250:, 1].mean() > 0.5 and np.ptp(got[:, 0]) > 0.4, got[::50]
+
+
+def test_recalibration_survives_a_member_with_erratic_variances():
+    """A member whose stated variance collapses to ~0 now and then (as the ad-hoc bounds do) must not
+    blow the mixture's intervals up: before the clip and the cap, one such item set its scale to
+    ~1e10 and the 95 % interval to ~1e5 target std for hundreds of items."""
+    r = np.random.default_rng(0)
+    n = 600
+    y = r.normal(size=n)
+    mu = np.stack([np.zeros(n), y + 0.5 * r.normal(size=n)], 1)
+    v2 = np.where(np.arange(n) % 40 == 0, 1e-12, 0.25)
+    var = np.stack([np.ones(n), v2], 1)
+    p = replay(ewa_squared_error(0.95, 1.0), jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE), jnp.asarray(y, DTYPE),
+               recalibrate=0.95)[0]
+    lo, hi = (np.asarray(a, np.float64) for a in p.interval(0.95))
+    width = (hi - lo)[100:]
+    assert np.all(np.isfinite(width)) and np.max(width) < 15.0, np.max(width)
+    cover = np.mean((y[100:] >= lo[100:]) & (y[100:] <= hi[100:]))
+    assert 0.85 < cover <= 1.0, cover
 
 
 def test_replay_equals_the_combination_learner():
