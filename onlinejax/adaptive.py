@@ -36,9 +36,9 @@ scale-free by dividing by its running mean in the current stable phase
 a single item with ``z²`` above 21.5 times the phase's mean does alarm; with
 ``clip < threshold + 1 + drift`` it takes two. (On 24 thesis-grid streams,
 ``clip=20`` changed the median SMSE of the W = 64 GP and kernel regression by
-< 3 %, better on some streams and worse on others; the default stays 25.) Under no drift ``r`` has mean 1, so ``g`` drifts down by
-``drift`` per item; a calibrated learner (``z² ~ χ²₁``) raises a false alarm
-about once per ``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the
+< 3 %, better on some streams and worse on others; the default stays 25.)
+Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
+a calibrated learner (``z² ~ χ²₁``) raises a false alarm about once per ``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the
 defaults), while a drift that multiplies the squared error by ``k`` is
 detected after about ``threshold/(k - 1 - drift)`` items. Because the test
 is relative to the phase's own mean, a learner whose intervals are too wide

@@ -58,6 +58,8 @@ class WindowedBayesState(NamedTuple):
       n_shadow: ``[]`` int32.
       alpha: ``[d]`` prior precisions (of the weights of the *scaled* features);
         beta: ``[]`` noise precision.
+      prior_alpha: ``[d]`` the prior precisions given to ``init`` (of the raw
+        features' weights); ``tune_evidence=False`` rebuilds ``alpha`` from them.
       scale: ``[d]`` the feature scales ``s`` fixed at the last ``tune``: the
         learner works on ``x / s`` (all 1 before the first tune and with
         ``standardize=False``); see :func:`windowed_bayes_linreg`.
@@ -73,6 +75,7 @@ class WindowedBayesState(NamedTuple):
     shadow_cov_sqrt: Array
     n_shadow: Array
     alpha: Array
+    prior_alpha: Array
     beta: Array
     scale: Array
     resid_var: Array
@@ -162,9 +165,9 @@ def windowed_bayes_linreg(
         a noise-free stream is fitted exactly. ``False`` keeps the raw features (the
         thesis's model; fine in float64 or for inputs of order 1).
       tune_evidence: ``tune`` re-estimates ``alpha``/``beta`` (type-II ML).
-        ``False``: ``tune`` keeps the model — ``beta`` and the prior on the
-        *raw* features' weights (``alpha_j·s_j²`` is carried over to the new
-        scales) — and only re-standardises and rebuilds the factor from the
+        ``False``: ``tune`` keeps the model — ``beta`` and ``init``'s prior on
+        the *raw* features' weights (``prior_alpha / s²`` on the scaled ones,
+        then the floor) — and only re-standardises and rebuilds the factor from the
         window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
       dtype: default floating dtype.
     Returns:
@@ -196,7 +199,8 @@ def windowed_bayes_linreg(
         z = jnp.zeros((dm,), dt)
         return WindowedBayesState(
             buffer=ring_init(W_cap, dm, dt), mean=z, cov_sqrt=W0, shadow_mean=z, shadow_cov_sqrt=W0,
-            n_shadow=jnp.zeros((), jnp.int32), alpha=a, beta=b, scale=jnp.ones((dm,), dt), resid_var=1.0 / b,
+            n_shadow=jnp.zeros((), jnp.int32), alpha=a, prior_alpha=a, beta=b, scale=jnp.ones((dm,), dt),
+            resid_var=1.0 / b,
             n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
 
@@ -241,19 +245,18 @@ def windowed_bayes_linreg(
         return Prediction(x @ s.mean, var)
 
     def tune(s: WindowedBayesState, n_iter: int = 100):
-        alpha, b = s.alpha, s.beta
         if standardize:
             v = s.buffer.valid.astype(s.mean.dtype)
             ms = jnp.sum(v[:, None] * s.buffer.x ** 2, 0) / jnp.maximum(jnp.sum(v), 1.0)
             rms = jnp.sqrt(ms)
             # a feature that is 0 on the whole window keeps scale 1 (its weight stays at the prior)
-            scale = jnp.where(rms > jnp.finfo(rms.dtype).tiny, rms, 1.0)
-            alpha = alpha * (s.scale / scale) ** 2  # the same prior on the raw weights w_j = w'_j / s_j
-            s = s._replace(scale=scale)
+            s = s._replace(scale=jnp.where(rms > jnp.finfo(rms.dtype).tiny, rms, 1.0))
         st = window_stats(s.buffer._replace(x=s.buffer.x / s.scale))
         if tune_evidence:
             a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
             alpha = jnp.broadcast_to(a, s.alpha.shape)
+        else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
+            alpha, b = s.prior_alpha * s.scale ** -2, s.beta
         if standardize:
             alpha = jnp.maximum(alpha, _ridge_floor(st.n, b))
         Wm, m = posterior_from_stats(st, alpha, b)
