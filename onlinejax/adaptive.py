@@ -38,9 +38,9 @@ a single item with ``z²`` above 21.5 times the phase's mean does alarm; with
 ``clip=20`` changed the median SMSE of the W = 64 GP and kernel regression by
 < 3 %, better on some streams and worse on others; the default stays 25.)
 Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
-a calibrated learner (``z² ~ χ²₁``) raises a false alarm about once per ``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the
-defaults), while a drift that multiplies the squared error by ``k`` is
-detected after about ``threshold/(k - 1 - drift)`` items. Because the test
+a calibrated learner (``z² ~ χ²₁``) raises a false alarm about once per
+``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the defaults), while a
+drift that multiplies the squared error by ``k`` is detected after about ``threshold/(k - 1 - drift)`` items. Because the test
 is relative to the phase's own mean, a learner whose intervals are too wide
 or too narrow by a constant factor is handled too. The first ``warmup``
 stable items only estimate the mean.

@@ -542,11 +542,11 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
     if recalibrate is not None:
         # clipped relative to c_m: one wild miss (an ad-hoc bound collapsed to ~0 gave z² ~ 1e30)
         # multiplies c_m by at most ρ + 25(1 - ρ) instead of setting it for hundreds of items
-        z2 = jnp.minimum((y - means) ** 2 / vars, RECALIBRATION_CLIP * scale)
+        e2 = (y - means) ** 2
+        z2 = jnp.minimum(e2 / vars, RECALIBRATION_CLIP * scale)
         new = recalibrate * scale + (1.0 - recalibrate) * z2
         upd = jnp.isfinite(new) & _informative(means, vars)
         scale = jnp.where(upd, jnp.maximum(new, jnp.finfo(dt).tiny), scale)
-        e2 = (y - means) ** 2
         new_e = jnp.where(jnp.isfinite(sq_err), recalibrate * sq_err + (1.0 - recalibrate) * e2, e2)
         sq_err = jnp.where(jnp.isfinite(e2), new_e, sq_err)
     return MixState(log_w, rule_state, scale, ell, sq_err), pred
