@@ -4,7 +4,7 @@ Public names are re-exported here; see ``ARCHITECTURE.md`` for the layout.
 """
 from . import data, evaluation, linear
 from .base import Learner, Prediction, default_float_dtype
-from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, stacking
+from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .linear import *  # noqa: F401,F403
 from .stateful import StatefulLearner
 

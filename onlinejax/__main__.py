@@ -113,9 +113,9 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
         # the default combination from its members' predictions (no second compile of the members)
         missing = [m for m in zoo.COMBINATION_MEMBERS if m not in {g.name for g in gls}]
         if not missing:
-            rule, rc = zoo.default_combination_rule()
+            rule, rc, mc = zoo.default_combination_rule()
             res = replay_combination(res, groups, zoo.DEFAULT_COMBINATION, zoo.COMBINATION_MEMBERS, rule,
-                                     recalibrate=rc)
+                                     recalibrate=rc, correct=mc)
     secs = time.perf_counter() - t0
     n_streams = sum(len(g.names) for g in groups)
     print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "

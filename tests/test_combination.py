@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mixture_crps,
-                                   mixture_prediction,
+from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
+                                   mixture_crps, mixture_prediction,
                                    mixture_quantile, replay, stacking)
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.kernel_regression import kernel_regression
@@ -396,18 +396,25 @@ def test_recalibration_survives_a_member_with_erratic_variances():
     assert 0.85 < cover <= 1.0, cover
 
 
-def test_replay_equals_the_combination_learner():
+@pytest.mark.parametrize("correct", [None, mean_correction()])
+def test_replay_equals_the_combination_learner(correct):
     X, Y = _stream(250, seed=2)
     ms = _members()
     rule = fixed_share(0.05)
-    c = combine(ms, rule, recalibrate=0.95)
-    got = progressive_validation(c, c.init(), X, Y).predictions
+    c = combine(ms, rule, recalibrate=0.95, correct=correct)
+    res = progressive_validation(c, c.init(), X, Y)
+    got = res.predictions
     preds = [progressive_validation(m, m.init(), X, Y).predictions for m in ms]
     means = jnp.stack([p.mean for p in preds], 1)
     vars = jnp.stack([p.var for p in preds], 1)
-    ref = replay(rule, means, vars, Y, recalibrate=0.95)[0]
+    ref = replay(rule, means, vars, Y, recalibrate=0.95, correct=correct)[0]
     np.testing.assert_allclose(np.asarray(ref.mean), np.asarray(got.mean), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
     np.testing.assert_allclose(np.asarray(ref.var), np.asarray(got.var), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    # predict (outside step) applies the same shift as step
+    X2, Y2 = _stream(3, seed=9)
+    p_pred = c.predict(res.state, X2[0])
+    p_step = c.step(res.state, X2[0], Y2[0])[1]
+    np.testing.assert_allclose(np.asarray(p_pred.mean), np.asarray(p_step.mean), rtol=tol(1e-12, 1e-5))
     with pytest.raises(ValueError, match="means, vars"):
         replay(rule, means[:, 0], vars, Y)
 
@@ -443,3 +450,88 @@ def test_metrics_score_a_mixture_exactly():
     assert float(got["mlpd"]) == pytest.approx(np.mean(lpd), rel=tol(1e-8, 1e-4))
     assert float(got["crps"]) == pytest.approx(np.mean(crps), rel=tol(1e-6, 1e-3))
     assert np.mean(width) < 20  # the exact interval ignores the 1% clueless member
+
+
+def _mean_correction_numpy(mu, var, y, gamma, lam, tau, kappa):
+    """Float64 recomputation of replay(ewa_squared_error(gamma), correct=mean_correction(lam, tau, kappa))."""
+    n, M = mu.shape
+    L, N, lw = np.zeros(M), 0.0, np.full(M, -np.log(M))
+    G, b, S, C = np.zeros((M, M)), np.zeros(M), 0.0, 0.0
+    out_mean, out_var, clipped = [], [], 0
+    for t in range(n):
+        w = np.exp(lw)
+        m0 = w @ mu[t]
+        z = mu[t] - m0
+        v0 = w @ (var[t] + z ** 2)
+        coef = np.linalg.solve(G + tau * (S / max(C, 1.0)) * np.eye(M), b) if C > 0 else np.zeros(M)
+        shift = coef @ z
+        lim = kappa * np.sqrt(v0)
+        clipped += abs(shift) > lim
+        out_mean.append(m0 + np.clip(shift, -lim, lim))
+        out_var.append(v0)
+        r = y[t] - m0
+        G, b, S, C = lam * G + np.outer(z, z), lam * b + z * r, lam * S + z @ z / M, lam * C + 1.0
+        L = gamma * L + (y[t] - mu[t]) ** 2
+        N = gamma * N + 1.0
+        e = L / N
+        zz = -N * (e - e.min()) / (2 * e.min())
+        lw = zz - np.logaddexp.reduce(zz)
+    return np.array(out_mean), np.array(out_var), clipped
+
+
+def _biased_members(n, seed=0):
+    """Three members: two with opposite drifting biases (their average is nearly exact) and a noisy one."""
+    r = np.random.default_rng(seed)
+    y = np.sin(np.arange(n) / 20.0) + 0.1 * r.normal(size=n)
+    bias = 0.5 + 0.3 * np.sin(np.arange(n) / 150.0)
+    mu = np.stack([y + bias + 0.1 * r.normal(size=n), y - bias + 0.1 * r.normal(size=n), y + 0.4 * r.normal(size=n)], 1)
+    var = np.tile([0.3, 0.3, 0.2], (n, 1))
+    return mu, var, y
+
+
+@pytest.mark.parametrize("kappa", [0.25, 100.0])
+def test_mean_correction_equals_numpy(kappa):
+    mu, var, y = _biased_members(500)
+    corr = mean_correction(0.99, 100.0, kappa)
+    p = replay(ewa_squared_error(0.98, 1.0), jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE), jnp.asarray(y, DTYPE),
+               correct=corr)[0]
+    ref_m, ref_v, clipped = _mean_correction_numpy(mu, var, y, 0.98, 0.99, 100.0, kappa)
+    np.testing.assert_allclose(np.asarray(p.mean, np.float64), ref_m, rtol=tol(1e-9, 2e-4), atol=tol(1e-9, 2e-4))
+    np.testing.assert_allclose(np.asarray(p.var, np.float64), ref_v, rtol=tol(1e-9, 2e-4))
+    if kappa < 1:
+        assert clipped > 50, clipped  # the clip is exercised
+    else:
+        assert clipped == 0
+
+
+def test_mean_correction_beats_every_member_where_their_errors_cancel():
+    """Members biased in opposite directions: the rule's convex weights can only track the better of
+    them; the correction learns the combination that cancels the biases."""
+    mu, var, y = _biased_members(2000, seed=3)
+    args = (jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE), jnp.asarray(y, DTYPE))
+    plain = np.asarray(replay(ewa_squared_error(0.98, 1.0), *args)[0].mean, np.float64)
+    corr = np.asarray(replay(ewa_squared_error(0.98, 1.0), *args, correct=mean_correction(0.99, 100.0, 100.0))[0].mean,
+                      np.float64)
+    mse = lambda m: np.mean((m[200:] - y[200:]) ** 2)  # noqa: E731
+    best_member = min(mse(mu[:, k]) for k in range(3))
+    assert mse(corr) < 0.5 * min(best_member, mse(plain)), (mse(corr), best_member, mse(plain))
+
+
+def test_mean_correction_leaves_a_single_member_and_bad_items_alone():
+    mu, var, y = _biased_members(300)
+    args = (jnp.asarray(mu[:, :1], DTYPE), jnp.asarray(var[:, :1], DTYPE), jnp.asarray(y, DTYPE))
+    p = replay(ewa_squared_error(), *args, correct=mean_correction())[0]
+    np.testing.assert_array_equal(np.asarray(p.mean), np.asarray(args[0][:, 0]))
+    mu2 = mu.copy()
+    mu2[100:110, 0] = np.nan  # a broken member: left out, and the correction stays finite
+    y2 = y.copy()
+    y2[150] = np.inf
+    p = replay(ewa_squared_error(), jnp.asarray(mu2, DTYPE), jnp.asarray(var, DTYPE), jnp.asarray(y2, DTYPE),
+               correct=mean_correction())[0]
+    assert np.all(np.isfinite(np.asarray(p.mean))) and np.all(np.isfinite(np.asarray(p.var)))
+    with pytest.raises(TypeError, match="correct"):
+        combine(_members(), correct=(0.99, 100.0))
+    with pytest.raises(ValueError, match="forgetting"):
+        mean_correction(forgetting=1.5)
+    with pytest.raises(ValueError, match="max_shift"):
+        mean_correction(max_shift=0.0)

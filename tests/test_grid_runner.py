@@ -228,17 +228,20 @@ def test_sharded_equals_unsharded_on_four_host_devices():
 
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     """Rows added from kept member predictions equal run_grid on the combination learner itself."""
-    from onlinejax.combination import combine, fixed_share
+    from onlinejax.combination import combine, fixed_share, mean_correction
     from onlinejax.evaluation import replay_combination
+
+    mc = mean_correction(0.99, 50.0)
 
     a = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99))
     b = GridLearner("kr", "kr", lambda d: kernel_regression(d, 16))
     c = GridLearner("mix", "Combination",
-                    lambda d: combine([a.make(d), b.make(d)], fixed_share(0.05), recalibrate=0.9))
+                    lambda d: combine([a.make(d), b.make(d)], fixed_share(0.05), recalibrate=0.9, correct=mc))
     res = run_grid([a, b, c], groups, keep_predictions=True, progress=False)
     members_only = res._replace(rows=[r for r in res.rows if r["learner"] != "mix"],
                                 predictions={k: v for k, v in res.predictions.items() if k[0] != "mix"})
-    rep = replay_combination(members_only, groups, "mix", ["blr", "kr"], fixed_share(0.05), recalibrate=0.9)
+    rep = replay_combination(members_only, groups, "mix", ["blr", "kr"], fixed_share(0.05), recalibrate=0.9,
+                             correct=mc)
     direct = {r["stream"]: r for r in res.rows if r["learner"] == "mix"}
     replayed = {r["stream"]: r for r in rep.rows if r["learner"] == "mix"}
     assert set(direct) == set(replayed) and len(direct) == sum(len(g.names) for g in groups)

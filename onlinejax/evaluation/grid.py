@@ -483,7 +483,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
-                       recalibrate: float | None = None, family: str = "Combination", level: float = 0.95,
+                       recalibrate: float | None = None, correct=None, family: str = "Combination", level: float = 0.95,
                        stable_window: int = 128) -> GridResult:
     """Add rows for a combination of already-evaluated members, from their kept predictions.
 
@@ -499,7 +499,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         that has rows for every name in ``members``.
       streams: the stream groups ``result`` was computed on.
       name: row label; members: member row labels (order = weight order);
-      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate: as in
+      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate, correct: as in
         :func:`~onlinejax.combination.combine`.
       level, stable_window: as in :func:`run_grid` (use the same values).
     Returns:
@@ -517,7 +517,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     @jax.jit
     def combined(means, vars, Y, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
         def one(mu, v, y, wa, ws):
-            p = replay(rule, mu, v, y, recalibrate=recalibrate)[0]
+            p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct)[0]
             return _scores(acc, y, p, wa, ws), p.mean, p.var
 
         return jax.vmap(one)(means, vars, Y, w_all, w_st)
