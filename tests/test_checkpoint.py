@@ -16,13 +16,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETUP = """
 import jax, jax.numpy as jnp, numpy as np
 from onlinejax.adaptive import adaptive
-from onlinejax.combination import combine, fixed_share
+from onlinejax.combination import combine, fixed_share, mean_correction
 from onlinejax.evaluation.metrics import prequential
 from onlinejax.kernel_regression import kernel_regression
 from onlinejax.linear import bayes_linreg
 # members of different state types, a state machine and a weight rule: a deep, mixed pytree
 learner = combine([adaptive(kernel_regression(2, 16), 16), bayes_linreg(2, alpha=1.0, beta=25.0, forgetting=0.95)],
-                  fixed_share(0.05), recalibrate=0.9)
+                  fixed_share(0.05), recalibrate=0.9, correct=mean_correction())
 acc = prequential(0.95)
 dt = jnp.zeros(()).dtype
 r = np.random.default_rng(0)
