@@ -605,7 +605,8 @@ def _mixture(ms: MixState, means: Array, vars: Array) -> tuple[MixturePrediction
     # exact member (noise-free streams) an unbounded shift left 95 % intervals covering 13-40 %
     lim = ms.correction.max_shift * jnp.sqrt(pred0.var)
     shift = jnp.where(jnp.isfinite(lim), jnp.clip(shift, -lim, lim), 0.0)
-    return pred0, mixture_prediction(ms.log_weights, means + shift, vars)
+    # a common shift moves the mean and every component and leaves weights and variance as they are
+    return pred0, pred0._replace(mean=pred0.mean + shift, means=pred0.means + shift)
 
 
 def mix_init(rule: WeightRule, n_members: int, dtype, prior=None, correct: Optional[MeanCorrection] = None,
@@ -777,7 +778,7 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
         the mixture's 95 % interval 10⁴–10⁶ times the targets' scale on a third
         of the thesis-grid streams (median SAIW after the first 128 items 10–45
         on two 48-stream samples; with them 0.36, coverage 96 % → 94.6 %).
-      correct: ``None`` (default) or :func:`mean_correction` ``(λ, τ)``: the
+      correct: ``None`` (default) or :func:`mean_correction` ``(λ, τ, κ)``: the
         mixture is shifted by an online ridge regression of its residual on
         the members' deviations from its mean (linear stacking of the means,
         shrunk towards the rule's weights).
