@@ -18,8 +18,10 @@ from .baseline import train_once
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
+from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed
+from .linear.bayes import forgetting_from_thesis
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "COMBINATION_MEMBERS",
@@ -42,15 +44,22 @@ def thesis_online_learners() -> list[GridLearner]:
                                       ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed)):
         for m in (False, True):
             for ff in THESIS_FORGETTING:
+                # the three factors share a compiled program: they differ only in init's (λ, β)
+                lam, b = forgetting_from_thesis(ff, 1.0)
                 out.append(register_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
-                                            lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m)))
+                                            lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
+                                            init_kwargs={"forgetting": lam, "beta": b},
+                                            program=f"{fam}Forgetting{_mapped(m)}"))
             for W in THESIS_WINDOWS:
                 out.append(register_learner(f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
                                             lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m), W)))
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
-            out.append(register_learner(f"GPRegression{label}_WS{W}", "GPRegression",
-                                        lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean), W)))
+            # the three means at one window share a compiled program (the mean is read from the state)
+            out.append(register_learner(
+                f"GPRegression{label}_WS{W}", "GPRegression",
+                lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W),
+                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}"))
     for W in THESIS_WINDOWS:
         out.append(register_learner(f"KernelRegression_WS{W}", "KernelRegression",
                                     lambda d, W=W: adaptive(kernel_regression(d, W), W)))

@@ -192,6 +192,33 @@ def test_registry_has_the_thesis_configurations():
         assert g.make(2).n_features == 2
 
 
+def test_shared_program_rows_equal_separate_programs(groups):
+    """The thesis's three GP means at one window share one compiled program (``program=``, the mean
+    read from the state); every row equals that of the configuration compiled alone with a fixed mean,
+    and the table keeps the configurations' order."""
+    from onlinejax.gp import gp_window
+
+    W = 16
+    names = ("zero", "average", "ols")
+    shared = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m, mean_from_state=True), W),
+                          init_kwargs={"mean": i}, program="gp") for i, m in enumerate(names)]
+    alone = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m), W)) for m in names]
+    blr = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2))
+    a = run_grid([shared[0], blr, shared[1], shared[2]], groups, stable_window=40, progress=False)
+    b = run_grid([alone[0], blr, alone[1], alone[2]], groups, stable_window=40, progress=False)
+    assert len(a.compile_seconds) == 2 * len(groups) and len(b.compile_seconds) == 4 * len(groups)
+    assert [(r["learner"], r["stream"]) for r in a.rows] == [(r["learner"], r["stream"]) for r in b.rows]
+    for ra, rb in zip(a.rows, b.rows):
+        for m in METRICS:
+            np.testing.assert_allclose(ra[m], rb[m], rtol=tol(1e-9, 2e-4), err_msg=f"{ra['learner']} {ra['stream']} {m}")
+    smse = {r["learner"]: r["smse"] for r in a.rows if r["stream"] == a.rows[0]["stream"]}
+    assert len(set(smse.values())) == 4  # the three means really differ
+    with pytest.raises(ValueError, match="init_kwargs"):
+        run_grid([shared[0], shared[1]._replace(init_kwargs={"lengthscale": 1.0})], groups, progress=False)
+    with pytest.raises(TypeError, match="mean_from_state"):
+        gp_window(2, W).init(mean="ols")
+
+
 SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from onlinejax.data import thesis_grid, stratified_names

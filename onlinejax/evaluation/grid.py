@@ -10,7 +10,9 @@ item.
 
 How the work is laid out (measured on a 2-core CPU; see ``benchmarks/grid.py``):
 
-* **One compile per learner and stream shape.** Compiling costs 0.2–10 s;
+* **One compile per learner and stream shape** — or per ``GridLearner.program``:
+  configurations that differ only in their ``init_kwargs`` share one
+  program and are vmapped like a hyperparameter grid. Compiling costs 0.2–10 s;
   running a 2000-item stream costs milliseconds. Streams are grouped by
   ``(n, d)`` (:class:`~onlinejax.data.StreamGroup`), a group is cut into
   fixed-size chunks (the last one padded by repeating its last stream, the
@@ -75,7 +77,17 @@ class GridLearner(NamedTuple):
       score_from: items before this index are not scored (a batch baseline's
         training set; see :func:`onlinejax.baseline.train_once`).
       hyper: optional ``{init_kwarg: [H] values}``; each value becomes its own
-        row (``name[kwarg=value]``), vmapped inside the same program.
+        row (``name[kwarg=value]``, or ``labels[h]``), vmapped inside the same program.
+      labels: optional row labels for the ``H`` values of ``hyper``.
+      init_kwargs: optional ``{init_kwarg: value}`` this configuration's
+        state is built with (``learner.init(**init_kwargs)``).
+      program: optional key: configurations with the same ``program``,
+        ``family`` and ``score_from`` must build the same learner up to
+        their ``init_kwargs`` (the same keys for each); :func:`run_grid`
+        then compiles one program per stream shape for all of them and
+        vmaps over their ``init_kwargs`` (e.g. the thesis's three GP mean
+        functions at one window size: 15 programs instead of 45). Their
+        compile time is reported under the first one's name.
     """
 
     name: str
@@ -83,6 +95,9 @@ class GridLearner(NamedTuple):
     make: Callable[[int], Learner]
     score_from: int = 0
     hyper: Mapping[str, Sequence] | None = None
+    labels: Sequence[str] | None = None
+    init_kwargs: Mapping[str, float] | None = None
+    program: str | None = None
 
 
 #: Registered configurations, ``name -> GridLearner`` (see :func:`register_learner`).
@@ -90,12 +105,21 @@ REGISTRY: dict = {}
 
 
 def register_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
-                     hyper: Mapping[str, Sequence] | None = None) -> GridLearner:
-    """Add a configuration to :data:`REGISTRY` (replacing one of the same name) and return it."""
+                     hyper: Mapping[str, Sequence] | None = None, init_kwargs: Mapping[str, float] | None = None,
+                     program: str | None = None) -> GridLearner:
+    """Add a configuration to :data:`REGISTRY` (replacing one of the same name) and return it.
+
+    See :class:`GridLearner` for the arguments (``program`` shares one compiled
+    program between configurations that differ only in ``init_kwargs``).
+    """
     if not callable(make):
         raise TypeError(f"make: expected a callable n_features -> Learner, got {type(make).__name__}")
+    if hyper is not None and (init_kwargs is not None or program is not None):
+        raise ValueError("register_learner: give either hyper or init_kwargs/program, not both")
     gl = GridLearner(str(name), str(family), make, check_int(score_from, "score_from", 0),
-                     dict(hyper) if hyper is not None else None)
+                     dict(hyper) if hyper is not None else None, None,
+                     dict(init_kwargs) if init_kwargs is not None else None,
+                     str(program) if program is not None else None)
     REGISTRY[gl.name] = gl
     return gl
 
@@ -240,6 +264,61 @@ def _hyper_states(learner: Learner, hyper, dtype):
     return jax.vmap(lambda kw: learner.init(dtype=dtype, **kw))(vals)
 
 
+def _merge_programs(learners: list) -> tuple[list, dict]:
+    """Fold ``init_kwargs`` / ``program`` configurations into hyper-grid learners (one program each).
+
+    Returns the learners to compile and run (each with ``hyper`` and
+    ``labels`` set where it stands for several rows) and ``{row label: index
+    of its configuration in learners}`` for the table's row order.
+    """
+    out, groups, order = [], {}, {}
+    for i, g in enumerate(learners):
+        if g.hyper is not None and (g.init_kwargs is not None or g.program is not None):
+            raise ValueError(f"{g.name}: give either hyper or init_kwargs/program, not both")
+        if g.hyper:
+            shapes = {np.shape(v) for v in g.hyper.values()}
+            if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+                raise ValueError(f"hyper: every value must be a 1-d sequence of one length, got shapes {sorted(shapes)}")
+            if g.labels is not None and len(g.labels) != next(iter(shapes))[0]:
+                raise ValueError(f"{g.name}: labels must have one entry per hyper value")
+        if g.program is None and g.init_kwargs is None:
+            out.append(g)
+            for h in range(len(next(iter(g.hyper.values()))) if g.hyper else 1):
+                order[_label(g, h)] = i
+            continue
+        key = (g.program if g.program is not None else ("", g.name), g.family, g.score_from)
+        if key not in groups:
+            groups[key] = []
+            out.append(key)
+        groups[key].append(g)
+        order[g.name] = i
+    merged = []
+    for item in out:
+        if isinstance(item, GridLearner):
+            merged.append(item)
+            continue
+        members = groups[item]
+        keys = set(members[0].init_kwargs or {})
+        for g in members:
+            if set(g.init_kwargs or {}) != keys:
+                raise ValueError(f"program {item[0]!r}: {g.name} has init_kwargs {sorted(g.init_kwargs or {})}, "
+                                 f"{members[0].name} {sorted(keys)}")
+        hyper = {k: [g.init_kwargs[k] for g in members] for k in sorted(keys)} or None
+        if hyper is None and len(members) > 1:
+            raise ValueError(f"program {item[0]!r}: its configurations need init_kwargs to tell them apart")
+        merged.append(members[0]._replace(hyper=hyper, labels=[g.name for g in members], init_kwargs=None,
+                                          program=None))
+    return merged, order
+
+
+def _label(gl: GridLearner, h: int) -> str:
+    if gl.labels is not None:
+        return gl.labels[h]
+    if not gl.hyper:
+        return gl.name
+    return gl.name + "[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
+
+
 def _per_stream(learner: Learner, delay: int | None, level: float, keep: bool = False, width: int | None = None):
     acc = prequential(level)
 
@@ -366,6 +445,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     for g in learners:
         if not isinstance(g, GridLearner):
             raise TypeError(f"learners: expected GridLearner entries, got {type(g).__name__}")
+    learners, row_order = _merge_programs(learners)
     groups = [streams] if hasattr(streams, "names") else list(streams)
     if not groups:
         raise ValueError("streams: none given")
@@ -397,8 +477,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
             raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
         states = _hyper_states(learner, gl.hyper, dtype)
         H = jax.tree_util.tree_leaves(states)[0].shape[0]
-        labels = [gl.name + ("[" + ",".join(f"{k}={np.asarray(v)[h]:g}" for k, v in gl.hyper.items()) + "]"
-                             if gl.hyper else "") for h in range(H)]
+        labels = [_label(gl, h) for h in range(H)]
         per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
         chunk = check_int(per_dev, "chunk_size", 1) * n_dev
         fn = _per_stream(learner, delay, level, keep_predictions,
@@ -479,6 +558,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                                   f"({min(lo + chunk, S)}/{S} streams, {secs:.2f} s)",
                                   end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
         del built  # release the batch's executables (and their memory mappings) before the next
+    rows.sort(key=lambda r: row_order[r["learner"]])  # stable: streams keep their order within a learner
     return GridResult(rows, compile_s, kept)
 
 

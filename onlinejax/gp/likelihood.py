@@ -16,30 +16,52 @@ from .kernels import GPParams, gram, noise_var
 
 Array = jax.Array
 
-__all__ = ["MEANS", "mean_coefficients", "mean_at", "mean_residuals", "masked_kernel_matrix", "log_marginal_likelihood",
+__all__ = ["MEANS", "mean_index", "mean_coefficients", "mean_at", "mean_residuals", "masked_kernel_matrix", "log_marginal_likelihood",
            "residual_log_marginal_likelihood", "gaussian_log_density_from_cov"]
 
 MEANS = ("zero", "average", "ols")
 
 
-def mean_coefficients(mean: str, X: Array, y: Array, valid: Array) -> Array:
+def mean_coefficients(mean, X: Array, y: Array, valid: Array) -> Array:
     """``[d + 1]`` coefficients ``c`` of the mean function ``m(x) = [x, 1]·c`` fitted on the window.
 
     ``"zero"``: ``c = 0``; ``"average"``: the window's mean target; ``"ols"``:
     least squares with intercept on the window (minimum-norm solution while the
     window has fewer than ``d + 1`` distinct points) — thesis 6.2.1's three GP
     variants.
+
+    ``mean`` is one of :data:`MEANS` (static), or a ``[]`` int array indexing
+    :data:`MEANS` (``0`` zero, ``1`` average, ``2`` OLS; traced, so one
+    compiled program serves all three and vmaps over them: every fit is then
+    computed and the chosen one selected).
     """
     d = X.shape[1]
     w = valid.astype(X.dtype)
     n = jnp.maximum(jnp.sum(w), 1.0)
-    if mean == "zero":
-        return jnp.zeros((d + 1,), X.dtype)
-    if mean == "average":
-        return jnp.zeros((d + 1,), X.dtype).at[d].set(jnp.sum(w * y) / n)
-    if mean == "ols":
-        return _ols_coefficients(X, y, w, n)
-    raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
+    zero = jnp.zeros((d + 1,), X.dtype)
+    if isinstance(mean, str):
+        if mean == "zero":
+            return zero
+        if mean == "average":
+            return zero.at[d].set(jnp.sum(w * y) / n)
+        if mean == "ols":
+            return _ols_coefficients(X, y, w, n)
+        raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
+    kind = jnp.asarray(mean)
+    average = zero.at[d].set(jnp.sum(w * y) / n)
+    return jnp.where(kind == 2, _ols_coefficients(X, y, w, n), jnp.where(kind == 1, average, zero))
+
+
+def mean_index(mean) -> int:
+    """Index of a mean function's name in :data:`MEANS` (an int index is checked and returned)."""
+    if isinstance(mean, str):
+        if mean not in MEANS:
+            raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
+        return MEANS.index(mean)
+    k = int(mean)
+    if k != mean or not 0 <= k < len(MEANS):
+        raise ValueError(f"mean: must be one of {MEANS} or an index 0-{len(MEANS) - 1}, got {mean!r}")
+    return k
 
 
 def _ols_coefficients(X: Array, y: Array, w: Array, n: Array) -> Array:
@@ -80,7 +102,7 @@ def mean_at(coef: Array, x: Array) -> Array:
     return x @ coef[:-1] + coef[-1]
 
 
-def mean_residuals(mean: str, X: Array, y: Array, valid: Array):
+def mean_residuals(mean, X: Array, y: Array, valid: Array):
     """Fit the mean function on the window and return ``(coef [d + 1], r [W])``, ``r = (y - m(X))``
     on valid slots and 0 on invalid ones (what the GP factor and likelihood work on)."""
     coef = mean_coefficients(mean, X, y, valid)

@@ -61,7 +61,8 @@ from jax.scipy.linalg import solve_triangular
 from ..base import Learner, Prediction, check_int, default_float_dtype, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
-from .likelihood import MEANS, masked_kernel_matrix, mean_at, mean_residuals, residual_log_marginal_likelihood
+from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
+                         residual_log_marginal_likelihood)
 
 Array = jax.Array
 
@@ -81,6 +82,9 @@ class GPWindowState(NamedTuple):
       mean_coef: ``[d + 1]`` mean function ``m(x) = [x, 1]·mean_coef``.
       params: :class:`~onlinejax.gp.kernels.GPParams`.
       n_seen, n_skipped, n_tunes: ``[]`` int32.
+      mean_kind: ``[]`` int32 index into :data:`~onlinejax.gp.likelihood.MEANS`
+        (``0`` zero, ``1`` average, ``2`` OLS); read only by a learner built
+        with ``mean_from_state=True``.
     """
 
     X: Array
@@ -93,6 +97,7 @@ class GPWindowState(NamedTuple):
     n_seen: Array
     n_skipped: Array
     n_tunes: Array
+    mean_kind: Array
 
 
 def latent(state: GPWindowState, pred: Prediction) -> Prediction:
@@ -106,12 +111,12 @@ def _predictive(s: GPWindowState, x: Array, v: Array, kxx: Array) -> Prediction:
     return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, jnp.maximum(kxx - v @ v, 0.0) + noise_var(s.params))
 
 
-def _refresh(mean: str, s: GPWindowState) -> GPWindowState:
+def _refresh(mean, s: GPWindowState) -> GPWindowState:
     coef, r = mean_residuals(mean, s.X, s.y, s.valid)
     return s._replace(mean_coef=coef, white_resid=s.inv_chol @ r)
 
 
-def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
+def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
                          learning_rate: float = 0.05, method: str = "lbfgs", n_active=None) -> GPParams:
     """Maximise the window's log marginal likelihood over ``params`` with optax.
 
@@ -188,7 +193,8 @@ def tune_hyperparameters(kernel, mean: str, params: GPParams, X, y, valid, *, st
 
 def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "zero", signal_std=1.0,
               noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
-              tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs", dtype=None) -> Learner:
+              tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",
+              mean_from_state: bool = False, dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -196,6 +202,14 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
       window: capacity ``W >= 2`` (static).
       kernel: ``"se"`` (ARD squared exponential), ``"matern32"``, ``"matern52"``.
       mean: ``"zero"``, ``"average"`` or ``"ols"`` (thesis 6.2.1 variants).
+      mean_from_state: read the mean function from ``state.mean_kind``, set
+        by ``init(mean=...)`` (a name or an index into ``MEANS``, an array
+        under ``vmap``; default ``mean``), instead of fixing it at
+        construction. The three variants then share one compiled program
+        and vmap over the mean (the thesis grid evaluates them so: 15
+        programs instead of 45); every learning step and tune fits all three
+        means and keeps the chosen one (the OLS fit costs about 3 µs at
+        W = 64, d = 2).
       signal_std, noise_std, lengthscale: default hyperparameters (``init`` overrides).
       freeze_when_full: stop learning once the window is full (the batch GP
         baseline trained once on the first ``W`` items).
@@ -207,7 +221,8 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         of the time.
       dtype: default floating dtype.
     Returns:
-      A learner; ``init(signal_std=, noise_std=, lengthscale=, dtype=)``;
+      A learner; ``init(signal_std=, noise_std=, lengthscale=, dtype=)`` (and ``mean=`` with
+      ``mean_from_state``);
       ``downdate(state)`` evicts the oldest item; ``tune(state)`` maximises
       the window's log marginal likelihood and rebuilds the factor once.
     """
@@ -221,8 +236,24 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
     kfn = KERNELS[kernel]
     gp_params(d, signal_std, noise_std, lengthscale)  # validate defaults
+    static_mean = mean
+    mean_from_state = bool(mean_from_state)
 
-    def _init(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype):
+    def mean_of(s: GPWindowState):
+        return s.mean_kind if mean_from_state else static_mean
+
+    def _init_kwargs(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype, **kw):
+        if kw and (set(kw) != {"mean"} or not mean_from_state):
+            raise TypeError(f"init: unexpected arguments {sorted(kw)}"
+                            + ("" if mean_from_state else " (mean= needs gp_window(..., mean_from_state=True))"))
+        m = kw.get("mean", static_mean)
+        if isinstance(m, (str, int)):
+            kind = jnp.asarray(mean_index(m), jnp.int32)
+        else:  # an array (vmapped grid hyperparameter): the index, possibly as a float
+            kind = jnp.asarray(m).astype(jnp.int32)
+        return _init(signal_std, noise_std, lengthscale, dtype, kind)
+
+    def _init(signal_std, noise_std, lengthscale, dtype, kind):
         dt = dtype or default_float_dtype()
         p = gp_params(d, signal_std, noise_std, lengthscale, dt)
         eye = jnp.eye(W, dtype=dt)
@@ -230,7 +261,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
             X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=eye,
             white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
             params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
-            n_tunes=jnp.zeros((), jnp.int32),
+            n_tunes=jnp.zeros((), jnp.int32), mean_kind=kind,
         )
 
     def _step(s: GPWindowState, x, y):
@@ -243,7 +274,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         X = jnp.concatenate([s.X[1:], x[None]])
         Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
         V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
-        coef, r = mean_residuals(mean, X, Y, V)
+        coef, r = mean_residuals(mean_of(s), X, Y, V)
         # main: evict the front row (a rank-1 update; identity if empty) and append, fused
         R, z, v = inv_chol_slide(s.inv_chol, k, kxx + nv, nv, r)
         pred = _predictive(s, x, v, kxx)
@@ -262,7 +293,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         R = jnp.roll(jnp.roll(R, j + 1, axis=0), j + 1, axis=1)
         V = jnp.roll(jnp.roll(s.valid, -j).at[0].set(False), j)
         new = s._replace(inv_chol=jnp.where(count > 0, R, s.inv_chol), valid=jnp.where(count > 0, V, s.valid))
-        return _refresh(mean, new)
+        return _refresh(mean_of(new), new)
 
     def predict_one(s: GPWindowState, x):
         v = s.inv_chol @ (cross(kfn, s.params, s.X, x) * s.valid)
@@ -270,11 +301,11 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
 
     def tune(s: GPWindowState):
         n_active = jnp.where(s.n_tunes == 0, n_starts, n_restarts)
-        p = tune_hyperparameters(kfn, mean, s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=n_starts,
+        p = tune_hyperparameters(kfn, mean_of(s), s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=n_starts,
                                  method=tune_method, n_active=n_active)
         L = jnp.linalg.cholesky(masked_kernel_matrix(kfn, p, s.X, s.valid))
         R = solve_triangular(L, jnp.eye(W, dtype=L.dtype), lower=True)  # rebuilt once per tune
-        return _refresh(mean, s._replace(params=p, inv_chol=R, n_tunes=s.n_tunes + 1))
+        return _refresh(mean_of(s), s._replace(params=p, inv_chol=R, n_tunes=s.n_tunes + 1))
 
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
+    return make_learner(init=_init_kwargs, learn_one=learn_one, predict_one=predict_one, n_features=d,
                         downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune), step_one=_step)
