@@ -47,6 +47,7 @@ __all__ = [
     "inv_chol_append",
     "inv_chol_slide",
     "exclusive_row_prefix",
+    "lower_triangular_inverse",
 ]
 
 
@@ -153,6 +154,37 @@ def psd_solve(A: Array, B: Array, diagonal_boost: Array | float | None = None) -
         diagonal_boost = jitter(A.dtype) * jnp.mean(jnp.diag(A))
     A = A + diagonal_boost * jnp.eye(A.shape[0], dtype=A.dtype)
     return jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(A), True), B)
+
+
+def lower_triangular_inverse(L: Array, leaf: int = 16) -> Array:
+    """``L⁻¹`` of a lower-triangular ``L: [n, n]`` by recursive 2 × 2 blocking (``[n, n]``, lower).
+
+    ``[[A, 0], [B, C]]⁻¹ = [[A⁻¹, 0], [-C⁻¹BA⁻¹, C⁻¹]]``, halving down to
+    blocks of at most ``leaf`` rows, which are inverted by a triangular solve
+    against the identity — the recursive triangular inversion LAPACK's
+    ``trtri`` uses, with the same accuracy (``tests/test_linalg.py``).
+
+    Why not one triangular solve against the identity: on a CPU that solve
+    goes to OpenBLAS, which spreads an ``[n, n]`` right-hand side over all
+    its threads, and when the cores are busy with other work (a second
+    process, the other pytest-xdist worker, another host device) its threads
+    wait on each other. The GP likelihood gradient needs ``K⁻¹ = L⁻ᵀL⁻¹`` on
+    every evaluation of a tune: 24 W = 64 windows tuned 4 times each took
+    5–7 ms per tune either way on an idle 2-core machine, but with both
+    cores busy the solve version did not finish in 50 s (> 500 ms per tune),
+    and it was back to 6.9 ms with ``OPENBLAS_NUM_THREADS=1``. The blocked
+    version took 6.9 ms busy or idle: its leaves are too small for OpenBLAS
+    to thread and the rest are XLA matrix products.
+    """
+    if L.ndim != 2 or L.shape[0] != L.shape[1]:
+        raise ValueError(f"L: expected a square [n, n] array, got shape {L.shape}")
+    n = L.shape[0]
+    if n <= leaf:
+        return jax.scipy.linalg.solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
+    h = n // 2
+    Ai = lower_triangular_inverse(L[:h, :h], leaf)
+    Ci = lower_triangular_inverse(L[h:, h:], leaf)
+    return jnp.block([[Ai, jnp.zeros((h, n - h), L.dtype)], [-(Ci @ L[h:, :h]) @ Ai, Ci]])
 
 
 def exclusive_row_prefix(B: Array, weights: Array | None = None) -> Array:

@@ -59,7 +59,7 @@ import optax
 from jax.scipy.linalg import solve_triangular
 
 from ..base import Learner, Prediction, check_int, default_float_dtype, keep_if, make_learner
-from ..linalg import inv_chol_drop_first, inv_chol_slide
+from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse
 from .kernels import KERNELS, GPParams, cross, gp_params, noise_var
 from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
                          residual_log_marginal_likelihood)
@@ -304,7 +304,7 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         p = tune_hyperparameters(kfn, mean_of(s), s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=n_starts,
                                  method=tune_method, n_active=n_active)
         L = jnp.linalg.cholesky(masked_kernel_matrix(kfn, p, s.X, s.valid))
-        R = solve_triangular(L, jnp.eye(W, dtype=L.dtype), lower=True)  # rebuilt once per tune
+        R = lower_triangular_inverse(L)  # rebuilt once per tune
         return _refresh(mean_of(s), s._replace(params=p, inv_chol=R, n_tunes=s.n_tunes + 1))
 
     return make_learner(init=_init_kwargs, learn_one=learn_one, predict_one=predict_one, n_features=d,
