@@ -117,6 +117,7 @@ class AdaptiveState(NamedTuple):
       mode: ``[]`` int32 mode for the next item (``COLD_START``, ``STABLE`` or ``HIGH_ERROR``).
       last: ``[]`` int32 what happened on the last item (one of the four ``MODES``).
       n_phase: ``[]`` int32 items learned in the current cold-start / high-error phase.
+      phase_length: ``[]`` int32 the length of those phases (the window ``W``).
       detector: :class:`DetectorState`.
       phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
       reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
@@ -127,6 +128,7 @@ class AdaptiveState(NamedTuple):
     mode: Array
     last: Array
     n_phase: Array
+    phase_length: Array
     detector: DetectorState
     phase_abs_err: Array
     phase_n: Array
@@ -142,12 +144,16 @@ def _fresh_detector(dt) -> DetectorState:
     return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=jnp.zeros((), dt))
 
 
-def wrap_state(inner_state) -> AdaptiveState:
-    """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state."""
+def wrap_state(inner_state, phase_length) -> AdaptiveState:
+    """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
+
+    ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
+    """
     dt = state_dtype(inner_state)
     i0 = jnp.zeros((), jnp.int32)
     return AdaptiveState(
-        inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0, detector=_fresh_detector(dt),
+        inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
+        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0,
     )
@@ -165,8 +171,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
 
     Args:
       learner: the windowed learner (``tune`` is used when it has one).
-      window: its window capacity ``W`` (static): the length of the cold-start
-        and high-error phases.
+      window: its window ``W``: the default length of the cold-start and
+        high-error phases (``init(window=)`` overrides it; it lives in the state).
       detector: ``"cusum"`` (default; standardised, relative CUSUM) or
         ``"frozen"`` (the thesis's frozen-reference rule); see the module doc.
       threshold, drift, warmup, clip: CUSUM alarm level ``λ``, allowance ``δ``,
@@ -184,8 +190,10 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         paid for eight (GP W = 64, 8 thesis-grid streams: 175 s with 8, 24 s
         with 1). On a GPU a larger ``k`` can pay off.
     Returns:
-      A learner with ``init(**inner_hyperparameters)`` (forwarded to
-      ``learner.init``), ``predict`` = the inner learner's, and ``learn`` /
+      A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
+      ``learner.init``; a ``window`` given there is also forwarded and becomes the
+      phase length, for learners whose window is an init value, e.g.
+      :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` = the inner learner's, and ``learn`` /
       ``step`` running the state machine; see :func:`wrap_state`,
       :func:`record_mode`.
     """
@@ -237,7 +245,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         n_phase = jnp.where(alarm, 0, s.n_phase) + in_phase
         phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
         phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
-        end = in_phase & (n_phase >= W)
+        end = in_phase & (n_phase >= s.phase_length)
         if tune_lazily is not None:
             inner = tune_lazily(end, inner)
         new = AdaptiveState(
@@ -245,6 +253,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
             mode=jnp.where(end, STABLE, mode).astype(jnp.int32),
             last=jnp.where(end, TUNE, mode).astype(jnp.int32),
             n_phase=jnp.where(end, 0, n_phase),
+            phase_length=s.phase_length,
             detector=keep_if(end, _fresh_detector(dt), det),
             phase_abs_err=jnp.where(end, 0.0, phase_abs),
             phase_n=jnp.where(end, 0, phase_n),
@@ -263,8 +272,11 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     def predict_one(s: AdaptiveState, x):
         return learner.predict(s.inner, x)
 
-    def _init(**kwargs):
-        return wrap_state(learner.init(**kwargs))
+    def _init(window=None, **kwargs):
+        if window is None:
+            return wrap_state(learner.init(**kwargs), W)
+        # a window given to init is the wrapped learner's window and the phases' length
+        return wrap_state(learner.init(window=window, **kwargs), window)
 
     def _tune(s: AdaptiveState):
         return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s

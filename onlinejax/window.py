@@ -58,16 +58,31 @@ def ring_oldest(buf: RingBuffer):
     return buf.x[i], buf.y[i], buf.count > 0
 
 
-def ring_push(buf: RingBuffer, x: Array, y: Array) -> RingBuffer:
-    """Write ``(x, y)`` at ``head``; when full this overwrites the oldest item."""
+def ring_push(buf: RingBuffer, x: Array, y: Array, window: Array | None = None) -> RingBuffer:
+    """Write ``(x, y)`` at ``head``; when full this overwrites the oldest item.
+
+    Args:
+      buf: the buffer (capacity ``W``).
+      x: ``[d]``; y: ``[]``: the new item.
+      window: optional ``[]`` int ``w <= W``: a window shorter than the buffer.
+        When the buffer already holds ``w`` items the oldest leaves it first,
+        so it never holds more than ``w`` (``w`` is an array: windows of
+        different lengths share one compiled program). ``None``: ``w = W``.
+    """
     W = buf.y.shape[0]
+    valid, count = buf.valid, buf.count
+    if window is not None:
+        full = count >= window
+        i = _oldest_slot(buf)
+        valid = valid.at[i].set(valid[i] & ~full)
+        count = count - full.astype(count.dtype)
     h = buf.head
     return RingBuffer(
         x=buf.x.at[h].set(x),
         y=buf.y.at[h].set(y),
-        valid=buf.valid.at[h].set(True),
+        valid=valid.at[h].set(True),
         head=(h + 1) % W,
-        count=jnp.minimum(buf.count + 1, W),
+        count=jnp.minimum(count + 1, W),
     )
 
 

@@ -51,8 +51,12 @@ def thesis_online_learners() -> list[GridLearner]:
                                             init_kwargs={"forgetting": lam, "beta": b},
                                             program=f"{fam}Forgetting{_mapped(m)}"))
             for W in THESIS_WINDOWS:
-                out.append(register_learner(f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
-                                            lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m), W)))
+                # the five windows share a compiled program: a buffer of the largest window, the
+                # window length in the state (the per-item cost does not depend on the buffer's size)
+                out.append(register_learner(
+                    f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
+                    lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W),
+                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}"))
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             # the three means at one window share a compiled program (the mean is read from the state)

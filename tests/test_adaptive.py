@@ -88,6 +88,25 @@ def test_always_learn_and_vmap_equals_single_runs(rng):
     assert int(r.state.n_tunes) >= 2  # cold start + the detected drift still schedule tunes
 
 
+def test_window_given_to_init_sets_the_phase_length_and_the_inner_window(rng):
+    """adaptive(learner with capacity 40, 40).init(window=w) == adaptive(learner of window w, w)."""
+    X1, Y1 = _two_concepts(rng, 150, 150)
+    Xs, Ys = jnp.asarray(X1, DTYPE), jnp.asarray(Y1, DTYPE)
+    shared = adaptive(oj.bayesian_map_windowed(1, 40, capacity=40, intercept=True), 40)
+    for w in (10, 25):
+        alone = adaptive(oj.bayesian_map_windowed(1, w, intercept=True), w)
+        a = progressive_validation(shared, shared.init(window=w), Xs, Ys, record=record_mode)
+        b = progressive_validation(alone, alone.init(), Xs, Ys, record=record_mode)
+        assert int(a.state.phase_length) == w and int(a.state.inner.window) == w
+        assert list(np.asarray(a.records)[:w + 1]) == [COLD_START] * (w - 1) + [TUNE, STABLE]
+        np.testing.assert_array_equal(np.asarray(a.records), np.asarray(b.records))
+        np.testing.assert_allclose(np.asarray(a.predictions.mean), np.asarray(b.predictions.mean),
+                                   rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    assert int(shared.init().phase_length) == 40
+    with pytest.raises(TypeError):  # a learner whose window is static takes no window at init
+        adaptive(kernel_regression(1, 8), 8).init(window=4)
+
+
 def test_frozen_rule_alarm_semantics():
     # with the frozen rule, a stable item alarms iff |e| > factor × (mean |e| of the last learning phase)
     W = 4

@@ -19,12 +19,14 @@ def _stream(rng, n, d, noise=0.3):
     return X, X @ rng.normal(size=d) + noise * rng.normal(size=n)
 
 
-@pytest.mark.parametrize("window", [1, 7, 25])
-def test_window_posterior_equals_batch_on_window_after_every_step(rng, window):
+@pytest.mark.parametrize("window,capacity", [(1, None), (7, None), (25, None), (7, 25), (1, 4), (24, 25)])
+def test_window_posterior_equals_batch_on_window_after_every_step(rng, window, capacity):
+    # capacity > window: a window shorter than its buffer (the grid's five windows in one program)
     d, n, alpha, beta = 3, 160, 0.7, 5.0
     X, Y = _stream(rng, n, d)
-    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta)
+    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta, capacity=capacity)
     s = lrn.init()
+    assert s.buffer.y.shape == (capacity or window,) and int(s.window) == window
     xq = rng.normal(size=(4, d))
     worst = 0.0
     for t in range(n):
@@ -34,7 +36,9 @@ def test_window_posterior_equals_batch_on_window_after_every_step(rng, window):
         p = lrn.predict(s, xq)
         rm, rv = predictive(m, S, beta, xq)
         worst = max(worst, rel_err(s.mean, m), rel_err(_cov(s), S), rel_err(p.mean, rm), rel_err(p.var, rv))
-        assert int(s.buffer.count) == t + 1 - lo
+        assert int(s.buffer.count) == t + 1 - lo == int(np.sum(s.buffer.valid))
+        np.testing.assert_array_equal(np.sort(np.asarray(s.buffer.y)[np.asarray(s.buffer.valid)]),
+                                      np.sort(np.asarray(Y[lo:t + 1], s.buffer.y.dtype)))
     assert worst < tol(1e-9, 2e-3)
 
 
@@ -135,6 +139,41 @@ def test_nonfinite_item_skipped_inside_jit(rng):
 def test_bad_window_raises(window):
     with pytest.raises(ValueError, match="window"):
         oj.windowed_bayes_linreg(2, window)
+
+
+def test_window_as_init_value_equals_a_learner_of_that_window(rng):
+    """Windows 5, 12, 20 in one capacity-20 program (vmapped over init's window) == three learners, tune included."""
+    d, n = 2, 90
+    X, Y = _stream(rng, n, d, noise=0.5)
+    X, Y = jnp.asarray(X, s_dt := oj.base.default_float_dtype()), jnp.asarray(Y, s_dt)
+    windows = jnp.array([5, 12, 20], jnp.int32)
+    shared = oj.windowed_bayes_linreg(d, 20, capacity=20, bounds="asymptotic")
+
+    def run(lrn, s):
+        s = lrn.learn(s, X[:60], Y[:60])
+        s = lrn.tune(s)
+        s = lrn.learn(s, X[60:], Y[60:])
+        return s, lrn.predict(s, X[:7])
+
+    states, preds = jax.jit(jax.vmap(lambda w: run(shared, shared.init(window=w))))(windows)
+    for k, w in enumerate([5, 12, 20]):
+        alone = oj.windowed_bayes_linreg(d, w, bounds="asymptotic")
+        s, p = run(alone, alone.init())
+        for a, b in ((preds.mean[k], p.mean), (preds.var[k], p.var), (states.mean[k], s.mean),
+                     (states.alpha[k], s.alpha), (states.beta[k], s.beta)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-10, 2e-4), atol=tol(1e-10, 1e-5))
+        assert int(states.buffer.count[k]) == w
+
+
+def test_bad_capacity_and_init_window_raise():
+    with pytest.raises(ValueError, match="capacity"):
+        oj.windowed_bayes_linreg(2, 8, capacity=4)
+    with pytest.raises(ValueError, match="capacity"):
+        oj.windowed_bayes_linreg(2, 8, capacity=9.5)
+    lrn = oj.windowed_bayes_linreg(2, 8, capacity=16)
+    for bad in (0, 17, 2.5, -1):
+        with pytest.raises(ValueError, match="window"):
+            lrn.init(window=bad)
 
 
 def test_bad_bounds_and_hyperparameters_raise():

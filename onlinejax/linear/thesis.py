@@ -144,7 +144,8 @@ def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.
         bayes_linreg(m or n_features, alpha=alpha, beta=b, forgetting=lam, dtype=dtype), burn_in=burn_in, level=level))
 
 
-def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False, intercept=False, dtype=None) -> Learner:
+def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False, intercept=False, capacity=None,
+                          dtype=None) -> Learner:
     """BayesianMLEWindowed: windowed RLS from ``kI`` with asymptotic bounds (eq. 4.17).
 
     Nothing of the model is tuned (thesis 5.4.1.5): ``tune`` only re-standardises
@@ -154,20 +155,28 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False
     the raw mapped features (inputs of scale 50–100: features spanning 1–10⁴)
     was silently wrong in float32 on the thesis grid: NaN or SMSE up to 1e15 on
     69 of the 5 × 576 mapped (stream, window) runs, none in float64.
+
+    ``capacity`` (static, ``>= window``) sizes the ring buffer; the window
+    length is ``init(window=)`` (default ``window``), so windows up to the
+    capacity share one compiled program (see
+    :func:`~onlinejax.linear.windowed_bayes_linreg`).
     """
     check_in_range(k, "k", 0.0, float("inf"), hi_open=True)
     fm = _feature_map(n_features, mapped, intercept)
 
     def make(m):
         return windowed_bayes_linreg(m or n_features, window, alpha=1.0 / k, beta=1.0, bounds="asymptotic",
-                                     tune_evidence=False, dtype=dtype)
+                                     tune_evidence=False, capacity=capacity, dtype=dtype)
 
     return _wrap(fm, make)
 
 
 def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0, mapped=False, intercept=False,
-                          dtype=None) -> Learner:
-    """BayesianMAPWindowed: windowed conjugate model, asymptotic bounds, evidence ``tune``."""
+                          capacity=None, dtype=None) -> Learner:
+    """BayesianMAPWindowed: windowed conjugate model, asymptotic bounds, evidence ``tune``.
+
+    ``capacity``: as in :func:`bayesian_mle_windowed`.
+    """
     fm = _feature_map(n_features, mapped, intercept)
     return _wrap(fm, lambda m: windowed_bayes_linreg(
-        m or n_features, window, alpha=alpha, beta=beta, bounds="asymptotic", dtype=dtype))
+        m or n_features, window, alpha=alpha, beta=beta, bounds="asymptotic", capacity=capacity, dtype=dtype))

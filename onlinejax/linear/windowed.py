@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..base import Learner, Prediction, check_positive, default_float_dtype, keep_if, make_learner
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
@@ -56,6 +57,8 @@ class WindowedBayesState(NamedTuple):
       shadow_mean: ``[d]``; shadow_cov_sqrt: ``[d, d]``: posterior of the
         newest ``n_shadow`` items, built by updates only (see module doc).
       n_shadow: ``[]`` int32.
+      window: ``[]`` int32 the window length ``w <= W`` (the buffer's capacity):
+        once ``w`` items are in the window, each new item evicts the oldest.
       alpha: ``[d]`` prior precisions (of the weights of the *scaled* features);
         beta: ``[]`` noise precision.
       prior_alpha: ``[d]`` the prior precisions given to ``init`` (of the raw
@@ -74,6 +77,7 @@ class WindowedBayesState(NamedTuple):
     shadow_mean: Array
     shadow_cov_sqrt: Array
     n_shadow: Array
+    window: Array
     alpha: Array
     prior_alpha: Array
     beta: Array
@@ -136,13 +140,16 @@ def windowed_bayes_linreg(
     intercept: bool = False,
     standardize: bool = True,
     tune_evidence: bool = True,
+    capacity: int | None = None,
     dtype=None,
 ) -> Learner:
     """Bayesian linear regression on the last ``window`` items.
 
     Args:
       n_features: ``d`` (static).
-      window: capacity ``W >= 1`` of the sliding window (static).
+      window: the window length ``w >= 1``: the default of ``init(window=)``.
+        It is an array in the state, so windows of different lengths share one
+        compiled program (the thesis grid's five windows compile once).
       alpha: default prior precision, ``[]`` or ``[d']`` (``d' = d + intercept``).
       beta: default noise precision.
       bounds: ``"bayes"``: predictive variance ``1/beta + xᵀSx`` (Bishop eq.
@@ -169,9 +176,13 @@ def windowed_bayes_linreg(
         the *raw* features' weights (``prior_alpha / s²`` on the scaled ones,
         then the floor) — and only re-standardises and rebuilds the factor from the
         window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
+      capacity: the ring buffer's size ``W >= window`` (static; default
+        ``window``). The per-item cost does not depend on it (the posterior is
+        updated and downdated in ``O(d²)``); ``tune`` and the asymptotic bound's
+        residual variance cost ``O(W d²)`` and ``O(W d)``.
       dtype: default floating dtype.
     Returns:
-      A :class:`Learner`: ``init(alpha=, beta=, dtype=)``; ``downdate(state)``
+      A :class:`Learner`: ``init(alpha=, beta=, window=, dtype=)``; ``downdate(state)``
       evicts the oldest item; ``tune(state, n_iter=100)`` re-estimates
       ``alpha``/``beta`` on the window by type-II ML and rebuilds the factor
       from the buffer.
@@ -179,9 +190,12 @@ def windowed_bayes_linreg(
     d = int(n_features)
     if d < 1:
         raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
-    W_cap = int(window) if not isinstance(window, bool) else 0
-    if W_cap < 1 or W_cap != window:
+    w_default = int(window) if not isinstance(window, bool) else 0
+    if w_default < 1 or w_default != window:
         raise ValueError(f"window: must be an integer >= 1, got {window!r}")
+    W_cap = w_default if capacity is None else (int(capacity) if not isinstance(capacity, bool) else 0)
+    if capacity is not None and (W_cap != capacity or W_cap < w_default):
+        raise ValueError(f"capacity: must be an integer >= window ({w_default}), got {capacity!r}")
     if bounds not in BOUNDS:
         raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
     check_positive(alpha, "alpha")
@@ -189,9 +203,13 @@ def windowed_bayes_linreg(
     dm = d + int(bool(intercept))
     asym = bounds == "asymptotic"
 
-    def _init(alpha=alpha, beta=beta, dtype=dtype):
+    def _init(alpha=alpha, beta=beta, window=w_default, dtype=dtype):
         check_positive(alpha, "alpha")
         check_positive(beta, "beta")
+        if not isinstance(window, jax.core.Tracer):
+            wv = np.asarray(window)
+            if wv.shape != () or not np.issubdtype(wv.dtype, np.integer) or not 1 <= int(wv) <= W_cap:
+                raise ValueError(f"window: must be an integer in [1, capacity = {W_cap}], got {window!r}")
         dt = dtype or default_float_dtype()
         a = jnp.broadcast_to(jnp.asarray(alpha, dt), (dm,))
         b = jnp.asarray(beta, dt)
@@ -199,7 +217,7 @@ def windowed_bayes_linreg(
         z = jnp.zeros((dm,), dt)
         return WindowedBayesState(
             buffer=ring_init(W_cap, dm, dt), mean=z, cov_sqrt=W0, shadow_mean=z, shadow_cov_sqrt=W0,
-            n_shadow=jnp.zeros((), jnp.int32), alpha=a, prior_alpha=a, beta=b, scale=jnp.ones((dm,), dt),
+            n_shadow=jnp.zeros((), jnp.int32), window=jnp.asarray(window, jnp.int32), alpha=a, prior_alpha=a, beta=b, scale=jnp.ones((dm,), dt),
             resid_var=1.0 / b,
             n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
@@ -219,7 +237,7 @@ def windowed_bayes_linreg(
     def learn_one(s: WindowedBayesState, x, y):
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
         x0, y0 = jnp.where(ok, x, 0.0), jnp.where(ok, y, 0.0)
-        full = s.buffer.count == W_cap
+        full = s.buffer.count >= s.window
         xo, yo, _ = ring_oldest(s.buffer)
         xo = jnp.where(full, xo, 0.0) / s.scale
         xs = x0 / s.scale
@@ -228,7 +246,7 @@ def windowed_bayes_linreg(
         Wm, m = sqrt_cov_rank1(Wm, m, xs, y0, r, 1.0)
         Ws, ms = sqrt_cov_rank1(s.shadow_cov_sqrt, s.shadow_mean, xs, y0, r, 1.0)
         new = s._replace(
-            buffer=ring_push(s.buffer, x0, y0), mean=m, cov_sqrt=Wm, shadow_mean=ms, shadow_cov_sqrt=Ws,
+            buffer=ring_push(s.buffer, x0, y0, window=s.window), mean=m, cov_sqrt=Wm, shadow_mean=ms, shadow_cov_sqrt=Ws,
             n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1,
         )
         new = _finish(new)
