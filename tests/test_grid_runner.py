@@ -87,7 +87,7 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
 
 
 def test_vmap_width_does_not_change_rows(groups):
-    """States vmapped all together, one at a time (lax.map) or 3 at a time (with a remainder): the same rows."""
+    """States vmapped all together, one at a time (lax.map) or 3 at a time (8 pairs: 3 groups of 3, one pair a padding copy): the same rows."""
     from onlinejax.evaluation.grid import _state_bytes
 
     g = groups[1]  # 4 streams; "blr-grid" has 2 hyperparameter pairs -> 8 (stream, hyper) pairs

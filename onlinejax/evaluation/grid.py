@@ -345,8 +345,17 @@ def _per_stream(learner: Learner, delay: int | None, level: float, keep: bool = 
             out = jax.vmap(run)(*args)
         elif width == 1:  # no vmap at all: a vmap of one still turns the learners' lax.cond into select
             out = jax.lax.map(lambda a: run(*a), args)
-        else:  # `width` pairs vmapped at a time, one group after another
-            out = jax.lax.map(lambda a: run(*a), args, batch_size=width)
+        else:  # about `width` pairs vmapped at a time, one group after another
+            # lax.map compiles a remainder (C·H mod width) as a second copy of the whole program, so
+            # the groups are evened out and padded with copies of the last pair (fewer than `groups`)
+            N = C * H
+            groups = -(-N // width)
+            even = -(-N // groups)
+            pad = groups * even - N
+            if pad:
+                args = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, 0)]), args)
+            out = jax.lax.map(lambda a: run(*a), args, batch_size=even)
+            out = jax.tree_util.tree_map(lambda a: a[:N], out)
         return jax.tree_util.tree_map(lambda a: a.reshape((C, H) + a.shape[1:]), out)
 
     return per_streams
