@@ -7,6 +7,13 @@ cold start, stable, high error, tune); the forgetting learners learn every
 item. Batch learners (``*Batch_TS32`` …) learn their first ``TS`` items once
 (:func:`onlinejax.baseline.train_once`) and are scored from item ``TS`` on.
 
+Configurations that differ only in values their state starts from share a
+compiled program (``GridLearner.program``): the three GP means at one
+window, the three forgetting factors of a forgetting family, and the five
+windows of a windowed linear family (a buffer of capacity 128, the window
+length in the state). ``REGISTRY[name].make(d).init()`` still builds that
+configuration's own state (its defaults are its ``init_kwargs``).
+
 Importing this module registers every configuration in
 :data:`onlinejax.evaluation.grid.REGISTRY`; :func:`default_learners` is the
 main command's small set (one or two per family).

@@ -24,7 +24,9 @@ How the work is laid out (measured on a 2-core CPU; see ``benchmarks/grid.py``):
   learners whose states are small. At most ``vmap_bytes`` of states are
   vmapped together; larger groups run one after another (``lax.map``),
   because a vmapped step touches every state of the group and, once they
-  outgrow the core's caches, streams them from memory on every item.
+  outgrow the core's caches, streams them from memory on every item. The
+  groups are made even (the last padded with copies of one pair):
+  ``lax.map`` compiles a remainder group as a second copy of the program.
 * **Chunk size from the state size.** A vmapped batch of states that
   outgrows the last-level cache runs slower per item, so by default a chunk
   holds at most ``chunk_bytes`` (8 MiB) of learner states per device.
