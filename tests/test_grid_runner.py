@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -190,6 +191,14 @@ def test_registry_has_the_thesis_configurations():
         registered_learners("NoSuchLearner")
     for g in online + batch:  # every configuration builds for every grid dimension
         assert g.make(2).n_features == 2
+    # a configuration that shares a program is still itself when built alone: init's defaults are its init_kwargs
+    shared = [g for g in online if g.init_kwargs]
+    assert len({g.program for g in shared}) == 2 * (2 + 2) + 5  # forgetting, windowed (x mapped) x MLE/MAP; GP
+    for g in shared:
+        lrn = g.make(2)
+        chex.assert_trees_all_equal(lrn.init(), lrn.init(**g.init_kwargs))
+    s = registered_learners("BayesianMAPWindowedMapped_WS48")[0].make(2).init()
+    assert int(s.phase_length) == 48 and int(s.inner.window) == 48 and s.inner.buffer.y.shape == (128,)
 
 
 def test_shared_program_rows_equal_separate_programs(groups):
