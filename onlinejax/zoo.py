@@ -70,7 +70,7 @@ def thesis_online_learners() -> list[GridLearner]:
             out.append(register_learner(
                 f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W),
-                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}"))
+                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1))
     for W in THESIS_WINDOWS:
         out.append(register_learner(f"KernelRegression_WS{W}", "KernelRegression",
                                     lambda d, W=W: adaptive(kernel_regression(d, W), W)))
@@ -86,7 +86,7 @@ def thesis_batch_learners() -> list[GridLearner]:
                                         lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
                                         score_from=T))
         out.append(register_learner(f"GPRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(gp_window(d, T), T), score_from=T))
+                                    lambda d, T=T: train_once(gp_window(d, T), T), score_from=T, vmap_bytes=1))
         out.append(register_learner(f"KernelRegressionBatch_TS{T}", "Batch",
                                     lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T))
     return out

@@ -107,6 +107,30 @@ def test_vmap_width_does_not_change_rows(groups):
         run_grid(lrn, g, progress=False, vmap_bytes=0)
 
 
+def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
+    """``GridLearner.vmap_bytes`` (the zoo's GPs: 1) replaces run_grid's for that configuration only."""
+    from onlinejax.evaluation import grid as grid_mod
+
+    seen = []
+    real = grid_mod._vmap_width
+    monkeypatch.setattr(grid_mod, "_vmap_width", lambda sb, vb: seen.append(vb) or real(sb, vb))
+    g = groups[1]
+    base = _learners()[1]
+    alone = base._replace(name="blr-alone", vmap_bytes=1)
+    r = run_grid([base, alone], g, progress=False, vmap_bytes=1 << 40)
+    assert sorted(seen) == [1, 1 << 40]
+    rows = {(x["learner"], x["stream"]): x for x in r.rows}
+    assert sum(x["learner"].startswith("blr-alone") for x in r.rows) == 8  # 4 streams x 2 hyper values
+    for x in r.rows:
+        if x["learner"].startswith("blr-alone"):
+            y = rows[(x["learner"].replace("blr-alone", "blr-grid"), x["stream"])]
+            for m in METRICS:
+                np.testing.assert_allclose(x[m], y[m], rtol=tol(1e-12, 1e-5))
+    with pytest.raises(ValueError, match="vmap_bytes"):
+        run_grid([base._replace(vmap_bytes=0)], g, progress=False)
+    assert all(x.vmap_bytes == 1 for x in registered_learners("GPRegression"))
+
+
 def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
     """Programs compiled a batch at a time (learners never split): the same rows, in the same order."""
     lrn = [_learners()[0], _learners()[2]]

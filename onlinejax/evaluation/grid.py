@@ -90,6 +90,15 @@ class GridLearner(NamedTuple):
         vmaps over their ``init_kwargs`` (e.g. the thesis's three GP mean
         functions at one window size: 15 programs instead of 45). Their
         compile time is reported under the first one's name.
+      vmap_bytes: optional override of :func:`run_grid`'s ``vmap_bytes`` for
+        this configuration (``1``: one (stream, hyperparameter) pair at a
+        time). The zoo gives the GPs ``1``: under ``vmap`` a stream pays for
+        the costly ``O(W²)`` learning step whenever any stream of its group
+        learns, so a GP ran slower vmapped even when its states fit the
+        caches (576 streams at d = 2, GP state machine W = 48 vmapped 3 at a
+        time: 13.5 s, alone 8.2 s; W = 32, 6 at a time: 7.0 s, alone 5.0 s;
+        batch GP TS 32: 1.6 s, 0.7 s), while kernel regression gains from
+        the vmap (W = 64: 1.7 s vmapped, 3.5 s alone).
     """
 
     name: str
@@ -100,6 +109,7 @@ class GridLearner(NamedTuple):
     labels: Sequence[str] | None = None
     init_kwargs: Mapping[str, float] | None = None
     program: str | None = None
+    vmap_bytes: int | None = None
 
 
 #: Registered configurations, ``name -> GridLearner`` (see :func:`register_learner`).
@@ -108,7 +118,7 @@ REGISTRY: dict = {}
 
 def register_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
                      hyper: Mapping[str, Sequence] | None = None, init_kwargs: Mapping[str, float] | None = None,
-                     program: str | None = None) -> GridLearner:
+                     program: str | None = None, vmap_bytes: int | None = None) -> GridLearner:
     """Add a configuration to :data:`REGISTRY` (replacing one of the same name) and return it.
 
     See :class:`GridLearner` for the arguments (``program`` shares one compiled
@@ -121,7 +131,8 @@ def register_learner(name: str, family: str, make: Callable[[int], Learner], *, 
     gl = GridLearner(str(name), str(family), make, check_int(score_from, "score_from", 0),
                      dict(hyper) if hyper is not None else None, None,
                      dict(init_kwargs) if init_kwargs is not None else None,
-                     str(program) if program is not None else None)
+                     str(program) if program is not None else None,
+                     check_int(vmap_bytes, "vmap_bytes", 1) if vmap_bytes is not None else None)
     REGISTRY[gl.name] = gl
     return gl
 
@@ -417,7 +428,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
       compile_workers: programs compiled at once in threads (default: the CPU
         count; 1 compiles one after the other). ``compile_s`` is then each
         program's own wall time, which overlaps others'.
-      vmap_bytes: inside a chunk, at most this many bytes of learner states
+      vmap_bytes: (``GridLearner.vmap_bytes`` overrides it per configuration)
+        inside a chunk, at most this many bytes of learner states
         are vmapped together; larger groups run one after another
         (``lax.map``). A vmapped step touches every state in the group, so
         once they outgrow the core's private caches each item streams them
@@ -491,8 +503,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         labels = [_label(gl, h) for h in range(H)]
         per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
         chunk = check_int(per_dev, "chunk_size", 1) * n_dev
-        fn = _per_stream(learner, delay, level, keep_predictions,
-                         _vmap_width(_state_bytes(learner, dtype), vmap_bytes))
+        vb = vmap_bytes if gl.vmap_bytes is None else check_int(gl.vmap_bytes, f"{gl.name}: vmap_bytes", 1)
+        fn = _per_stream(learner, delay, level, keep_predictions, _vmap_width(_state_bytes(learner, dtype), vb))
         if mesh is not None:
             fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
                                check_vma=False)  # per-device work is independent
