@@ -249,6 +249,10 @@ def test_shared_program_rows_equal_separate_programs(groups):
     assert len(set(smse.values())) == 4  # the three means really differ
     with pytest.raises(ValueError, match="init_kwargs"):
         run_grid([shared[0], shared[1]._replace(init_kwargs={"lengthscale": 1.0})], g, progress=False)
+    for bad in (jnp.asarray(5), jnp.asarray(1.5), jnp.asarray([0, 1])):  # a concrete index is checked
+        with pytest.raises(ValueError, match="mean"):
+            shared[0].make(2).init(mean=bad)
+    assert int(shared[0].make(2).init(mean=jnp.asarray(2.0)).inner.mean_kind) == 2
     with pytest.raises(TypeError, match="mean_from_state"):
         gp_window(2, W).init(mean="ols")
 

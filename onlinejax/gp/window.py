@@ -250,6 +250,10 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
         if isinstance(m, (str, int)):
             kind = jnp.asarray(mean_index(m), jnp.int32)
         else:  # an array (vmapped grid hyperparameter): the index, possibly as a float
+            if not isinstance(m, jax.core.Tracer):  # a concrete one is checked, not silently read as "zero"
+                if jnp.ndim(m) != 0:
+                    raise ValueError(f"mean: expected a name or a scalar index, got shape {jnp.shape(m)}")
+                mean_index(float(m))
             kind = jnp.asarray(m).astype(jnp.int32)
         return _init(signal_std, noise_std, lengthscale, dtype, kind)
 
