@@ -319,3 +319,68 @@ def test_replay_combination_rows_equal_running_the_combination_learner(groups):
                                    rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
     with pytest.raises(ValueError, match="keep_predictions"):
         replay_combination(res._replace(predictions=None), groups, "m", ["blr"], fixed_share(0.05))
+
+
+def test_executable_cache_loads_the_same_programs(groups, tmp_path, monkeypatch):
+    from onlinejax.evaluation import executable_cache as ec
+    from onlinejax.evaluation.grid import REGISTRY
+
+    reg = registered_learners(["BayesianMAPForgetting_FF0", "BayesianMAPForgetting_FF0.05"])  # one shared program
+    user = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99))
+    assert all(ec.cacheable(g, REGISTRY) for g in reg) and not ec.cacheable(user, REGISTRY)
+    folder = str(tmp_path / "exe")
+    files = lambda: sorted(os.path.join(r, f) for r, _, fs in os.walk(folder) for f in fs)
+    plain = run_grid(reg + [user], groups, progress=False)
+    first = run_grid(reg + [user], groups, progress=False, executable_cache=folder)
+    assert len(files()) == len(groups)  # the registered program per stream shape; the user's learner is not stored
+    keys = {os.path.basename(f)[:-4] for f in files()}
+
+    def load_only(*a, **k):
+        out = load_executable(*a, **k)
+        assert out is not None
+        return out
+
+    from onlinejax.evaluation import grid as G
+
+    load_executable = ec.load_executable
+    monkeypatch.setattr(G, "load_executable", load_only)
+    monkeypatch.setattr(G, "store_executable", lambda *a, **k: pytest.fail("a loaded program was stored again"))
+    second = run_grid(reg + [user], groups, progress=False, executable_cache=folder)
+    strip = lambda res: [{k: v for k, v in r.items() if k not in ("atpi", "drmax", "compile_s")} for r in res.rows]
+    for a, b, c in zip(strip(plain), strip(first), strip(second)):
+        diff = {k: (a[k], b[k], c[k]) for k in a if not (a[k] == b[k] == c[k] or (a[k] != a[k] and b[k] != b[k] and c[k] != c[k]))}
+        assert not diff, (a["learner"], a["stream"], diff)
+    monkeypatch.undo()
+
+    # another setting is another key: delayed validation compiles and stores afresh
+    run_grid(reg, groups, progress=False, executable_cache=folder, delay=3)
+    assert len(files()) == 2 * len(groups) and keys < {os.path.basename(f)[:-4] for f in files()}
+    # a damaged file is recompiled and rewritten
+    damaged = next(f for f in files() if os.path.basename(f)[:-4] not in keys)
+    with open(damaged, "wb") as fh:
+        fh.write(b"not a pickle")
+    again = run_grid(reg, groups, progress=False, executable_cache=folder, delay=3)
+    assert os.path.getsize(damaged) > 1000 and len(files()) == 2 * len(groups)
+    assert np.all(np.isfinite([r["smse"] for r in again.rows]))
+    # with JAX's persistent cache on, programs are only loaded (an executable JAX reloaded from its
+    # own cache does not serialise whole), and a warning says so
+    monkeypatch.setattr(G, "persistent_cache_on", lambda: True)
+    with pytest.warns(UserWarning, match="only loads"):
+        run_grid(reg, groups, progress=False, executable_cache=str(tmp_path / "other"))
+    assert not os.path.exists(tmp_path / "other")
+
+
+def test_executable_cache_key_covers_the_configuration_and_shapes():
+    from onlinejax.evaluation import executable_cache as ec
+
+    gl = registered_learners(["KernelRegression_WS32"])[0]
+    states = jax.eval_shape(lambda: gl.make(2).init())
+    args = [jax.ShapeDtypeStruct((4, 100, 2), jnp.float32)]
+    k = ec.program_key(gl, states, args, jax.devices(), delay=None)
+    assert k == ec.program_key(gl, states, args, jax.devices(), delay=None)
+    other = registered_learners(["KernelRegression_WS48"])[0]
+    assert k != ec.program_key(other, jax.eval_shape(lambda: other.make(2).init()), args, jax.devices(), delay=None)
+    assert k != ec.program_key(gl, states, [jax.ShapeDtypeStruct((4, 101, 2), jnp.float32)], jax.devices(), delay=None)
+    assert k != ec.program_key(gl, states, args, jax.devices(), delay=2)
+    assert k != ec.program_key(gl._replace(hyper={"a": [1.0]}), states, args, jax.devices(), delay=None)
+    assert len(ec.source_hash()) == 64
