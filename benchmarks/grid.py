@@ -33,16 +33,14 @@ def main():
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--csv", default=None)
     ap.add_argument("--compile-cache", default="none", metavar="DIR",
-                    help="folder of compiled grid programs (run_grid's executable_cache; 'none', the default, "
-                         "times a cold run; 'default': the command line's ~/.cache/onlinejax/xla)")
+                    help="persistent compilation cache ('none', the default, times a cold run; 'default': "
+                         "the command line's ~/.cache/onlinejax/xla)")
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
-    from onlinejax.evaluation import default_cache_dir, registered_learners, run_grid
+    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid
 
-    cache = None
     if a.compile_cache != "none":
-        cache = os.path.abspath(default_cache_dir() if a.compile_cache == "default" else a.compile_cache)
-        print("compiled programs from/to:", cache)
+        print("compilation cache:", enable_compilation_cache(None if a.compile_cache == "default" else a.compile_cache))
 
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
@@ -51,7 +49,7 @@ def main():
         gls = [g for g in gls if g.family != "Combination"]
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
-    res = run_grid(gls, groups, executable_cache=cache)
+    res = run_grid(gls, groups)
     wall = time.perf_counter() - t0
     fam = {}
     for gl in gls:

@@ -95,7 +95,7 @@ def run_compare(delay: float = 7.0) -> dict:
 
 
 def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0,
-                     streams: str | None = None, executable_cache: str | None = None):
+                     streams: str | None = None):
     """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs."""
     from .data import grid_names, parse_name, stratified_names, thesis_grid
     from .evaluation import registered_learners, replay_combination, run_grid
@@ -108,7 +108,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     gls = registered_learners(learners) if learners else zoo.default_learners()
     t0 = time.perf_counter()
     groups = thesis_grid(jax.random.key(seed), names)
-    res = run_grid(gls, groups, keep_predictions=True, executable_cache=executable_cache)
+    res = run_grid(gls, groups, keep_predictions=True)
     if not learners:
         # the default combination from its members' predictions (no second compile of the members)
         missing = [m for m in zoo.COMBINATION_MEMBERS if m not in {g.name for g in gls}]
@@ -184,8 +184,8 @@ def main(argv=None) -> int:
     g.add_argument("--out", default="results")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--compile-cache", default=None, metavar="DIR",
-                   help="folder of compiled grid programs, so a repeated run loads them instead of tracing and "
-                        "compiling (default $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
+                   help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
+                        "compiling them (default $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
     c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     a = p.parse_args(argv)
@@ -193,12 +193,11 @@ def main(argv=None) -> int:
         if a.per_cell < 1 or a.n < 10:
             print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
             return 2
-        cache = None
         if a.compile_cache != "none":
-            from .evaluation import default_cache_dir
-            cache = os.path.abspath(os.path.expanduser(a.compile_cache or default_cache_dir()))
+            from .evaluation import enable_compilation_cache
+            enable_compilation_cache(a.compile_cache)
         try:
-            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams, cache)
+            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -48,7 +48,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping, NamedTuple, Sequence
 
@@ -60,7 +59,6 @@ from threadpoolctl import threadpool_limits
 
 from ..base import Learner, check_int
 from .delayed import delayed_progressive_validation, schedule_from_delays
-from .executable_cache import cacheable, load_executable, persistent_cache_on, program_key, store_executable
 from .metrics import METRICS, prequential, score, stable_mask
 from .progressive import progressive_validation
 
@@ -407,8 +405,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
              compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int = 32 << 10, compile_batch: int = 32,
-             executable_cache: str | None = None) -> GridResult:
+             vmap_bytes: int = 32 << 10, compile_batch: int = 32) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -452,15 +449,6 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         (``vm.max_map_count``): compiling all 192 programs of the thesis's
         evaluation first made LLVM fail with "Cannot allocate memory" and
         the process crash.
-      executable_cache: optional folder of serialised executables
-        (:mod:`~onlinejax.evaluation.executable_cache`): a registered
-        ``onlinejax`` configuration whose program is found there is loaded
-        without tracing, lowering or compiling (its ``compile_s`` is then the
-        load time), and every one compiled is stored. The key covers the
-        package source, the configuration, shapes, dtype, settings, devices,
-        JAX version, XLA flags and CPU. Nothing is stored while JAX's
-        persistent compilation cache is on (a warning says so; see the
-        module). ``None`` (default): not used.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
     """
@@ -481,11 +469,6 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         if not isinstance(g, GridLearner):
             raise TypeError(f"learners: expected GridLearner entries, got {type(g).__name__}")
     learners, row_order = _merge_programs(learners)
-    store = executable_cache is not None and not persistent_cache_on()
-    if executable_cache is not None and not store:
-        warnings.warn("run_grid: JAX's persistent compilation cache is on, so executable_cache only loads "
-                      "(an executable JAX reloaded from its cache does not serialise whole); use one of the two",
-                      stacklevel=2)
     groups = [streams] if hasattr(streams, "names") else list(streams)
     if not groups:
         raise ValueError("streams: none given")
@@ -499,8 +482,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     host = {}  # id(group) -> (X, Y) in the state dtype: converted once, not once per learner and chunk
 
     def chunk_args(grp, chunk, lo, w_all, w_st):
-        # numpy does the conversion and indexing: jnp.asarray of a float64 [216, 2000, 4] chunk
-        # cost ~0.1 s (a conversion program per call), 25 s over the thesis's evaluation
+        # numpy converts and indexes: jnp.asarray of each float64 [216, 2000, 4] chunk cost ~0.1 s
+        # (a conversion program per call), ~25 s over the thesis's whole evaluation
         if id(grp) not in host:
             host[id(grp)] = (np.asarray(grp.X, np_dtype), np.asarray(grp.Y, np_dtype))
         X, Y = host[id(grp)]
@@ -509,7 +492,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         args = (X[idx], Y[idx], w_all[idx], w_st[idx])
         return tuple(jax.device_put(a, shard) for a in args) if shard is not None else tuple(map(jnp.asarray, args))
 
-    stable = {}  # id(group) -> [S, n] stable-item mask, shared by every learner
+    stable = {}  # id(group) -> [S, n] stable-item mask, the same for every learner
 
     def weights(gl, grp):
         S, n, _ = grp.X.shape
@@ -521,40 +504,23 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         return w_all, w_all * stable[id(grp)]
 
     def build(gl, grp):
-        """Trace, lower and compile (or load) one learner for one stream shape.
-
-        Returns ``(learner, states, labels, chunk, exe, secs)``.
-        """
+        """Trace, lower and compile one learner for one stream shape: (learner, states, labels, chunk, exe, secs)."""
         S, n, d = grp.X.shape
         learner = gl.make(d)
         if learner.n_features != d:
             raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
-        shapes = jax.eval_shape(lambda: _hyper_states(learner, gl.hyper, dtype))
-        H = jax.tree_util.tree_leaves(shapes)[0].shape[0]
-        state_bytes = sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize
-                          for a in jax.tree_util.tree_leaves(shapes)) // H
+        states = _hyper_states(learner, gl.hyper, dtype)
+        H = jax.tree_util.tree_leaves(states)[0].shape[0]
         labels = [_label(gl, h) for h in range(H)]
-        per_dev = chunk_size or _default_chunk(state_bytes * H, S, n_dev, chunk_bytes)
+        per_dev = chunk_size or _default_chunk(_state_bytes(learner, dtype) * H, S, n_dev, chunk_bytes)
         chunk = check_int(per_dev, "chunk_size", 1) * n_dev
         vb = vmap_bytes if gl.vmap_bytes is None else check_int(gl.vmap_bytes, f"{gl.name}: vmap_bytes", 1)
-        width = _vmap_width(state_bytes, vb)
-        t0 = time.perf_counter()
-        key = None
-        if executable_cache is not None and cacheable(gl, REGISTRY):
-            args = [jax.ShapeDtypeStruct((chunk, n, d), np_dtype)] + [jax.ShapeDtypeStruct((chunk, n), np_dtype)] * 3
-            key = program_key(gl, shapes, args, devices, delay=delay, level=level, keep=keep_predictions,
-                              width=width, sharded=mesh is not None)
-            hit = load_executable(executable_cache, key)
-            if hit is not None:
-                return learner, hit[1], labels, chunk, hit[0], time.perf_counter() - t0
-        states = _hyper_states(learner, gl.hyper, dtype)
-        fn = _per_stream(learner, delay, level, keep_predictions, width)
+        fn = _per_stream(learner, delay, level, keep_predictions, _vmap_width(_state_bytes(learner, dtype), vb))
         if mesh is not None:
             fn = jax.shard_map(fn, mesh=mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
                                check_vma=False)  # per-device work is independent
+        t0 = time.perf_counter()
         exe = jax.jit(fn).lower(states, *chunk_args(grp, chunk, 0, *weights(gl, grp))).compile()
-        if key is not None and store:
-            store_executable(executable_cache, key, exe, states)
         return learner, states, labels, chunk, exe, time.perf_counter() - t0
 
     # Compile a batch of (learner, stream shape) programs, several at a time, then run them and
