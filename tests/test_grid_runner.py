@@ -319,3 +319,22 @@ def test_replay_combination_rows_equal_running_the_combination_learner(groups):
                                    rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
     with pytest.raises(ValueError, match="keep_predictions"):
         replay_combination(res._replace(predictions=None), groups, "m", ["blr"], fixed_share(0.05))
+
+
+def test_default_chunks_are_evened_out():
+    """Fewest calls that respect the state budget, and among those the least padding (brute force)."""
+    from onlinejax.evaluation.grid import _default_chunk
+
+    for S in (1, 5, 144, 216, 1000):
+        for n_dev in (1, 2, 4):
+            for state_bytes in (1, 7, 1000, 51_000, 205_000, 10 << 20):
+                budget = 8 << 20
+                c = _default_chunk(state_bytes, S, n_dev, budget)
+                need = -(-S // n_dev)
+                cap = max(1, budget // state_bytes)
+                options = range(1, min(cap, need) + 1)
+                calls = min(-(-need // k) for k in options)
+                padding = min(k * calls - need for k in options if -(-need // k) == calls)
+                assert 1 <= c <= max(1, min(cap, need)), (S, n_dev, state_bytes, c)
+                assert -(-need // c) == calls, (S, n_dev, state_bytes, c)
+                assert c * calls - need == padding and padding < calls, (S, n_dev, state_bytes, c)
