@@ -1,7 +1,8 @@
 """The thesis's evaluation (learner configurations × the 576-stream grid): items/s per family.
 
 Run:  .venv/bin/python benchmarks/grid.py [--learners GP,Kernel] [--per-cell K | --full] [--n 2000]
-      XLA_FLAGS=--xla_force_host_platform_device_count=2 .venv/bin/python benchmarks/grid.py ...  (both cores)
+      (one host device per core by default, see onlinejax.evaluation.use_cpu_cores; XLA_FLAGS=
+       --xla_force_host_platform_device_count=N overrides it)
 
 Prints, per learner family, the sessions (learner × stream), the items
 processed, the compile seconds and the run seconds (compiled calls only), the
@@ -37,7 +38,9 @@ def main():
                          "the command line's ~/.cache/onlinejax/xla)")
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
-    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid
+    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid, use_cpu_cores
+
+    use_cpu_cores()  # one host device per core (XLA_FLAGS=--xla_force_host_platform_device_count=N overrides)
 
     if a.compile_cache != "none":
         print("compilation cache:", enable_compilation_cache(None if a.compile_cache == "default" else a.compile_cache))

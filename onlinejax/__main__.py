@@ -193,8 +193,9 @@ def main(argv=None) -> int:
         if a.per_cell < 1 or a.n < 10:
             print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
             return 2
+        from .evaluation import enable_compilation_cache, use_cpu_cores
+        use_cpu_cores()  # one host device per core: run_grid shards the streams over them
         if a.compile_cache != "none":
-            from .evaluation import enable_compilation_cache
             enable_compilation_cache(a.compile_cache)
         try:
             run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams)

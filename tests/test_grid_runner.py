@@ -338,3 +338,22 @@ def test_default_chunks_are_evened_out():
                 assert 1 <= c <= max(1, min(cap, need)), (S, n_dev, state_bytes, c)
                 assert -(-need // c) == calls, (S, n_dev, state_bytes, c)
                 assert c * calls - need == padding and padding < calls, (S, n_dev, state_bytes, c)
+
+
+def test_use_cpu_cores_sets_host_devices_before_jax_starts():
+    code = textwrap.dedent("""
+        import jax
+        from onlinejax.evaluation import use_cpu_cores
+        n = use_cpu_cores(3)
+        assert n == 3 and len(jax.devices()) == 3, (n, jax.devices())
+        assert use_cpu_cores(5) == 3  # too late: the backend keeps its devices
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    out = subprocess.run([sys.executable, "-c", code.replace("n == 3 and len(jax.devices()) == 3", "n == 2")
+                          .replace("use_cpu_cores(5) == 3", "use_cpu_cores(5) == 2")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

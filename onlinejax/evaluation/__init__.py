@@ -6,4 +6,4 @@ from .delayed import DelayedResult, EventSchedule, delayed_progressive_validatio
 from .compare import compare_evaluations
 from .timing import timing_report
 from .grid import (GridLearner, GridResult, default_cache_dir, enable_compilation_cache, register_learner,
-                   registered_learners, replay_combination, run_grid)
+                   registered_learners, replay_combination, run_grid, use_cpu_cores)
