@@ -341,6 +341,11 @@ def test_default_chunks_are_evened_out():
 
 
 def test_use_cpu_cores_sets_host_devices_before_jax_starts():
+    from onlinejax.evaluation import use_cpu_cores
+
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="n: must be an integer"):
+            use_cpu_cores(bad)
     code = textwrap.dedent("""
         import jax
         from onlinejax.evaluation import use_cpu_cores

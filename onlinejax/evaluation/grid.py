@@ -241,10 +241,16 @@ def use_cpu_cores(n: int | None = None) -> int:
     initialises its backends; afterwards, or when ``XLA_FLAGS`` already sets
     the count, it changes nothing.
 
+    Args:
+      n: host devices, an int >= 1 (default: the cores this process may use).
     Returns:
       the number of CPU devices JAX will use (``n`` when it took effect).
+    Raises:
+      ValueError: ``n`` is not an int >= 1.
     """
-    n = check_int(os.cpu_count() or 1 if n is None else n, "n", 1)
+    if n is None:  # the cores this process may run on (a container's limit, not the host's count)
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = check_int(n, "n", 1)
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         try:
             jax.config.update("jax_num_cpu_devices", n)
