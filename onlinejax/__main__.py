@@ -127,7 +127,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
           f"{'non-finite':>10s}")
     for r in res.summary():
         print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} {r['saiw']:9.4f} "
-              f"{1e6 * r['atpi']:10.2f} {r['n_nonfinite']:10d}")
+              f"{1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
     os.makedirs(out, exist_ok=True)
     print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")
     try:

@@ -1,4 +1,12 @@
-"""Batch baselines as learners: train once on the first ``n_train`` items, then predict only.
+"""Baselines as learners: climatology (the targets' running Gaussian) and train-once batch learners.
+
+:func:`climatology` ignores the inputs and predicts every target from the
+running mean and variance of the targets seen so far. It is the yardstick of
+the log-score skill (a learner's mean log predictive density minus
+climatology's, :func:`onlinejax.evaluation.metrics.log_score_skill`): a
+learner with negative skill would have done better by forgetting its inputs.
+
+Batch baselines: train once on the first ``n_train`` items, then predict only.
 
 The thesis's control group (6.2.1: BayesianMLEBatch, GPRegressionBatch,
 KernelRegressionBatch with training sets of 32, 64 and 128 items) fits a model
@@ -17,10 +25,88 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, check_int, make_learner
+from .base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from .batching import cond_if_any
 
-__all__ = ["TrainOnceState", "train_once"]
+__all__ = ["TrainOnceState", "train_once", "ClimatologyState", "climatology", "climatology_init",
+           "climatology_learn", "climatology_predict"]
+
+
+class ClimatologyState(NamedTuple):
+    """State of :func:`climatology`.
+
+    Attributes:
+      n: ``[]`` number of targets seen (floating, for Welford's update).
+      mean: ``[]`` their mean.
+      m2: ``[]`` sum of squared deviations from ``mean``.
+      prior_var: ``[]`` the predictive variance before two targets were seen.
+      n_skipped: ``[]`` int32 non-finite targets skipped.
+    """
+
+    n: jax.Array
+    mean: jax.Array
+    m2: jax.Array
+    prior_var: jax.Array
+    n_skipped: jax.Array
+
+
+def climatology_init(prior_var=1.0, dtype=None) -> ClimatologyState:
+    """The state before any target: predicts ``N(0, prior_var)``."""
+    check_positive(prior_var, "prior_var")
+    dt = dtype or default_float_dtype()
+    z = jnp.zeros((), dt)
+    return ClimatologyState(z, z, z, jnp.asarray(prior_var, dt), jnp.zeros((), jnp.int32))
+
+
+def climatology_learn(s: ClimatologyState, y: jax.Array) -> ClimatologyState:
+    """Welford's update of the running mean and squared deviations (Welford 1962); a non-finite ``y`` is skipped."""
+    ok = jnp.isfinite(y)
+    n = s.n + 1.0
+    delta = jnp.where(ok, y, s.mean) - s.mean
+    mean = s.mean + delta / n
+    new = ClimatologyState(n, mean, s.m2 + delta * (jnp.where(ok, y, s.mean) - mean), s.prior_var, s.n_skipped)
+    return keep_if(ok, new, s._replace(n_skipped=s.n_skipped + 1))
+
+
+def climatology_predict(s: ClimatologyState) -> Prediction:
+    """The next target's predictive ``N(ȳ, s²(1 + 1/n))`` after ``n >= 2`` targets.
+
+    ``s²`` is the unbiased sample variance; ``(1 + 1/n)`` adds the mean's own
+    uncertainty (the plug-in form of the Student-t predictive of a Gaussian
+    with unknown mean and variance). Before two targets: ``N(ȳ, prior_var)``
+    (``ȳ = 0`` before the first). The variance is kept above ``eps·ȳ²`` (the
+    dtype's resolution at the targets' scale), so constant targets do not
+    give a zero variance.
+    """
+    dt = s.mean.dtype
+    var = jnp.where(s.n >= 2, s.m2 / jnp.maximum(s.n - 1.0, 1.0) * (1.0 + 1.0 / jnp.maximum(s.n, 1.0)), s.prior_var)
+    floor = jnp.finfo(dt).eps * s.mean * s.mean + jnp.sqrt(jnp.finfo(dt).tiny)
+    return Prediction(s.mean, jnp.maximum(var, floor))
+
+
+def climatology(n_features: int, *, prior_var=1.0, dtype=None) -> Learner:
+    """Climatology: predict every target from the running mean and variance of the targets so far.
+
+    Args:
+      n_features: ``d``; the inputs are checked and ignored.
+      prior_var: predictive variance before two targets were seen (> 0).
+      dtype: default floating dtype of the state.
+    Returns:
+      A learner with state :class:`ClimatologyState`; ``init(prior_var=, dtype=)``.
+
+    Example::
+
+        clim = climatology(3)
+        state, pred = clim.step(clim.init(), [0.0, 1.0, 2.0], 5.0)   # N(0, 1), then learns 5
+    """
+    d = check_int(n_features, "n_features", 1)
+    check_positive(prior_var, "prior_var")
+
+    def _init(prior_var=prior_var, dtype=dtype):
+        return climatology_init(prior_var, dtype)
+
+    return make_learner(init=_init, learn_one=lambda s, x, y: climatology_learn(s, y),
+                        predict_one=lambda s, x: climatology_predict(s), n_features=d)
 
 
 class TrainOnceState(NamedTuple):

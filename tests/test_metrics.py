@@ -134,3 +134,76 @@ def test_bad_parameters():
         M.sliding(0)
     with pytest.raises(ValueError, match="level"):
         M.prequential(1.0)
+
+
+# --- non-finite items, climatology and log-score skill -------------------------------------------
+@pytest.mark.parametrize("make", [lambda: M.prequential(), lambda: M.fading(0.99), lambda: M.sliding(50)])
+def test_nonfinite_items_are_skipped_and_counted(rng, make):
+    """One NaN target, NaN mean or zero variance leaves every metric finite and equal to the run without it."""
+    y, mu, var = _stream(rng, 120)
+    bad_y, bad_mu, bad_var = y.copy(), mu.copy(), var.copy()
+    bad_y[10], bad_mu[40], bad_var[90] = np.nan, np.nan, 0.0
+    keep = np.ones(120, bool)
+    keep[[10, 40, 90]] = False
+    acc = make()
+    got = {k: v[-1] for k, v in _run(acc, bad_y, bad_mu, bad_var).items()}
+    want = {k: v[-1] for k, v in _run(acc, y, mu, var, weights=keep.astype(float)).items()}
+    assert int(got["n_nonfinite"]) == 3 and int(want["n_nonfinite"]) == 0
+    for k in M.METRICS:
+        assert np.isfinite(float(got[k])), k
+        assert float(got[k]) == pytest.approx(float(want[k]), rel=tol(1e-12, 1e-5), abs=tol(1e-12, 1e-6)), k
+
+
+def _np_climatology(y, prior_var=1.0):
+    """float64 reference: predict y_t from y_<t (mean, unbiased variance · (1 + 1/n))."""
+    mu, var = np.zeros(len(y)), np.full(len(y), prior_var)
+    for t in range(len(y)):
+        if t >= 1:
+            mu[t] = y[:t].mean()
+        if t >= 2:
+            var[t] = y[:t].var(ddof=1) * (1 + 1 / t)
+    return mu, var
+
+
+def test_climatology_learner_matches_numpy(rng):
+    from onlinejax.baseline import climatology
+    from onlinejax.evaluation import progressive_validation
+
+    y = 1e3 + 3.0 * rng.normal(size=200)
+    X = rng.normal(size=(200, 2))
+    clim = climatology(2)
+    p = progressive_validation(clim, clim.init(), X, y).predictions
+    mu, var = _np_climatology(y)
+    np.testing.assert_allclose(np.asarray(p.mean), mu, rtol=tol(1e-12, 1e-6))
+    np.testing.assert_allclose(np.asarray(p.var)[2:], var[2:], rtol=tol(1e-9, 2e-3))
+    # a non-finite target inside jit is skipped: the state equals the run without it
+    s = clim.init()
+    s1 = jax.jit(lambda s, y: clim.learn(s, jnp.zeros(2), y))(s, jnp.asarray(jnp.nan, s.mean.dtype))
+    assert int(s1.n_skipped) == 1 and float(s1.n) == 0.0
+
+
+def test_log_score_skill_matches_numpy(rng):
+    y, mu, var = _stream(rng, 150)
+    w = (rng.uniform(size=150) > 0.3).astype(float)
+    dt = jnp.zeros(()).dtype
+    got = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.asarray(mu, dt), jnp.asarray(var, dt)), jnp.asarray(w, dt))
+    cm, cv = _np_climatology(y)
+    lp = stats.norm.logpdf(y, mu, np.sqrt(var))
+    lc = stats.norm.logpdf(y, cm, np.sqrt(cv))
+    ww = w.copy()
+    ww[:2] = 0
+    assert float(got["skill"]) == pytest.approx(np.sum(ww * (lp - lc)) / ww.sum(), rel=tol(1e-9, 1e-4))
+    assert float(got["mlpd_clim"]) == pytest.approx(np.sum(ww * lc) / ww.sum(), rel=tol(1e-9, 1e-4))
+    # a perfect-variance oracle beats climatology; climatology itself has skill 0
+    assert float(got["skill"]) > 0
+    own = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.asarray(cm, dt), jnp.asarray(cv, dt)))
+    assert abs(float(own["skill"])) < tol(1e-9, 1e-4)
+
+
+def test_progressive_validation_rejects_nonfinite_targets():
+    from onlinejax.evaluation import progressive_validation
+    from onlinejax import bayes_linreg
+
+    lrn = bayes_linreg(1)
+    with pytest.raises(ValueError, match="Y"):
+        progressive_validation(lrn, lrn.init(), np.ones((3, 1)), np.array([1.0, np.nan, 2.0]))

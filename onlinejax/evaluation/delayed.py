@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, state_dtype
+from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype
 from .metrics import Accumulator, score
 
 Array = jax.Array
@@ -191,6 +191,9 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X")
     Y = jnp.asarray(Y, dtype)
+    if is_concrete(Y) and not np.all(np.isfinite(np.asarray(Y))):
+        # as the learners' boundary does; inside jit a non-finite item is skipped and counted instead
+        raise ValueError("Y: contains NaN or inf")
     n = schedule.n_items
     if X.ndim != 2 or X.shape[0] != n or Y.shape != (n,):
         raise ValueError(f"X, Y: expected shapes [{n}, {learner.n_features}] and [{n}] for a {n}-item schedule, "

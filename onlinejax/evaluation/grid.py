@@ -59,14 +59,15 @@ from threadpoolctl import threadpool_limits
 
 from ..base import Learner, check_int
 from .delayed import delayed_progressive_validation, schedule_from_delays
-from .metrics import METRICS, prequential, score, stable_mask
+from .metrics import METRICS, log_score_skill, prequential, score, stable_mask
 from .progressive import progressive_validation
 
 __all__ = ["GridLearner", "GridResult", "run_grid", "enable_compilation_cache", "default_cache_dir",
            "replay_combination", "register_learner", "registered_learners", "REGISTRY"]
 
 #: Metrics of every row (``*_st`` are the same over stable items).
-ROW_METRICS = METRICS + tuple(f"{m}_st" for m in METRICS)
+ROW_METRICS = METRICS + ("skill", "mlpd_clim", "n_nonfinite") + tuple(
+    f"{m}_st" for m in METRICS + ("skill", "mlpd_clim", "n_nonfinite"))
 
 
 class GridLearner(NamedTuple):
@@ -201,7 +202,7 @@ class GridResult(NamedTuple):
                 how: str = "mean") -> list:
         """Aggregate the metrics per ``by`` value (thesis Fig. 6.4: mean over streams).
 
-        Non-finite values are left out of the aggregate and counted in ``n_nonfinite``.
+        Non-finite values are left out of the aggregate; ``nonfinite_rows`` counts the rows left out.
         """
         agg = {"mean": np.mean, "median": np.median}[how]
         groups: dict = {}
@@ -216,7 +217,7 @@ class GridResult(NamedTuple):
                 ok = np.isfinite(v)
                 bad = max(bad, int((~ok).sum()))
                 row[m] = float(agg(v[ok])) if ok.any() else float("nan")
-            row["n_nonfinite"] = bad
+            row["nonfinite_rows"] = bad
             out.append(row)
         return out
 
@@ -406,6 +407,9 @@ def _per_stream(learner: Learner, delay: int | None, level: float, keep: bool = 
 def _scores(acc, Y, preds, w_all, w_st) -> dict:
     a = score(acc, Y, preds, w_all)
     st = score(acc, Y, preds, w_st)
+    for m, w in ((a, w_all), (st, w_st)):
+        sk = log_score_skill(Y, preds, w)
+        m.update(skill=sk["skill"], mlpd_clim=sk["mlpd_clim"])
     return {**a, **{f"{k}_st": v for k, v in st.items()}}
 
 

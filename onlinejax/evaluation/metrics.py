@@ -30,7 +30,13 @@ under one of four weightings of the past:
 "stable" flag of a learner's state machine — or :func:`stable_mask`, which
 marks items outside the first ``W`` after the start and after each drift —
 gives the thesis's RMSE-ST / SMSE-ST. All states are NamedTuples of arrays:
-the accumulators run inside ``scan`` and ``vmap``.
+the accumulators run inside ``scan`` and ``vmap``. An item whose target or
+quantities are not finite (a NaN mean, a zero variance's ``-inf`` log
+density) is left out of every average and counted in ``n_nonfinite``, so one
+bad item never makes a stream's metrics NaN.
+
+:func:`log_score_skill` compares a learner's log densities with those of a
+running-Gaussian climatology (:func:`onlinejax.baseline.climatology`).
 """
 from __future__ import annotations
 
@@ -42,7 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import norm
 
-from ..base import Prediction, check_in_range, default_float_dtype, normal_quantile
+from ..base import Prediction, check_in_range, check_int, default_float_dtype, normal_quantile
+from ..baseline import climatology_init, climatology_learn, climatology_predict
 from ..window import RingBuffer, ring_init, ring_push
 
 Array = jax.Array
@@ -59,6 +66,8 @@ __all__ = [
     "stable_mask",
     "running_mean",
     "score",
+    "climatology_log_density",
+    "log_score_skill",
 ]
 
 QUANTITIES = ("abs", "sq", "cover", "width", "lpd", "crps")
@@ -108,6 +117,8 @@ class WeightedState(NamedTuple):
       y_mean: ``[]``; y_m2: ``[]``: weighted Welford mean and sum of squared
         deviations of the targets.
       count: ``[]`` int32 items seen (including weight-0 items).
+      n_nonfinite: ``[]`` int32 weighted-in items left out because the target
+        or one of its quantities was not finite (e.g. a zero variance).
     """
 
     sums: Array
@@ -115,6 +126,7 @@ class WeightedState(NamedTuple):
     y_mean: Array
     y_m2: Array
     count: Array
+    n_nonfinite: Array
 
 
 class WindowState(NamedTuple):
@@ -123,6 +135,7 @@ class WindowState(NamedTuple):
     buffer: RingBuffer
     weights: Array
     count: Array
+    n_nonfinite: Array
 
 
 class Accumulator(NamedTuple):
@@ -141,25 +154,39 @@ class Accumulator(NamedTuple):
     level: float
 
 
-def _finish(mean_q: Array, y_mean: Array, y_var: Array) -> dict:
+def _finish(mean_q: Array, y_mean: Array, y_var: Array, n_nonfinite: Array) -> dict:
     mae, mse, icr, aiw, lpd, crps = (mean_q[..., i] for i in range(6))
     smse = mse / y_var
     return {
         "mae": mae, "mse": mse, "rmse": jnp.sqrt(mse), "smse": smse, "r2": 1.0 - smse,
         "icr": icr, "aiw": aiw, "saiw": aiw / jnp.abs(y_mean), "mlpd": lpd, "crps": crps,
+        "n_nonfinite": n_nonfinite,
     }
+
+
+def _finite_item(y: Array, q: Array, w: Array):
+    """``(ok, y, q, w)`` with a non-finite item's weight set to 0 and its values made harmless.
+
+    One item whose target, mean or variance is not finite (or whose log
+    density is ``-inf``: a zero variance) would make every average NaN or
+    infinite; like the learners, the accumulators skip it and count it.
+    """
+    ok = jnp.isfinite(y) & jnp.all(jnp.isfinite(q), axis=-1)
+    return ok, jnp.where(ok, y, 0.0), jnp.where(ok, q, 0.0), jnp.where(ok, w, 0.0)
 
 
 def _weighted(decay: float | None, blog_alpha: float | None, level: float) -> Accumulator:
     def init(dtype=None):
         dt = dtype or default_float_dtype()
         z = jnp.zeros((), dt)
-        return WeightedState(jnp.zeros((6,), dt), z, z, z, jnp.zeros((), jnp.int32))
+        return WeightedState(jnp.zeros((6,), dt), z, z, z, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
     def update(s: WeightedState, y, pred: Prediction, weight=1.0):
         y = jnp.asarray(y, s.sums.dtype)
         w = jnp.asarray(weight, s.sums.dtype)
-        q = item_quantities(y, pred, level)
+        ok, y, q, w_ok = _finite_item(y, item_quantities(y, pred, level), w)
+        bad = s.n_nonfinite + ((~ok) & (w > 0)).astype(jnp.int32)
+        w = w_ok
         d = 1.0 if decay is None else decay
         if blog_alpha is None:
             sums = d * s.sums + w * q
@@ -170,11 +197,11 @@ def _weighted(decay: float | None, blog_alpha: float | None, level: float) -> Ac
         delta = y - s.y_mean
         mean = s.y_mean + jnp.where(W > 0, w / jnp.where(W > 0, W, 1.0), 0.0) * delta
         m2 = d * s.y_m2 + w * delta * (y - mean)
-        return WeightedState(sums, W, mean, m2, s.count + 1)
+        return WeightedState(sums, W, mean, m2, s.count + 1, bad)
 
     def value(s: WeightedState):
         mean_q = s.sums if blog_alpha is not None else s.sums / s.weight
-        return _finish(mean_q, s.y_mean, s.y_m2 / s.weight)
+        return _finish(mean_q, s.y_mean, s.y_m2 / s.weight, s.n_nonfinite)
 
     return Accumulator(init, update, value, level)
 
@@ -217,14 +244,17 @@ def sliding(window: int, level: float = 0.95) -> Accumulator:
 
     def init(dtype=None):
         dt = dtype or default_float_dtype()
-        return WindowState(ring_init(W, 6, dt), jnp.zeros((W,), dt), jnp.zeros((), jnp.int32))
+        return WindowState(ring_init(W, 6, dt), jnp.zeros((W,), dt), jnp.zeros((), jnp.int32),
+                           jnp.zeros((), jnp.int32))
 
     def update(s: WindowState, y, pred: Prediction, weight=1.0):
         dt = s.weights.dtype
         y = jnp.asarray(y, dt)
-        q = item_quantities(y, pred, level)
+        w = jnp.asarray(weight, dt)
+        ok, y, q, w_ok = _finite_item(y, item_quantities(y, pred, level), w)
         h = s.buffer.head
-        return WindowState(ring_push(s.buffer, q, y), s.weights.at[h].set(jnp.asarray(weight, dt)), s.count + 1)
+        return WindowState(ring_push(s.buffer, q, y), s.weights.at[h].set(w_ok), s.count + 1,
+                           s.n_nonfinite + ((~ok) & (w > 0)).astype(jnp.int32))
 
     def value(s: WindowState):
         w = s.weights * s.buffer.valid
@@ -232,7 +262,7 @@ def sliding(window: int, level: float = 0.95) -> Accumulator:
         mean_q = (w @ s.buffer.x) / tot
         ym = (w @ s.buffer.y) / tot
         var = (w @ (s.buffer.y - ym) ** 2) / tot  # two-pass: exact over the window
-        return _finish(mean_q, ym, var)
+        return _finish(mean_q, ym, var, s.n_nonfinite)
 
     return Accumulator(init, update, value, level)
 
@@ -255,6 +285,52 @@ def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | 
 
     # the whole prediction pytree is scanned, so a mixture keeps its members (see item_quantities)
     return acc.value(jax.lax.scan(body, acc.init(dt), (Y, predictions, w))[0])
+
+
+def climatology_log_density(Y: Array) -> Array:
+    """``[n]`` log density of each target under :func:`onlinejax.baseline.climatology` (predicted before learning it)."""
+    Y = jnp.asarray(Y)
+    dt = Y.dtype if jnp.issubdtype(Y.dtype, jnp.floating) else default_float_dtype()
+
+    def body(s, y):
+        return climatology_learn(s, y), climatology_predict(s).log_prob(y)
+
+    return jax.lax.scan(body, climatology_init(1.0, dt), Y.astype(dt))[1]
+
+
+def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: int = 2) -> dict:
+    """Log-score skill over climatology: mean of ``log p(y_t) - log p_clim(y_t)`` over scored items.
+
+    Climatology (:func:`onlinejax.baseline.climatology`) predicts each target
+    from the running mean and variance of the targets before it. Skill > 0
+    means the learner's predictive densities beat it on average (a log
+    Bayes factor per item; Gneiting & Raftery 2007, sec. 7, on skill scores).
+    The first ``skip`` items are left out (climatology has no variance
+    before two targets), and so is an item where either log density is not
+    finite (counted in ``n_nonfinite``, as in the accumulators).
+
+    Args:
+      Y: ``[n]`` targets; predictions: a prediction with ``[n]`` leaves (a
+        :class:`~onlinejax.base.Prediction` or a mixture); weights: optional
+        ``[n]`` item weights (0 leaves an item out).
+      skip: leading items left out (static int >= 0).
+    Returns:
+      dict of ``[]`` arrays: ``skill``, ``mlpd_clim`` (climatology's mean log
+      density over the same items) and ``n_nonfinite``.
+    """
+    skip = check_int(skip, "skip", 0)
+    dt = predictions.mean.dtype
+    Y = jnp.asarray(Y, dt)
+    w = jnp.ones_like(Y) if weights is None else jnp.asarray(weights, dt)
+    w = jnp.where(jnp.arange(Y.shape[-1]) >= skip, w, 0.0)
+    lpd = predictions.log_prob(Y)
+    lpd_c = climatology_log_density(Y)
+    ok = jnp.isfinite(lpd) & jnp.isfinite(lpd_c)
+    wk = jnp.where(ok, w, 0.0)
+    tot = jnp.sum(wk)
+    return {"skill": jnp.sum(wk * jnp.where(ok, lpd - lpd_c, 0.0)) / tot,
+            "mlpd_clim": jnp.sum(wk * jnp.where(ok, lpd_c, 0.0)) / tot,
+            "n_nonfinite": jnp.sum(((~ok) & (w > 0)).astype(jnp.int32))}
 
 
 def running_mean(loss: Callable[[Array, Prediction], Array], decay: float = 1.0):

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, normal_quantile, state_dtype
+from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype
 from .metrics import score
 
 Array = jax.Array
@@ -72,6 +72,9 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
     if X.ndim != 2:
         raise ValueError(f"X: expected shape [n, {learner.n_features}], got {tuple(X.shape)}")
     Y = jnp.asarray(Y, dtype)
+    if is_concrete(Y) and not np.all(np.isfinite(np.asarray(Y))):
+        # as the learners' boundary does; inside jit a non-finite item is skipped and counted instead
+        raise ValueError("Y: contains NaN or inf")
     if Y.shape != X.shape[:1]:
         raise ValueError(f"Y: expected shape {X.shape[:1]}, got {tuple(Y.shape)}")
     state, preds, mvals, recs = _scan(learner, metrics, record, state, X, Y)
