@@ -1,0 +1,168 @@
+"""Online standardisation: any learner on raw features and targets of any scale.
+
+A learner's priors and floors are written for data of unit scale: a prior
+precision ``alpha = 1``, a GP lengthscale of 1, a kernel bandwidth, a noise
+floor relative to the dtype's ``eps``. Raw data breaks them: ordinal dates
+(~7·10⁵) as features, targets in the thousands, inputs from 10⁻⁴ to 10⁴. In
+float32 an offset also costs precision (``x = 10⁴ + u`` keeps only ~3 digits
+of ``u``). :func:`standardize` wraps a learner so that it only ever sees
+
+    x̃ = (x - x̄) / s_x,        ỹ = (y - ȳ) / s_y
+
+with running means and standard deviations of the items seen so far
+(Welford 1962, one pass, stable in float32), and maps its prediction back:
+
+    μ = ȳ + s_y μ̃,            σ² = s_y² σ̃².
+
+The statistics include the item being learned, so the first item is learned
+as ``x̃ = 0, ỹ = 0``; a prediction uses the statistics before the item.
+A feature whose standard deviation is at the dtype's resolution of its mean
+(a constant column, or a single item so far) is centred but not scaled; the
+target likewise (``s_y = 1`` until two distinct targets were seen).
+
+The statistics keep changing, so an item learned early was standardised with
+slightly different statistics than one learned late: with ``decay = 1`` (the
+default) the change after ``n`` items is ``O(1/n)`` and vanishes; windowed
+and forgetting learners replace those items anyway. ``decay < 1`` gives
+exponentially weighted statistics (memory ``1/(1 - decay)`` items) for
+streams whose scale keeps moving. This is what River's
+``preprocessing.StandardScaler`` in front of a model does, for the target
+too.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .base import Learner, Prediction, check_in_range, keep_if, make_learner, state_dtype
+
+Array = jax.Array
+
+__all__ = ["ScalerState", "StandardizeState", "scaler_init", "scaler_update", "scales", "standardize"]
+
+
+class ScalerState(NamedTuple):
+    """Running statistics of the inputs and targets.
+
+    Attributes:
+      n: ``[]`` (decayed) number of items.
+      x_mean: ``[d]``; x_m2: ``[d]`` mean and sum of squared deviations of the inputs.
+      y_mean: ``[]``; y_m2: ``[]`` the same for the targets.
+      decay: ``[]`` weight of the past per item (1: equal weights).
+    """
+
+    n: Array
+    x_mean: Array
+    x_m2: Array
+    y_mean: Array
+    y_m2: Array
+    decay: Array
+
+
+class StandardizeState(NamedTuple):
+    """State of :func:`standardize`: ``inner`` (the wrapped learner's state) and ``scaler``."""
+
+    inner: Any
+    scaler: ScalerState
+
+
+def scaler_init(n_features: int, decay=1.0, dtype=None) -> ScalerState:
+    """No items seen: zero means, unit scales."""
+    check_in_range(decay, "decay", 0.0, 1.0)
+    dt = dtype or jnp.zeros(()).dtype
+    z = jnp.zeros((), dt)
+    return ScalerState(z, jnp.zeros((n_features,), dt), jnp.zeros((n_features,), dt), z, z, jnp.asarray(decay, dt))
+
+
+def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
+    """Weighted Welford update with the past faded by ``decay`` (West 1979, eq. for weighted means).
+
+    ``n ← δn + 1``, ``m ← m + (v - m)/n``, ``M2 ← δM2 + (v - m_old)(v - m_new)``
+    for the inputs (element-wise) and the target. A non-finite item changes nothing.
+    """
+    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    n = s.decay * s.n + 1.0
+    dx = x - s.x_mean
+    xm = s.x_mean + dx / n
+    dy = y - s.y_mean
+    ym = s.y_mean + dy / n
+    new = ScalerState(n, xm, s.decay * s.x_m2 + dx * (x - xm), ym, s.decay * s.y_m2 + dy * (y - ym), s.decay)
+    return keep_if(ok, new, s)
+
+
+def _scale(m2: Array, n: Array, mean: Array) -> Array:
+    var = m2 / jnp.maximum(n, 1.0)
+    eps = jnp.finfo(var.dtype).eps
+    # a spread at the dtype's resolution of the mean is no spread: centre, don't scale
+    informative = var > (10.0 * eps * mean) ** 2 + jnp.finfo(var.dtype).tiny
+    return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), 1.0)
+
+
+def scales(s: ScalerState) -> tuple[Array, Array]:
+    """``(s_x [d], s_y [])``: the standard deviations used, 1 where there is no spread yet."""
+    return _scale(s.x_m2, s.n, s.x_mean), _scale(s.y_m2, s.n, s.y_mean)
+
+
+def _to_inner(s: ScalerState, x: Array, y: Array | None = None):
+    sx, sy = scales(s)
+    xt = (x - s.x_mean) / sx
+    return xt if y is None else (xt, (y - s.y_mean) / sy)
+
+
+def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
+    """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
+
+    Args:
+      learner: any learner (its ``n_features`` is kept).
+      decay: default weight of the past in the running statistics, in
+        ``(0, 1]`` (1: all items equally); an array in the state, so it vmaps.
+    Returns:
+      A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
+      passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
+      window's oldest item, or an item given on the raw scale) pass through.
+
+    Example::
+
+        lrn = standardize(bayes_linreg(5, intercept=True))
+        state = lrn.init()
+        state, pred = lrn.step(state, [7.3e5, 1e-4, 3.0, 1e4, 2.0], 1234.5)
+    """
+    check_in_range(decay, "decay", 0.0, 1.0)
+    d = learner.n_features
+
+    def _init(decay=decay, **kw):
+        inner = learner.init(**kw)
+        return StandardizeState(inner, scaler_init(d, decay, state_dtype(inner)))
+
+    def predict_one(s: StandardizeState, x):
+        p = learner.predict(s.inner, _to_inner(s.scaler, x))
+        sy = scales(s.scaler)[1]
+        return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
+
+    def learn_one(s: StandardizeState, x, y):
+        sc = scaler_update(s.scaler, x, y)
+        # a non-finite item leaves the scaler as it was and reaches the learner as it came, to be skipped there
+        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+        xt, yt = _to_inner(sc, x, y)
+        return StandardizeState(learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), sc)
+
+    dd, takes_item = None, True
+    if learner.downdate is not None:
+        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
+        if takes_item:
+            def dd(s: StandardizeState, x, y):
+                return s._replace(inner=learner.downdate(s.inner, *_to_inner(s.scaler, x, y)))
+        else:
+            def dd(s: StandardizeState):
+                return s._replace(inner=learner.downdate(s.inner))
+
+    tune = None
+    if learner.tune is not None:
+        def tune(s: StandardizeState, **options):
+            return s._replace(inner=learner.tune(s.inner, **options))
+
+    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
+                        downdate=dd, downdate_takes_item=takes_item, tune=tune)

@@ -1,0 +1,112 @@
+"""standardize(): online standardisation of inputs and targets around any learner."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax.evaluation import progressive_validation
+from onlinejax.standardize import scaler_init, scaler_update, scales, standardize
+from conftest import X64, tol
+
+
+def _np_reference(X, y, alpha=1.0, beta=1.0):
+    """float64 numpy: running stats (population), BLR learned on items standardised at their arrival."""
+    n, d = X.shape
+    P = alpha * np.eye(d)  # posterior precision
+    b = np.zeros(d)
+    mus, vs = [], []
+    for t in range(n):
+        seen = slice(0, t)
+        if t == 0:
+            xm, sx, ym, sy = np.zeros(d), np.ones(d), 0.0, 1.0
+        else:
+            xm, ym = X[seen].mean(0), y[seen].mean()
+            sx = np.where(X[seen].var(0) > 0, X[seen].std(0), 1.0)
+            sy = y[seen].std() if y[seen].var() > 0 else 1.0
+        xt = (X[t] - xm) / sx
+        S = np.linalg.inv(P)
+        mus.append(ym + sy * xt @ S @ b)
+        vs.append(sy ** 2 * (1 / beta + xt @ S @ xt))
+        sl = slice(0, t + 1)
+        xm, ym = X[sl].mean(0), y[sl].mean()
+        sx = np.where(X[sl].var(0) > 1e-300, X[sl].std(0), 1.0)
+        sy = y[sl].std() if y[sl].var() > 1e-300 else 1.0
+        xt, yt = (X[t] - xm) / sx, (y[t] - ym) / sy
+        P += beta * np.outer(xt, xt)
+        b += beta * xt * yt
+    return np.array(mus), np.array(vs)
+
+
+def test_matches_float64_reference(rng):
+    n = 60
+    X = np.column_stack([7.3e5 + np.arange(n), rng.uniform(1e-4, 2e-4, n)])
+    y = 1000 + 3 * (X[:, 0] - 7.3e5) + 1e4 * X[:, 1] + rng.normal(size=n)
+    lrn = standardize(oj.bayes_linreg(2))
+    p = progressive_validation(lrn, lrn.init(), X, y).predictions
+    mu, v = _np_reference(X, y)
+    # float32 resolves the ordinal dates to 1/16 of a day, and the early scales come from 1-3 items
+    k = 3 if X64 else 10  # a date spread of 1-3 days is 16-48 float32 steps at 7.3e5
+    np.testing.assert_allclose(np.asarray(p.mean)[k:], mu[k:], rtol=tol(1e-8, 2e-3), atol=tol(1e-8, 0.5))
+    np.testing.assert_allclose(np.asarray(p.var)[k:], v[k:], rtol=tol(1e-7, 5e-2))
+
+
+def test_affine_invariance(rng):
+    """Predictions on (a·x + b, c·y + e) are the affine image of those on (x, y): scale no longer matters."""
+    n = 200
+    X = rng.normal(size=(n, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=n)
+    # offsets of 5-10 standard deviations: still resolved by float32
+    a, b, c, e = np.array([1e-4, 3.0, 1e3]), np.array([5e-4, -2.0, 1e4]), 250.0, -1e3
+    for make in (lambda: oj.bayes_linreg(3, intercept=True), lambda: oj.windowed_bayes_linreg(3, 32)):
+        lrn = standardize(make())
+        p = progressive_validation(lrn, lrn.init(), X, y).predictions
+        q = progressive_validation(lrn, lrn.init(), a * X + b, c * y + e).predictions
+        sl = slice(5, None)
+        np.testing.assert_allclose(np.asarray(q.mean)[sl], (c * np.asarray(p.mean) + e)[sl],
+                                   rtol=tol(1e-6, 1e-2), atol=tol(1e-6, 0.05 * c))
+        np.testing.assert_allclose(np.asarray(q.var)[sl], (c * c * np.asarray(p.var))[sl], rtol=tol(1e-6, 5e-2))
+
+
+def test_raw_ordinal_dates_float32_stay_sane(rng):
+    """Ordinal-date features (~7e5) fed raw: the plain learner blows up, the standardised one tracks y."""
+    n = 400
+    days = 7.36e5 + np.arange(n, dtype=np.float64)
+    X = np.column_stack([days, 40 + rng.normal(size=n), 45 + rng.normal(size=n)])
+    y = 42 + 0.01 * (days - days[0]) + 0.5 * (X[:, 1] - 40) + 0.3 * rng.normal(size=n)
+    lrn = standardize(oj.bayes_linreg(3, intercept=True, forgetting=0.99))
+    p = progressive_validation(lrn, lrn.init(), X, y).predictions
+    mu, var = np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64)
+    assert np.all(np.isfinite(mu)) and np.all(var > 0)
+    err = (y - mu)[50:]
+    assert np.mean(err ** 2) / np.var(y[50:]) < 0.2
+    assert 0.85 < np.mean(np.abs(err) <= 1.96 * np.sqrt(var[50:])) <= 1.0
+
+
+def test_scaler_update_is_welford_and_skips_nonfinite(rng):
+    X = rng.normal(size=(50, 2)) * [1e-3, 1e3] + [5.0, -7.0]
+    y = rng.normal(size=50) * 4 + 2
+    s = scaler_init(2, dtype=jnp.float64 if X64 else jnp.float32)
+    for x, t in zip(X, y):
+        s = scaler_update(s, jnp.asarray(x, s.x_mean.dtype), jnp.asarray(t, s.x_mean.dtype))
+    s2 = scaler_update(s, jnp.asarray([np.nan, 1.0], s.x_mean.dtype), jnp.asarray(1.0, s.x_mean.dtype))
+    sx, sy = scales(s2)
+    np.testing.assert_allclose(np.asarray(sx), X.std(0), rtol=tol(1e-10, 1e-4))
+    assert float(sy) == pytest.approx(y.std(), rel=tol(1e-10, 1e-4))
+    assert float(s2.n) == 50.0
+
+
+def test_jit_vmap_tune_downdate_and_errors(rng):
+    X = rng.normal(size=(4, 30, 2)) * 100 + 1e3
+    Y = X.sum(-1) + rng.normal(size=(4, 30))
+    lrn = standardize(oj.windowed_bayes_linreg(2, 8))
+    pv = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))
+    p = pv(X, Y)
+    assert p.mean.shape == (4, 30) and bool(jnp.all(p.var > 0))
+    s = progressive_validation(lrn, lrn.init(), X[0], Y[0]).state
+    assert lrn.tune(s).scaler == s.scaler
+    assert int(s.inner.buffer.count) == 8 and int(lrn.downdate(s).inner.buffer.count) == 7
+    with pytest.raises(ValueError, match="decay"):
+        standardize(oj.bayes_linreg(2), decay=0.0)
+    with pytest.raises(ValueError, match="decay"):
+        standardize(oj.bayes_linreg(2)).init(decay=1.5)
