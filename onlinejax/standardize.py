@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, check_in_range, keep_if, make_learner, state_dtype
+from .base import Learner, Prediction, check_in_range, check_positive, keep_if, make_learner, state_dtype
 
 Array = jax.Array
 
@@ -106,19 +106,26 @@ def scales(s: ScalerState) -> tuple[Array, Array]:
     return _scale(s.x_m2, s.n, s.x_mean), _scale(s.y_m2, s.n, s.y_mean)
 
 
-def _to_inner(s: ScalerState, x: Array, y: Array | None = None):
+def _to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):
     sx, sy = scales(s)
     xt = (x - s.x_mean) / sx
+    if clip is not None:
+        xt = jnp.clip(xt, -clip, clip)
     return xt if y is None else (xt, (y - s.y_mean) / sy)
 
 
-def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
+def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
       learner: any learner (its ``n_features`` is kept).
       decay: default weight of the past in the running statistics, in
         ``(0, 1]`` (1: all items equally); an array in the state, so it vmaps.
+      clip: ``None``, or clip each standardised input to ``[-clip, clip]``
+        (static, > 0): an input far outside the range seen so far (a
+        feature constant for a while, then moving) then acts like one at the
+        edge. Useful in front of feature maps with squares, which turn an
+        input 10³ standard deviations out into a feature of 10⁶.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
@@ -131,6 +138,9 @@ def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
         state, pred = lrn.step(state, [7.3e5, 1e-4, 3.0, 1e4, 2.0], 1234.5)
     """
     check_in_range(decay, "decay", 0.0, 1.0)
+    if clip is not None:
+        check_positive(clip, "clip")
+        clip = float(clip)
     d = learner.n_features
 
     def _init(decay=decay, **kw):
@@ -138,7 +148,7 @@ def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
         return StandardizeState(inner, scaler_init(d, decay, state_dtype(inner)))
 
     def predict_one(s: StandardizeState, x):
-        p = learner.predict(s.inner, _to_inner(s.scaler, x))
+        p = learner.predict(s.inner, _to_inner(s.scaler, x, clip=clip))
         sy = scales(s.scaler)[1]
         return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
 
@@ -146,7 +156,7 @@ def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
         sc = scaler_update(s.scaler, x, y)
         # a non-finite item leaves the scaler as it was and reaches the learner as it came, to be skipped there
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        xt, yt = _to_inner(sc, x, y)
+        xt, yt = _to_inner(sc, x, y, clip)
         return StandardizeState(learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), sc)
 
     dd, takes_item = None, True
@@ -154,7 +164,7 @@ def standardize(learner: Learner, *, decay: float = 1.0) -> Learner:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3
         if takes_item:
             def dd(s: StandardizeState, x, y):
-                return s._replace(inner=learner.downdate(s.inner, *_to_inner(s.scaler, x, y)))
+                return s._replace(inner=learner.downdate(s.inner, *_to_inner(s.scaler, x, y, clip)))
         else:
             def dd(s: StandardizeState):
                 return s._replace(inner=learner.downdate(s.inner))

@@ -110,3 +110,24 @@ def test_jit_vmap_tune_downdate_and_errors(rng):
         standardize(oj.bayes_linreg(2), decay=0.0)
     with pytest.raises(ValueError, match="decay"):
         standardize(oj.bayes_linreg(2)).init(decay=1.5)
+
+
+def test_clip_bounds_standardised_inputs(rng):
+    """A feature nearly constant for 50 items, then moving: without clip its first move is ~1e4 standard deviations out."""
+    x = np.concatenate([np.full(50, 3.0) + 1e-4 * rng.normal(size=50), 3.0 + rng.normal(size=50)])
+    y = rng.normal(size=100)
+    seen = []
+    probe = oj.bayes_linreg(1)
+    # the prediction sees the input standardised before the item enters the statistics
+    spy = probe._replace(predict=lambda s, x: (jax.debug.callback(lambda v: seen.append(np.asarray(v)), x),
+                                               probe.predict(s, x))[1])
+    for clip in (None, 4.0):
+        seen.clear()
+        lrn = standardize(spy, clip=clip)
+        s = lrn.init()
+        for t in range(60):
+            s = lrn.step(s, x[t:t + 1], y[t])[0]
+        big = max(float(np.max(np.abs(np.asarray(v)))) for v in seen)
+        assert (big > 1e3) if clip is None else (big <= 4.0)
+    with pytest.raises(ValueError, match="clip"):
+        standardize(oj.bayes_linreg(1), clip=0.0)
