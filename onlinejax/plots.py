@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["plot_running_error", "plot_windowed_error", "plot_intervals", "plot_coverage", "plot_phases",
-           "plot_grid_summary", "sliding_mean"]
+           "plot_grid_summary", "plot_pit", "pit_values", "sliding_mean"]
 
 
 def _plt():
@@ -173,5 +173,45 @@ def plot_grid_summary(summary: list, path=None, *, by: str = "family", metrics=(
         ax.set_xticks(np.arange(len(summary)), labels, rotation=35, ha="right", fontsize=8)
         ax.set_title(m.upper())
         ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(title)
+    return _save_or_return(fig, path)
+
+
+def pit_values(y, mean, var) -> np.ndarray:
+    """Probability integral transform ``Φ((y - μ)/σ)`` of Gaussian predictions (Dawid 1984), ``[n]``.
+
+    Calibrated predictions give PIT values uniform on [0, 1]; a U shape means
+    intervals too narrow, a hump too wide, a slope a biased mean.
+    """
+    import math
+
+    y, mean, var = (np.asarray(a, np.float64) for a in (y, mean, var))
+    ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(var) & (var > 0)
+    z = (y[ok] - mean[ok]) / np.sqrt(var[ok])
+    return 0.5 * np.vectorize(math.erfc, otypes=[float])(-z / math.sqrt(2.0))
+
+
+def plot_pit(pits: dict, path=None, *, bins: int = 20, title="Calibration: PIT histograms"):
+    """One PIT histogram per learner (density scale: a calibrated learner is flat at 1).
+
+    Args:
+      pits: ``{name: [n] PIT values}`` (see :func:`pit_values`).
+      path: output PNG (``None``: return the figure).
+      bins: histogram bins on [0, 1].
+    """
+    plt = _plt()
+    k = max(1, len(pits))
+    cols = min(k, 3)
+    rows = -(-k // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, (name, v) in zip(axes.ravel(), pits.items()):
+        ax.hist(np.asarray(v), bins=bins, range=(0.0, 1.0), density=True, color="tab:blue", alpha=0.75)
+        ax.axhline(1.0, color="k", lw=1, ls="--", label="calibrated")
+        ax.set_xlim(0, 1)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("PIT = predictive CDF at the target")
+        ax.set_ylabel("density")
+    for ax in axes.ravel()[k:]:
+        ax.axis("off")
     fig.suptitle(title)
     return _save_or_return(fig, path)

@@ -32,3 +32,20 @@ def test_sliding_mean_against_a_loop():
     v = np.random.default_rng(1).random(40)
     ref = [v[max(0, i - 6):i + 1].mean() for i in range(40)]
     np.testing.assert_allclose(plots.sliding_mean(v, 7), ref, rtol=1e-12)
+
+
+def test_pit_values_and_histogram(tmp_path):
+    from scipy import stats
+
+    from onlinejax.plots import pit_values, plot_pit
+
+    rng = np.random.default_rng(0)
+    mu, var = rng.normal(size=500), rng.uniform(0.5, 2.0, 500)
+    y = mu + np.sqrt(var) * rng.normal(size=500)
+    pit = pit_values(y, mu, var)
+    np.testing.assert_allclose(pit, stats.norm.cdf(y, mu, np.sqrt(var)), rtol=1e-12)
+    assert stats.kstest(pit, "uniform").pvalue > 1e-3
+    # a zero or NaN variance is left out, not turned into NaN
+    assert len(pit_values([0.0, 1.0], [0.0, 0.0], [0.0, np.nan])) == 0
+    path = plot_pit({"calibrated": pit, "too narrow": pit_values(y, mu, var / 10)}, str(tmp_path / "pit.png"))
+    assert (tmp_path / "pit.png").stat().st_size > 5000 and path.endswith("pit.png")
