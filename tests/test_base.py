@@ -6,7 +6,7 @@ from scipy import stats
 
 from onlinejax import Prediction
 from onlinejax.base import normal_quantile
-from conftest import tol
+from conftest import X64, tol
 
 
 def test_interval_and_log_prob_match_scipy():
@@ -48,3 +48,25 @@ def test_check_int():
     for bad in (True, 2.5, "4", None, 1):
         with pytest.raises(ValueError, match="window: must be an integer >= 2"):
             check_int(bad, "window", 2)
+
+
+def test_student_t_prediction_matches_scipy():
+    from scipy import integrate, stats
+
+    from onlinejax.base import StudentTPrediction
+
+    dt = jnp.zeros(()).dtype
+    mu, sc, nu = 1.5, 2.0, 4.0
+    p = StudentTPrediction(jnp.asarray([mu, mu], dt), jnp.asarray([sc, sc], dt), jnp.asarray(nu, dt))
+    y = np.array([-3.0, 40.0])
+    rt = 1e-9 if X64 else 2e-5
+    np.testing.assert_allclose(np.asarray(p.log_prob(y)), stats.t.logpdf(y, nu, mu, sc), rtol=rt)
+    lo, hi = p.interval(0.95)
+    np.testing.assert_allclose(np.asarray(hi), mu + sc * stats.t.ppf(0.975, nu), rtol=1e-5 if not X64 else 1e-9)
+    np.testing.assert_allclose(np.asarray(lo), mu - sc * stats.t.ppf(0.975, nu), rtol=1e-5 if not X64 else 1e-9)
+    assert float(p.var[0]) == pytest.approx(stats.t.var(nu, mu, sc), rel=rt)
+    for yy in y:  # CRPS = ∫ (F(x) - 1{x >= y})² dx
+        f = lambda x, h: (stats.t.cdf(x, nu, mu, sc) - h) ** 2  # noqa: E731
+        ref = integrate.quad(f, -np.inf, yy, args=(0.0,))[0] + integrate.quad(f, yy, np.inf, args=(1.0,))[0]
+        got = float(StudentTPrediction(jnp.asarray(mu, dt), jnp.asarray(sc, dt), jnp.asarray(nu, dt)).crps(yy))
+        assert got == pytest.approx(ref, rel=1e-7 if X64 else 1e-4)

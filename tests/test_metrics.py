@@ -207,3 +207,26 @@ def test_progressive_validation_rejects_nonfinite_targets():
     lrn = bayes_linreg(1)
     with pytest.raises(ValueError, match="Y"):
         progressive_validation(lrn, lrn.init(), np.ones((3, 1)), np.array([1.0, np.nan, 2.0]))
+
+
+def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
+    from scipy import integrate
+
+    from onlinejax.base import StudentTPrediction
+
+    n, nu = 12, 4.0
+    y, mu, var = _stream(rng, n)
+    sc = np.sqrt(var)
+    dt = jnp.zeros(()).dtype
+    pred = StudentTPrediction(jnp.asarray(mu, dt), jnp.asarray(sc, dt), jnp.full((n,), nu, dt))
+    got = M.score(M.prequential(0.9), jnp.asarray(y, dt), pred)
+    half = sc * stats.t.ppf(0.95, nu)
+
+    def crps(i):
+        f = lambda x, h: (stats.t.cdf(x, nu, mu[i], sc[i]) - h) ** 2  # noqa: E731
+        return integrate.quad(f, -np.inf, y[i], args=(0.0,))[0] + integrate.quad(f, y[i], np.inf, args=(1.0,))[0]
+
+    ref = {"icr": np.mean(np.abs(y - mu) <= half), "aiw": np.mean(2 * half),
+           "mlpd": np.mean(stats.t.logpdf(y, nu, mu, sc)), "crps": np.mean([crps(i) for i in range(n)])}
+    for k, v in ref.items():
+        assert float(got[k]) == pytest.approx(v, rel=tol(1e-7, 1e-4)), k

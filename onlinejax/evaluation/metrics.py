@@ -85,12 +85,19 @@ def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     its moment-matched Gaussian would let one wide low-weight member inflate
     the interval width without bound.
 
+    A Student-t (:class:`onlinejax.base.StudentTPrediction`) is scored by its
+    own interval, log density and closed-form CRPS.
+
     Args:
       y: ``[...]`` targets; pred: leaves ``[...]``; level: interval level (static).
     """
     z_level = normal_quantile(level)
     y = jnp.asarray(y, pred.mean.dtype)
     err = y - pred.mean
+    if hasattr(pred, "df"):  # a Student-t (the calibration wrappers' heavy-tailed output): its own closed forms
+        lo, hi = pred.interval(level)
+        cover = ((y >= lo) & (y <= hi)).astype(y.dtype)
+        return jnp.stack([jnp.abs(err), err * err, cover, hi - lo, pred.log_prob(y), pred.crps(y)], axis=-1)
     if hasattr(pred, "log_weights"):
         from ..combination import mixture_crps
 
