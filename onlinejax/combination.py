@@ -68,6 +68,8 @@ import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
 from .base import Learner, check_in_range, check_int, check_positive, keep_if, make_learner, normal_quantile, state_dtype
+from .calibration import (RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, is_informative, scale_update,
+                          sq_err_update)
 
 Array = jax.Array
 
@@ -147,14 +149,9 @@ def gaussian_log_density(y: Array, mean: Array, var: Array) -> Array:
     return -0.5 * (jnp.log(2.0 * jnp.pi * var) + (y - mean) ** 2 / var)
 
 
-def _informative(means: Array, vars: Array) -> Array:
-    """Members that take part in a prediction: finite mean, variance in (0, sqrt(finfo.max)).
-
-    ``sqrt(finfo.max)`` is the library's "no information" variance (kernel
-    regression with fewer than two items or no window point near ``x``).
-    """
-    cap = float(np.sqrt(np.finfo(vars.dtype).max))
-    return jnp.isfinite(means) & jnp.isfinite(vars) & (vars > 0) & (vars < cap)
+#: Members that take part in a prediction (finite mean, variance in (0, sqrt(finfo.max))); shared with
+#: :mod:`onlinejax.calibration`.
+_informative = is_informative
 
 
 def mixture_prediction(log_weights: Array, means: Array, vars: Array) -> MixturePrediction:
@@ -632,17 +629,10 @@ def mix_init(rule: WeightRule, n_members: int, dtype, prior=None, correct: Optio
                     jnp.full((M,), jnp.inf, dtype), corr)
 
 
-#: Recalibration: one standardised squared error moves ``c_m`` by at most this multiple of ``c_m``.
-RECALIBRATION_CLIP = 25.0
-#: Recalibration: a member's variance is at most this multiple of its recent mean squared error.
-RECALIBRATION_VAR_CAP = 25.0
-
-
 def _scaled_vars(ms: MixState, means: Array, vars: Array) -> Array:
-    v = vars * ms.var_scale
-    # E_m = 0 (exact so far) or inf (no error seen, or no recalibration) leaves the variance uncapped
-    capped = jnp.isfinite(ms.sq_err) & (ms.sq_err > 0)
-    v = jnp.where(capped, jnp.minimum(v, RECALIBRATION_VAR_CAP * ms.sq_err), v)
+    # min(c_m σ²_m, 25 E_m) (onlinejax.calibration's shared step); E_m = 0 (exact so far) or inf (no
+    # error seen, or no recalibration) leaves the variance uncapped
+    v = capped_variance(vars, ms.var_scale, ms.sq_err, RECALIBRATION_VAR_CAP)
     # an abstaining member keeps its "no information" variance whatever its scale
     return jnp.where(_informative(means, vars), v, vars)
 
@@ -681,15 +671,14 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
     rule_state, log_w = rule.update(ms.rule, ms.log_weights, ell, means, v, y)
     scale, sq_err = ms.var_scale, ms.sq_err
     if recalibrate is not None:
-        # clipped relative to c_m: one wild miss (an ad-hoc bound collapsed to ~0 gave z² ~ 1e30)
-        # multiplies c_m by at most ρ + 25(1 - ρ) instead of setting it for hundreds of items
+        # onlinejax.calibration's shared step at the constant weight 1 - ρ. Clipped relative to c_m: one
+        # wild miss (an ad-hoc bound collapsed to ~0 gave z² ~ 1e30) multiplies c_m by at most
+        # ρ + 25(1 - ρ) instead of setting it for hundreds of items
         e2 = (y - means) ** 2
-        z2 = jnp.minimum(e2 / vars, RECALIBRATION_CLIP * scale)
-        new = recalibrate * scale + (1.0 - recalibrate) * z2
+        new = scale_update(scale, e2, vars, recalibrate, RECALIBRATION_CLIP)
         upd = jnp.isfinite(new) & _informative(means, vars)
         scale = jnp.where(upd, jnp.maximum(new, jnp.finfo(dt).tiny), scale)
-        new_e = jnp.where(jnp.isfinite(sq_err), recalibrate * sq_err + (1.0 - recalibrate) * e2, e2)
-        sq_err = jnp.where(jnp.isfinite(e2), new_e, sq_err)
+        sq_err = jnp.where(jnp.isfinite(e2), sq_err_update(sq_err, e2, recalibrate), sq_err)
     corr = ms.correction
     if corr is not None:
         corr = _correction_update(corr, _deviations(pred0), y - pred0.mean)

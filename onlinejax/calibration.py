@@ -1,0 +1,748 @@
+"""Calibration layer: variance recalibration and online conformal intervals around any learner.
+
+A learner's predictive ``N(μ, σ²)`` can be over- or under-confident (a wrong
+noise precision, a GP whose noise went to its floor, a drift the model has
+not absorbed yet). The wrappers here keep the learner and correct the scale
+of its distribution online from the labels, as a scale-corrected Gaussian
+
+    N(μ, c_t² σ²)
+
+with one multiplier ``c_t`` per item, so that ``interval(level)``,
+``log_prob`` and the CRPS of the returned :class:`~onlinejax.base.Prediction`
+describe one and the same distribution.
+
+Calibrators (pure ``init`` / ``update`` functions over NamedTuple states,
+usable on their own):
+
+* **Variance recalibration** (:func:`recalibration_init`,
+  :func:`recalibration_update`, :func:`recalibrated_variance`). For
+  ``y ~ N(μ, kσ²)`` the standardised squared residual ``z² = (y - μ)²/σ²``
+  has mean ``k``, so the variance scale is estimated by an exponentially
+  weighted mean of ``z²`` (decay ``ρ``) with one pseudo-observation
+  ``z² = 1`` as its prior (it starts calibrated):
+
+      n_t = ρ n_{t-1} + 1,  n_0 = 1
+      s_t = (1 - 1/n_t) s_{t-1} + (1/n_t) min(z_t², clip · s_{t-1}),  s_0 = 1
+
+  i.e. ``s_t = (ρ^t + Σ_i ρ^{t-i} min(z_i², ·)) / n_t``, clipped to
+  ``[1/max_scale, max_scale]``; ``c_t² = s_{t-1}``. One squared residual
+  moves ``s`` by at most the factor ``clip`` (one wild miss of a collapsed
+  variance, ``z² ~ 1e30``, cannot set the scale for hundreds of items).
+  :func:`onlinejax.combination.combine` recalibrates its members with the
+  same step (:func:`scale_update`, :func:`sq_err_update`,
+  :func:`capped_variance`) at a constant weight ``1 - ρ`` (the stationary
+  value of ``1/n_t``, i.e. a prior weight of ``1/(1-ρ)`` items), and caps each
+  recalibrated variance at 25 times the member's recent mean squared error.
+* **Adaptive conformal inference** (ACI; Gibbs & Candès 2021,
+  arXiv:2106.00170, eq. 2): the working miscoverage level moves as
+
+      α_{t+1} = α_t + γ (α - err_t)
+
+  where ``err_t`` is 1 when ``y_t`` falls outside the returned ``1 - α``
+  interval. The interval at the working level ``1 - α_t`` of the
+  (possibly recalibrated) Gaussian is ``μ ± Φ⁻¹(1 - α_t/2) σ``, so
+  ``c_t = Φ⁻¹(1 - α_t/2) / Φ⁻¹(1 - α/2)``. Theory makes the interval
+  infinite for ``α_t ≤ 0`` and empty for ``α_t ≥ 1``; here ``c_t²`` is
+  clipped to ``[1/max_scale, max_scale]`` (default ``1e4``: ``c_t`` from 0.01
+  to 100), a finite stand-in: at ``α_t ≤ 0`` the interval covers every residual
+  within ``100 Φ⁻¹(1 - α/2)`` standard deviations (196 at 95 %), at
+  ``α_t ≥ 1`` it misses every one beyond ``0.01 Φ⁻¹(1 - α/2)``. ``Φ⁻¹`` is
+  tabulated (:func:`upper_normal_quantile`, relative error < 5e-6).
+* **Quantile tracking** (the "P" controller of conformal PID control;
+  Angelopoulos, Candès & Tibshirani 2023, arXiv:2307.16895, Sec. 2) on the
+  score ``s_t = |y_t - μ_t|/σ_t`` (``σ_t`` recalibrated when recalibration is on):
+
+      q_{t+1} = q_t + η_t (err_t - α),   err_t = 1{s_t > q_t}
+
+  with ``c_t = q_t / Φ⁻¹(1 - α/2)`` (``c_t²`` clipped as above). The step is
+  either constant (``η_t = lr``) or scaled by the scores' recent range,
+  ``η_t = lr · B_t`` with the running maximum ``B_t = max(s_t, (1 - 1/W) B_{t-1})``
+  (``B_0 = Φ⁻¹(1 - α/2)``), which forgets on a time scale of ``W`` items: the
+  paper's practical step uses the largest score of a trailing window of ``W``
+  scores; this ``O(1)`` form needs no buffer. Optionally the integrator term (Sec. 2.2)
+  adds ``r_t(S_t) = K_I tan(S_t log(t) / (t C_sat))`` (saturating at ``±∞``
+  where the argument leaves ``(-π/2, π/2)``) with ``S_t = Σ_{i≤t}(err_i - α)``:
+  ``q_{t+1} = q̂_{t+1} + r_t(S_t)``, ``q̂`` the "P" part above.
+
+Guarantees. For ACI the update telescopes, ``α_{T+1} = α_1 + γ Σ_t (α - err_t)``,
+so ``|mean err - α| = |α_1 - α_{T+1}|/(γT)``; while ``α_t`` stays in
+``[-γ, 1 + γ]`` this gives Prop. 4.1's ``(max(α_1, 1 - α_1) + γ)/(γT)`` for
+*any* sequence. With the finite clip it stays there unless a residual beyond
+``sqrt(max_scale)·Φ⁻¹(1 - α/2)`` standard deviations arrives while
+``α_t ≤ 0`` (each such item moves ``α_t`` down by a further ``γ(1 - α)``).
+Quantile tracking with a constant step and scores in ``[0, B]`` has
+``|mean err - α| ≤ (B + η)/(ηT)`` (Prop. 1 of the paper); the range-scaled
+step gives up this clean bound for scale-free steps. **Only the calibrated
+level (``level`` given to :func:`conformal`) carries the long-run coverage
+guarantee**: the returned Gaussian's intervals at other levels, its density
+and its CRPS are a Gaussian extrapolation from that one quantile.
+``err_t`` is computed from the returned interval itself,
+``|y - μ| > Φ⁻¹(1 - α/2)·sqrt(c_t² σ²)`` (the coverage the library's metrics
+score), so the guarantee is about the intervals a user sees.
+
+Wrappers (:func:`recalibrate`, :func:`conformal`) return a
+:class:`~onlinejax.base.Learner` whose state is a :class:`CalibratedState`
+(the inner learner's state and the calibrators'). ``step`` makes one inner
+``step`` (one prediction), corrects it, updates the calibrators with ``y`` and
+returns the corrected prediction; ``learn`` does the same and drops the
+prediction. With delayed labels
+(:func:`onlinejax.evaluation.delayed_progressive_validation`) the calibrator
+learns when the label arrives (at ``learn``), from the inner learner's
+prediction of ``x`` *at that time* (the prediction issued at question time is
+not stored). Labels that are not finite, and items whose prediction is not
+finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
+information" value), leave the calibrators unchanged (``n_skipped`` counts
+them); an abstaining prediction is returned as it is.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import statistics
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtri
+
+from .base import (
+    Learner,
+    Prediction,
+    StudentTPrediction,
+    student_t_quantile,
+    check_in_range,
+    check_int,
+    check_positive,
+    default_float_dtype,
+    is_concrete,
+    keep_if,
+    make_learner,
+    normal_quantile,
+    state_dtype,
+)
+
+Array = jax.Array
+
+__all__ = [
+    "RECALIBRATION_CLIP",
+    "RECALIBRATION_VAR_CAP",
+    "METHODS",
+    "is_informative",
+    "scale_update",
+    "sq_err_update",
+    "capped_variance",
+    "RecalibrationState",
+    "recalibration_init",
+    "recalibration_update",
+    "recalibrated_variance",
+    "ACIState",
+    "aci_init",
+    "aci_update",
+    "aci_var_scale",
+    "upper_normal_quantile",
+    "QuantileState",
+    "quantile_init",
+    "quantile_update",
+    "quantile_threshold",
+    "quantile_var_scale",
+    "interval_miss",
+    "CalibratedState",
+    "recalibrate",
+    "conformal",
+]
+
+#: Recalibration: one standardised squared error moves the scale ``s`` by at most this multiple of ``s``.
+RECALIBRATION_CLIP = 25.0
+#: Recalibration in :func:`~onlinejax.combination.combine`: a member's variance is at most this
+#: multiple of its recent mean squared error.
+RECALIBRATION_VAR_CAP = 25.0
+#: Conformal methods of :func:`conformal`.
+METHODS = ("aci", "quantile")
+
+
+# --------------------------------------------------------------------------
+# Shared recalibration primitives (also used by onlinejax.combination)
+# --------------------------------------------------------------------------
+def is_informative(mean: Array, var: Array) -> Array:
+    """A usable prediction: finite mean, variance in ``(0, sqrt(finfo.max))``, elementwise.
+
+    ``sqrt(finfo.max)`` is the library's "no information" variance (kernel
+    regression with fewer than two items or no window point near ``x``).
+    """
+    cap = float(np.sqrt(np.finfo(var.dtype).max))
+    return jnp.isfinite(mean) & jnp.isfinite(var) & (var > 0) & (var < cap)
+
+
+def scale_update(scale: Array, e2: Array, var: Array, decay, clip: float = RECALIBRATION_CLIP) -> Array:
+    """One exponentially weighted step of a variance scale: ``ρ s + (1 - ρ) min(e²/σ², clip·s)``.
+
+    Args:
+      scale: ``[...]`` current scale ``s``; e2: ``[...]`` squared residuals
+        ``(y - μ)²``; var: ``[...]`` the *unscaled* predictive variances ``σ²``.
+      decay: ``ρ`` (a Python float or an array broadcasting against ``scale``).
+      clip: largest factor by which one residual can move ``s`` (static).
+    Returns:
+      ``[...]`` the new scale (not floored or masked: the caller decides).
+    """
+    z2 = jnp.minimum(e2 / var, clip * scale)
+    return decay * scale + (1.0 - decay) * z2
+
+
+def sq_err_update(sq_err: Array, e2: Array, decay) -> Array:
+    """Exponentially weighted mean squared error ``ρ E + (1 - ρ) e²`` (``E = e²`` at the first error)."""
+    return jnp.where(jnp.isfinite(sq_err), decay * sq_err + (1.0 - decay) * e2, e2)
+
+
+def capped_variance(var: Array, scale: Array, sq_err: Array, var_cap: float = RECALIBRATION_VAR_CAP) -> Array:
+    """``min(s σ², cap · E)``; uncapped while ``E`` is 0 (exact so far) or ``inf`` (no error seen)."""
+    v = var * scale
+    capped = jnp.isfinite(sq_err) & (sq_err > 0)
+    return jnp.where(capped, jnp.minimum(v, var_cap * sq_err), v)
+
+
+def _mask(ok, new, old):
+    return new if ok is True else keep_if(ok, new, old)
+
+
+# --------------------------------------------------------------------------
+# Variance recalibration
+# --------------------------------------------------------------------------
+class RecalibrationState(NamedTuple):
+    """State of the variance recalibrator.
+
+    Attributes:
+      scale: ``[]`` variance scale ``s`` (the weighted mean of ``z²``; ``c² = s``).
+      weight: ``[]`` discounted count ``n`` of the weighted mean, the prior's unit weight included.
+      sq_err: ``[]`` exponentially weighted mean squared error ``E`` (``inf``
+        before the first label; only tracked with an ``error_cap``).
+      decay: ``[]`` ``ρ`` in (0, 1) (an array: it vmaps).
+      n: ``[]`` int32 labels used.
+    """
+
+    scale: Array
+    weight: Array
+    sq_err: Array
+    decay: Array
+    n: Array
+
+
+def recalibration_init(decay=0.99, dtype=None) -> RecalibrationState:
+    """A calibrated start: ``s = 1`` with the weight of one pseudo-observation.
+
+    Args:
+      decay: ``ρ`` in (0, 1): the scale remembers about ``1/(1 - ρ)`` labels.
+      dtype: floating dtype (default float32, float64 under x64).
+    Raises:
+      ValueError: ``decay`` outside (0, 1) (concrete values only).
+    """
+    check_in_range(decay, "decay", 0.0, 1.0, hi_open=True)
+    dt = dtype or default_float_dtype()
+    one = jnp.ones((), dt)
+    return RecalibrationState(scale=one, weight=one, sq_err=jnp.full((), jnp.inf, dt),
+                              decay=jnp.asarray(decay, dt), n=jnp.zeros((), jnp.int32))
+
+
+def recalibration_update(state: RecalibrationState, mean: Array, var: Array, y: Array, *, ok=True,
+                         clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
+                         track_error: bool = False) -> RecalibrationState:
+    """Absorb one label (module doc, "Variance recalibration").
+
+    Args:
+      state: :class:`RecalibrationState`.
+      mean, var: ``[]`` the *unscaled* prediction ``N(μ, σ²)`` of ``y`` made before seeing it.
+      y: ``[]`` the label.
+      ok: ``[]`` bool, or ``True``: items with ``ok = False`` leave the state
+        unchanged (the wrappers pass "finite label, informative prediction").
+      clip: :data:`RECALIBRATION_CLIP` (static).
+      max_scale: ``s`` is kept in ``[1/max_scale, max_scale]`` (static).
+      track_error: also update ``sq_err`` (needed only for
+        :func:`recalibrated_variance`'s ``error_cap``; static).
+    Returns:
+      the new :class:`RecalibrationState`.
+    """
+    weight = state.decay * state.weight + 1.0
+    rho_t = state.decay * state.weight / weight  # 1 - 1/n_t: the prior's and the past's share
+    e2 = (y - mean) ** 2
+    scale = jnp.clip(scale_update(state.scale, e2, var, rho_t, clip), 1.0 / max_scale, max_scale)
+    sq_err = sq_err_update(state.sq_err, e2, rho_t) if track_error else state.sq_err
+    new = RecalibrationState(scale, weight, sq_err, state.decay, state.n + 1)
+    return _mask(ok, new, state)
+
+
+def recalibrated_variance(state: RecalibrationState, var: Array, error_cap: Optional[float] = None) -> Array:
+    """``s σ²``, or ``min(s σ², error_cap · E)`` with an ``error_cap`` (static; see :func:`capped_variance`)."""
+    if error_cap is None:
+        return var * state.scale
+    return capped_variance(var, state.scale, state.sq_err, error_cap)
+
+
+# --------------------------------------------------------------------------
+# Adaptive conformal inference
+# --------------------------------------------------------------------------
+def _two_sided_quantile(level, dt) -> Array:
+    """``Φ⁻¹(1 - α/2)`` with ``α = 1 - level``: exactly the library's ``normal_quantile`` when concrete."""
+    if is_concrete(level) and np.ndim(level) == 0:
+        return jnp.asarray(normal_quantile(float(level)), dt)
+    return -ndtri(0.5 * (1.0 - jnp.asarray(level, dt)))
+
+
+class ACIState(NamedTuple):
+    """State of adaptive conformal inference (Gibbs & Candès 2021, eq. 2).
+
+    Attributes:
+      alpha_t: ``[]`` working miscoverage level ``α_t`` (may leave [0, 1]).
+      alpha: ``[]`` target miscoverage ``α = 1 - level``.
+      z_alpha: ``[]`` ``Φ⁻¹(1 - α/2)``, the calibrated Gaussian's two-sided quantile.
+      gamma: ``[]`` step ``γ > 0``.
+      n: ``[]`` int32 labels used.
+    """
+
+    alpha_t: Array
+    alpha: Array
+    z_alpha: Array
+    gamma: Array
+    n: Array
+
+
+def aci_init(level=0.95, gamma=0.005, dtype=None) -> ACIState:
+    """``α_1 = α = 1 - level``.
+
+    Args:
+      level: the calibrated level ``1 - α`` in (0, 1).
+      gamma: step ``γ > 0`` (Gibbs & Candès use 0.005).
+      dtype: floating dtype.
+    Raises:
+      ValueError: naming ``level`` or ``gamma`` (concrete values only).
+    """
+    check_in_range(level, "level", 0.0, 1.0, hi_open=True)
+    check_positive(gamma, "gamma")
+    dt = dtype or default_float_dtype()
+    alpha = 1.0 - jnp.asarray(level, dt)
+    return ACIState(alpha_t=alpha, alpha=alpha, z_alpha=_two_sided_quantile(level, dt),
+                    gamma=jnp.asarray(gamma, dt), n=jnp.zeros((), jnp.int32))
+
+
+_TABLE_BITS = 7  # mantissa bits per binade of the Φ⁻¹ table: 126·2⁷ nodes
+
+
+@functools.lru_cache(maxsize=None)
+def _upper_quantile_table(dtype_name: str) -> np.ndarray:
+    """``Φ⁻¹(1 - a/2)`` at ``a = 2^e (1 + j/2^K)`` for every normal float32 exponent ``e < 0``, then ``a = 1``."""
+    k = _TABLE_BITS
+    e = np.arange(-126, 0, dtype=np.float64)
+    a = (2.0 ** e[:, None] * (1.0 + np.arange(2 ** k) / 2 ** k)).ravel()
+    inv = statistics.NormalDist().inv_cdf  # Wichura's AS241, double precision
+    q = [-inv(0.5 * v) for v in a] + [0.0, 0.0]  # a = 1, and a pad node for the interpolation
+    return np.asarray(q, dtype_name)
+
+
+def upper_normal_quantile(a: Array) -> Array:
+    """``Φ⁻¹(1 - a/2)`` elementwise: the two-sided Gaussian quantile at miscoverage ``a``.
+
+    Tabulated on the float32 grid (``2⁷`` nodes per binade of ``a``) and
+    interpolated linearly in ``a``: relative error below 5e-6 for
+    ``2⁻¹²⁶ ≤ a ≤ 0.98`` (above, where ``Φ⁻¹ < 0.025``, the absolute error is
+    below 1e-6), with no transcendental function on the per-item path.
+    ``a ≤ 0`` gives ``inf`` (the infinite interval), ``0 < a < 2⁻¹²⁶`` the
+    value at ``2⁻¹²⁶`` (13.0), ``a ≥ 1`` zero. Non-increasing in ``a``.
+
+    Args:
+      a: ``[...]`` miscoverage levels.
+    Returns:
+      ``[...]`` quantiles, dtype of ``a``.
+    """
+    # a table, not ndtri: an ndtri per item nearly doubled the cost of a wrapped bayes_linreg(8) step
+    a = jnp.asarray(a)
+    dt = a.dtype
+    k = _TABLE_BITS
+    table = jnp.asarray(_upper_quantile_table(np.dtype(dt).name))
+    ac = jnp.clip(a, 2.0 ** -126, 1.0)
+    bits = jax.lax.bitcast_convert_type(ac.astype(jnp.float32), jnp.int32)
+    idx = (bits >> (23 - k)) - (1 << k)  # (biased exponent - 1)·2^K + top K mantissa bits
+    frac = (bits & ((1 << (23 - k)) - 1)).astype(dt) * (2.0 ** -(23 - k))
+    lo, hi = table[idx], table[idx + 1]
+    return jnp.where(a > 0, lo + frac * (hi - lo), jnp.inf)
+
+
+def aci_var_scale(state: ACIState, max_scale: float = 1e4) -> Array:
+    """Variance multiplier ``c² = (Φ⁻¹(1 - α_t/2)/Φ⁻¹(1 - α/2))²``, clipped to ``[1/max_scale, max_scale]``.
+
+    ``α_t ≤ 0`` (an infinite interval in theory) gives ``max_scale``, ``α_t ≥ 1``
+    (an empty one) ``1/max_scale``. ``Φ⁻¹`` is :func:`upper_normal_quantile`.
+    """
+    c = upper_normal_quantile(state.alpha_t) / state.z_alpha
+    return jnp.clip(c * c, 1.0 / max_scale, max_scale)
+
+
+def aci_update(state: ACIState, err: Array, ok=True) -> ACIState:
+    """``α_{t+1} = α_t + γ(α - err_t)`` (Gibbs & Candès 2021, eq. 2).
+
+    Args:
+      err: ``[]`` 1 (or True) when ``y_t`` fell outside the returned interval at the calibrated level.
+      ok: ``[]`` bool or ``True``; ``False`` leaves the state unchanged.
+    """
+    err = jnp.asarray(err, state.alpha_t.dtype)
+    new = state._replace(alpha_t=state.alpha_t + state.gamma * (state.alpha - err), n=state.n + 1)
+    return _mask(ok, new, state)
+
+
+# --------------------------------------------------------------------------
+# Quantile tracking (conformal PID control, "P" and optionally "I")
+# --------------------------------------------------------------------------
+class QuantileState(NamedTuple):
+    """State of the quantile tracker (Angelopoulos, Candès & Tibshirani 2023, Sec. 2).
+
+    Attributes:
+      q: ``[]`` the "P" part ``q̂_t``: a threshold on the score ``|y - μ|/σ``.
+      integral: ``[]`` ``S_t = Σ_{i≤t} (err_i - α)``.
+      alpha: ``[]`` target miscoverage ``α``; z_alpha: ``[]`` ``Φ⁻¹(1 - α/2)``.
+      lr: ``[]`` step ``η`` (constant) or factor ``lr`` of the range-scaled step.
+      score_max: ``[]`` running maximum ``B_t`` of the scores.
+      range_decay: ``[]`` ``1 - 1/W``, its forgetting per item (0 with a constant step).
+      gain, saturation: ``[]`` the integrator's ``K_I`` and ``C_sat`` (unused without it).
+      n: ``[]`` int32 labels used.
+    """
+
+    q: Array
+    integral: Array
+    alpha: Array
+    z_alpha: Array
+    lr: Array
+    score_max: Array
+    range_decay: Array
+    gain: Array
+    saturation: Array
+    n: Array
+
+
+def quantile_init(level=0.95, lr=0.01, window: Optional[int] = 100, gain=0.0, saturation=1.0,
+                  dtype=None) -> QuantileState:
+    """``q̂_1 = Φ⁻¹(1 - α/2)`` (the calibrated Gaussian's threshold, so ``c_1 = 1``).
+
+    Args:
+      level: the calibrated level ``1 - α`` in (0, 1).
+      lr: ``> 0``; the constant step ``η`` (``window=None``) or the factor of
+        the running maximum ``B_t`` of the scores.
+      window: ``W >= 1``, the time scale of ``B_t``, or ``None`` for a constant step
+        (pass ``scaled=window is not None`` to :func:`quantile_update`).
+      gain, saturation: the integrator's ``K_I >= 0`` and ``C_sat > 0`` (used only
+        when :func:`quantile_update` is called with ``integrate=True``).
+      dtype: floating dtype.
+    Raises:
+      ValueError: naming the argument.
+    """
+    check_in_range(level, "level", 0.0, 1.0, hi_open=True)
+    check_positive(lr, "lr")
+    if is_concrete(gain) and not np.all(np.asarray(gain) >= 0):
+        raise ValueError(f"gain: must be >= 0, got {gain!r}")
+    check_positive(saturation, "saturation")
+    w = None if window is None else check_int(window, "window", 1)
+    dt = dtype or default_float_dtype()
+    z = _two_sided_quantile(level, dt)
+    decay = 0.0 if w is None else 1.0 - 1.0 / w
+    return QuantileState(q=z, integral=jnp.zeros((), dt), alpha=1.0 - jnp.asarray(level, dt), z_alpha=z,
+                         lr=jnp.asarray(lr, dt), score_max=z, range_decay=jnp.asarray(decay, dt),
+                         gain=jnp.asarray(gain, dt), saturation=jnp.asarray(saturation, dt),
+                         n=jnp.zeros((), jnp.int32))
+
+
+def _integrator(state: QuantileState) -> Array:
+    """``r_t(S_t) = K_I tan(S_t log t / (t C_sat))``, ``±inf`` outside ``(-π/2, π/2)`` (ACT 2023, Sec. 2.2)."""
+    t = jnp.maximum(state.n, 1).astype(state.q.dtype)
+    arg = state.integral * jnp.log(t) / (t * state.saturation)
+    half_pi = 0.5 * np.pi
+    r = state.gain * jnp.tan(jnp.clip(arg, -half_pi, half_pi))
+    return jnp.where(arg >= half_pi, jnp.inf, jnp.where(arg <= -half_pi, -jnp.inf, r))
+
+
+def quantile_threshold(state: QuantileState, integrate: bool = False) -> Array:
+    """The current threshold ``q_t = q̂_t (+ r_t(S_t))`` on the score ``|y - μ|/σ``."""
+    return state.q + _integrator(state) if integrate else state.q
+
+
+def quantile_var_scale(state: QuantileState, max_scale: float = 1e4, integrate: bool = False) -> Array:
+    """Variance multiplier ``c² = (q_t/Φ⁻¹(1 - α/2))²``, clipped to ``[1/max_scale, max_scale]``."""
+    c = jnp.maximum(quantile_threshold(state, integrate), 0.0) / state.z_alpha
+    return jnp.clip(c * c, 1.0 / max_scale, max_scale)
+
+
+def quantile_update(state: QuantileState, err: Array, score: Array, ok=True, scaled: bool = True) -> QuantileState:
+    """``q̂_{t+1} = q̂_t + η_t(err_t - α)``, ``S_{t+1} = S_t + err_t - α`` (ACT 2023, Sec. 2).
+
+    Args:
+      err: ``[]`` 1 (or True) when ``y_t`` fell outside the returned interval.
+      score: ``[]`` ``|y_t - μ_t|/σ_t`` (enters the running maximum ``B_t``).
+      ok: ``[]`` bool or ``True``; ``False`` leaves the state unchanged.
+      scaled: ``η_t = lr · B_t`` (True) or ``η_t = lr`` (static).
+
+    The integrator needs no update of its own: it reads ``S_t`` and ``t`` when
+    the threshold is formed (:func:`quantile_threshold`).
+    """
+    dt = state.q.dtype
+    err = jnp.asarray(err, dt)
+    b = jnp.maximum(score, state.range_decay * state.score_max)
+    eta = state.lr * b if scaled else state.lr
+    g = err - state.alpha
+    new = state._replace(q=state.q + eta * g, integral=state.integral + g, score_max=b, n=state.n + 1)
+    return _mask(ok, new, state)
+
+
+def interval_miss(z_alpha: Array, mean: Array, var: Array, y: Array) -> Array:
+    """``err = 1{|y - μ| > z·sqrt(var)}``: the complement of the metrics' coverage of ``mean ± z·sd``."""
+    return ~(jnp.abs(y - mean) <= z_alpha * jnp.sqrt(var))
+
+
+# --------------------------------------------------------------------------
+# The wrappers
+# --------------------------------------------------------------------------
+class CalibratedState(NamedTuple):
+    """State of :func:`recalibrate` / :func:`conformal`.
+
+    Attributes:
+      inner: the wrapped learner's state.
+      recalibration: :class:`RecalibrationState`, or ``None`` without recalibration.
+      conformal: :class:`ACIState` / :class:`QuantileState`, or ``None``.
+      n_skipped: ``[]`` int32 labels the calibrators did not use (non-finite
+        item or prediction, or an abstaining prediction).
+      t_ratio: ``[]`` ``Φ⁻¹(1 - α/2) / t_ν(1 - α/2)``, the scale of the
+        Student-t output per Gaussian standard deviation (``None`` for a
+        Gaussian output).
+    """
+
+    inner: Any
+    recalibration: Optional[RecalibrationState]
+    conformal: Any
+    n_skipped: Array
+    t_ratio: Optional[Array] = None
+
+
+class _Recal(NamedTuple):
+    decay: float
+    clip: float
+    max_scale: float
+    error_cap: Optional[float]
+
+
+class _Conf(NamedTuple):
+    method: str
+    level: float
+    gamma: float
+    lr: float
+    window: Optional[int]
+    gain: Optional[float]
+    saturation: float
+    max_scale: float
+    df: Optional[float] = None
+
+
+def _calibrated(learner: Learner, rc: Optional[_Recal], cc: Optional[_Conf]) -> Learner:
+    if not isinstance(learner, Learner):
+        raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
+    integrate = cc is not None and cc.gain is not None
+
+    def _init(recalibration=None, conformal=None, **inner_kwargs):
+        inner = learner.init(**inner_kwargs)
+        dt = state_dtype(inner)
+        r = c = None
+        if rc is not None:
+            r = recalibration_init(**{"decay": rc.decay, **(recalibration or {})}, dtype=dt)
+        elif recalibration is not None:
+            raise ValueError("recalibration: this learner does not recalibrate")
+        if cc is not None:
+            kw = dict(conformal or {})
+            if cc.method == "aci":
+                c = aci_init(**{"level": cc.level, "gamma": cc.gamma, **kw}, dtype=dt)
+            else:
+                c = quantile_init(**{"level": cc.level, "lr": cc.lr, "gain": cc.gain or 0.0,
+                                     "saturation": cc.saturation, **kw}, window=cc.window, dtype=dt)
+        elif conformal is not None:
+            raise ValueError("conformal: this learner has no conformal calibrator")
+        ratio = None
+        if cc is not None and cc.df is not None:
+            ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(cc.df, dt))
+        return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio)
+
+    def _output(s: CalibratedState, pred: Prediction):
+        """The Gaussian ``N(μ, c²σ²)``, or the Student-t with the same central ``level`` interval."""
+        if cc is None or cc.df is None:
+            return pred
+        return StudentTPrediction(pred.mean, jnp.sqrt(pred.var) * s.t_ratio, jnp.full_like(pred.mean, cc.df))
+
+    def _correct(s: CalibratedState, pred):
+        """``(N(μ, c²σ²), the recalibrated variance, informative)`` for the inner prediction."""
+        mean, var = pred.mean, pred.var
+        v0 = var if rc is None else recalibrated_variance(s.recalibration, var, rc.error_cap)
+        v = v0
+        if cc is not None:
+            if cc.method == "aci":
+                v = v0 * aci_var_scale(s.conformal, cc.max_scale)
+            else:
+                v = v0 * quantile_var_scale(s.conformal, cc.max_scale, integrate)
+        info = is_informative(mean, var)
+        big = np.finfo(var.dtype).max
+        v = jnp.where(info, jnp.minimum(v, big), var)
+        v = jnp.where(v > 0, v, var)  # an underflow keeps the learner's own variance
+        return Prediction(mean, v), v0, info
+
+    def _update(s: CalibratedState, inner, x, y, pred):
+        out, v0, info = _correct(s, pred)
+        ok = info & jnp.isfinite(y) & jnp.all(jnp.isfinite(x))
+        r, c = s.recalibration, s.conformal
+        if rc is not None:
+            r = recalibration_update(r, pred.mean, pred.var, y, ok=ok, clip=rc.clip, max_scale=rc.max_scale,
+                                     track_error=rc.error_cap is not None)
+        if cc is not None:
+            err = interval_miss(c.z_alpha, out.mean, out.var, y)
+            if cc.method == "aci":
+                c = aci_update(c, err, ok)
+            else:
+                score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
+                c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=cc.window is not None)
+        return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio), _output(s, out)
+
+    def step_one(s: CalibratedState, x, y):
+        inner, pred = learner.step(s.inner, x, y)  # one inner prediction, made before learning y
+        return _update(s, inner, x, y, pred)
+
+    def learn_one(s, x, y):
+        return step_one(s, x, y)[0]
+
+    def predict_one(s: CalibratedState, x):
+        return _output(s, _correct(s, learner.predict(s.inner, x))[0])
+
+    tune = None
+    if learner.tune is not None:
+        def tune(s: CalibratedState, **options):
+            return s._replace(inner=learner.tune(s.inner, **options))
+
+    out = make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, step_one=step_one,
+                       n_features=learner.n_features, tune=tune)
+    if learner.downdate is not None:
+        if len(inspect.signature(learner.downdate).parameters) == 3:
+            def downdate(s: CalibratedState, x, y):
+                return s._replace(inner=learner.downdate(s.inner, x, y))
+        else:
+            def downdate(s: CalibratedState):
+                return s._replace(inner=learner.downdate(s.inner))
+        out = out._replace(downdate=downdate)
+    return out
+
+
+def _check_recal(decay, clip, max_scale, error_cap, prefix=""):
+    check_in_range(decay, prefix + "decay", 0.0, 1.0, hi_open=True)
+    check_positive(clip, prefix + "clip")
+    if not float(clip) > 1.0:
+        raise ValueError(f"{prefix}clip: must be > 1, got {clip!r}")
+    check_positive(max_scale, prefix + "max_scale")
+    if not float(max_scale) > 1.0:
+        raise ValueError(f"{prefix}max_scale: must be > 1, got {max_scale!r}")
+    if error_cap is not None:
+        check_positive(error_cap, prefix + "error_cap")
+    return _Recal(float(decay), float(clip), float(max_scale), None if error_cap is None else float(error_cap))
+
+
+def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
+                error_cap: Optional[float] = None) -> Learner:
+    """Wrap ``learner`` so its predictive variance is multiplied by a running mean of its ``z²``.
+
+    The prediction is ``N(μ, s_{t-1} σ²)`` with ``s`` the exponentially weighted
+    mean of ``z² = (y - μ)²/σ²`` (module doc, "Variance recalibration"). It
+    makes the mean ``z²`` of the returned predictions about 1 over the last
+    ``~1/(1 - decay)`` labels; it carries no coverage guarantee (use
+    :func:`conformal`, optionally with ``recalibrate=``, for that).
+
+    Args:
+      learner: any :class:`~onlinejax.base.Learner` (a mixture prediction is
+        replaced by its moment-matched Gaussian).
+      decay: ``ρ`` in (0, 1), default; ``init(recalibration={"decay": ρ})`` overrides it (an array: it vmaps).
+      clip: one ``z²`` enters clipped at ``clip · s`` (static, > 1).
+      max_scale: ``s`` stays in ``[1/max_scale, max_scale]`` (static, > 1).
+      error_cap: ``None``, or cap the variance at ``error_cap`` times the
+        exponentially weighted mean squared error, as the combination does
+        (:data:`RECALIBRATION_VAR_CAP`; static).
+    Returns:
+      A learner over :class:`CalibratedState` with ``init(recalibration=None,
+      **inner_kwargs)`` (``inner_kwargs`` go to ``learner.init``), ``tune`` and
+      ``downdate`` of the inner learner when it has them (the recalibrator
+      itself is neither tuned nor downdated).
+    Raises:
+      ValueError: naming the argument (``decay`` outside (0, 1), ...).
+    """
+    return _calibrated(learner, _check_recal(decay, clip, max_scale, error_cap), None)
+
+
+def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.01,
+              window: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
+              max_scale: float = 1e4, recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
+    """Wrap ``learner`` in an online conformal calibrator: ``N(μ, c_t² σ²)``, long-run coverage at ``level``.
+
+    Only ``level`` carries the guarantee (module doc, "Guarantees"); other
+    levels of the returned Gaussian, its density and CRPS extrapolate from it.
+    ``step`` corrects the inner learner's prediction made before learning ``y``
+    (one inner ``step``); with delayed labels the calibrator learns when the
+    label arrives, at ``learn``, from the inner prediction of that time.
+
+    ACI alone widens the base interval at most ``Φ⁻¹(1 - 2⁻¹²⁷)/Φ⁻¹(1 - α/2)``
+    times (6.6 at 95 %) while ``α_t > 0``, and jumps to the clip at ``α_t ≤ 0``:
+    a learner whose ``σ`` is several times too small gets the guarantee through
+    intervals alternating between too narrow and the clip. ``recalibrate=0.99``
+    removes the bulk of such an error first and leaves ACI the residual.
+
+    Args:
+      learner: any :class:`~onlinejax.base.Learner`.
+      level: calibrated level ``1 - α`` in (0, 1).
+      method: ``"aci"`` (adaptive conformal inference, step ``gamma``) or
+        ``"quantile"`` (quantile tracking on ``|z|``, step ``lr``).
+      gamma: ACI step ``γ > 0``.
+      lr: quantile-tracking step ``> 0`` (times the running maximum ``B_t`` of the
+        scores when ``window`` is an int; constant with ``window=None``).
+      window: time scale ``W`` of ``B_t`` (static; module doc).
+      integrator_gain: ``None`` (no integrator) or ``K_I >= 0`` of the
+        quantile tracker's integrator term (static on/off); saturation: its ``C_sat > 0``.
+      max_scale: ``c²`` stays in ``[1/max_scale, max_scale]``: the finite stand-in
+        for the infinite (empty) interval at ``α_t ≤ 0`` (``≥ 1``) (static, > 1).
+      recalibrate: ``None``, or a decay ``ρ`` in (0, 1): recalibrate the variance
+        first (:func:`recalibrate`'s defaults), so the conformal step only
+        corrects what the running ``z²`` misses.
+      df: ``None`` (a Gaussian output), or ``ν > 2`` (static): return a
+        :class:`~onlinejax.base.StudentTPrediction` with ``ν`` degrees of
+        freedom whose central ``level`` interval is the calibrated one
+        (scale ``c σ Φ⁻¹(1 - α/2)/t_ν(1 - α/2)``). The guarantee is the same;
+        the log density of a residual far outside the interval falls like
+        ``-(ν+1) log|z|`` instead of ``-z²/2``, so one surprise (a
+        discontinuity, the first items after a drift) cannot dominate a
+        stream's log score.
+    Returns:
+      A learner over :class:`CalibratedState` with ``init(conformal=None,
+      recalibration=None, **inner_kwargs)``: ``conformal`` overrides
+      ``level``/``gamma`` (ACI) or ``level``/``lr``/``gain``/``saturation``
+      (quantile) as arrays, so they vmap. ``tune``/``downdate`` of the inner
+      learner pass through.
+    Raises:
+      ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
+    """
+    check_in_range(level, "level", 0.0, 1.0, hi_open=True)
+    if method not in METHODS:
+        raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
+    check_positive(gamma, "gamma")
+    check_positive(lr, "lr")
+    w = None if window is None else check_int(window, "window", 1)
+    if integrator_gain is not None and not float(integrator_gain) >= 0.0:
+        raise ValueError(f"integrator_gain: must be >= 0, got {integrator_gain!r}")
+    check_positive(saturation, "saturation")
+    check_positive(max_scale, "max_scale")
+    if not float(max_scale) > 1.0:
+        raise ValueError(f"max_scale: must be > 1, got {max_scale!r}")
+    rc = None
+    if recalibrate is not None:
+        check_in_range(recalibrate, "recalibrate", 0.0, 1.0, hi_open=True)
+        rc = _check_recal(recalibrate, RECALIBRATION_CLIP, 1e6, None)
+    if df is not None:
+        check_positive(df, "df")
+        if not float(df) > 2.0:
+            raise ValueError(f"df: must be > 2 (a finite variance), got {df!r}")
+        df = float(df)
+    cc = _Conf(method, float(level), float(gamma), float(lr), w,
+               None if integrator_gain is None else float(integrator_gain), float(saturation), float(max_scale), df)
+    return _calibrated(learner, rc, cc)
