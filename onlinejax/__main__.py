@@ -7,7 +7,9 @@ vmapped in one compiled program per learner, prints a table of MAE / RMSE /
 the running MAE. ``grid`` runs registered learner configurations (default:
 one per family) on a stratified sample of the thesis's 576-stream grid (or
 ``--full``) with :func:`onlinejax.evaluation.run_grid` and prints a
-per-family SMSE / SMSE-ST / ICR / SAIW / ATPI summary (thesis Fig. 6.4).
+per-family SMSE / SMSE-ST / ICR / SAIW / MLPD / CRPS / log-score skill / ATPI
+summary (thesis Fig. 6.4, with proper scores); ``--thesis`` runs the thesis's
+configurations instead of the recommended ones.
 """
 from __future__ import annotations
 
@@ -95,8 +97,12 @@ def run_compare(delay: float = 7.0) -> dict:
 
 
 def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0,
-                     streams: str | None = None):
-    """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs."""
+                     streams: str | None = None, thesis: bool = False):
+    """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs.
+
+    Default learners: the recommended set (:func:`onlinejax.zoo.recommended_learners`) and the
+    climatology baseline; ``thesis=True``: the thesis's small set and its default combination.
+    """
     from .data import grid_names, parse_name, stratified_names, thesis_grid
     from .evaluation import registered_learners, replay_combination, run_grid
     from . import zoo
@@ -105,29 +111,33 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
         names = [parse_name(s.strip()).name for s in streams.split(",") if s.strip()]
     else:
         names = grid_names(n) if full else stratified_names(per_cell, size=n, seed=seed)
-    gls = registered_learners(learners) if learners else zoo.default_learners()
+    if learners:
+        gls = registered_learners(learners)
+    else:
+        gls = zoo.thesis_default_learners() if thesis else zoo.default_learners()
     t0 = time.perf_counter()
     groups = thesis_grid(jax.random.key(seed), names)
     res = run_grid(gls, groups, keep_predictions=True)
     if not learners:
-        # the default combination from its members' predictions (no second compile of the members)
-        missing = [m for m in zoo.COMBINATION_MEMBERS if m not in {g.name for g in gls}]
-        if not missing:
-            rule, rc, mc = zoo.default_combination_rule()
-            res = replay_combination(res, groups, zoo.DEFAULT_COMBINATION, zoo.COMBINATION_MEMBERS, rule,
-                                     recalibrate=rc, correct=mc)
+        # the combination from its members' predictions (no second compile of the members)
+        rule, rc, mc = zoo.default_combination_rule()
+        name, members = ((zoo.DEFAULT_COMBINATION, zoo.COMBINATION_MEMBERS) if thesis
+                         else (zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS))
+        if all(m in {g.name for g in gls} for m in members):
+            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc)
     secs = time.perf_counter() - t0
     n_streams = sum(len(g.names) for g in groups)
     print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "
           f"{len({r['learner'] for r in res.rows})} learners; {jax.devices()[0].platform} "
           f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile")
-    print("(means over streams; SMSE-ST leaves out 128 items after the start and after a drift; "
-          "non-finite rows are left out and counted)")
-    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'ATPI (us)':>10s} "
-          f"{'non-finite':>10s}")
-    for r in res.summary():
+    print("(means over streams; SMSE-ST leaves out 128 items after the start and after a drift; skill = MLPD minus "
+          "climatology's; non-finite rows are left out and counted)")
+    cols = ("smse", "smse_st", "icr", "saiw", "mlpd", "crps", "skill", "atpi")
+    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'MLPD':>9s} "
+          f"{'CRPS':>9s} {'skill':>8s} {'ATPI (us)':>10s} {'non-finite':>10s}")
+    for r in res.summary(metrics=cols):
         print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} {r['saiw']:9.4f} "
-              f"{1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
+              f"{r['mlpd']:9.3f} {r['crps']:9.4f} {r['skill']:8.3f} {1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
     os.makedirs(out, exist_ok=True)
     print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")
     try:
@@ -140,7 +150,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
 
 def grid_plots(res, groups, out: str, window: int = 100) -> list:
     """The main command's figures: sliding-window error with the drift marked, and intervals, for one stream."""
-    from .plots import plot_intervals, plot_windowed_error
+    from .plots import pit_values, plot_intervals, plot_pit, plot_windowed_error
 
     # the first drifting stream of the sample (else the first stream)
     cands = [(g, i) for g in groups for i, c in enumerate(g.change_points) if c >= 0] or [(groups[0], 0)]
@@ -163,6 +173,12 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     half = 1.959963984540054 * np.sqrt(v[sl])
     paths.append(plot_intervals(y[sl], m[sl], m[sl] - half, m[sl] + half, os.path.join(out, "grid_intervals.png"),
                                 start=lo_i, drift_at=cp, title=f"{lab} on {name}: mean and 95% interval"))
+    # calibration: PIT histograms per learner over every stream of the run
+    ys = {s: np.asarray(g.Y[i], np.float64) for g in groups for i, s in enumerate(g.names)}
+    pits = {lab: np.concatenate([pit_values(ys[s], *res.predictions[(l2, s)]) for (l2, s) in res.predictions
+                                 if l2 == lab]) for lab in labels}
+    paths.append(plot_pit(pits, os.path.join(out, "grid_calibration.png"),
+                          title=f"PIT histograms over {len(ys)} streams (flat = calibrated)"))
     return paths
 
 
@@ -179,7 +195,10 @@ def main(argv=None) -> int:
     g.add_argument("--per-cell", type=int, default=2, help="streams per (d, D|ND, CD|NCD) cell of the sample")
     g.add_argument("--full", action="store_true", help="all 576 streams")
     g.add_argument("--n", type=int, default=2000, help="items per stream")
-    g.add_argument("--learners", default=None, help="comma-separated names or substrings (default: one per family)")
+    g.add_argument("--learners", default=None,
+                   help="comma-separated names or substrings (default: the recommended learners and climatology)")
+    g.add_argument("--thesis", action="store_true",
+                   help="the thesis's small set (one configuration per family) instead of the recommended one")
     g.add_argument("--streams", default=None, help="comma-separated grid stream names (default: a stratified sample)")
     g.add_argument("--out", default="results")
     g.add_argument("--seed", type=int, default=0)
@@ -198,7 +217,7 @@ def main(argv=None) -> int:
         if a.compile_cache != "none":
             enable_compilation_cache(a.compile_cache)
         try:
-            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams)
+            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams, a.thesis)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -15,24 +15,44 @@ length in the state). ``REGISTRY[name].make(d).init()`` still builds that
 configuration's own state (its defaults are its ``init_kwargs``).
 
 Importing this module registers every configuration in
-:data:`onlinejax.evaluation.grid.REGISTRY`; :func:`default_learners` is the
-main command's small set (one or two per family).
+:data:`onlinejax.evaluation.grid.REGISTRY`; :func:`thesis_default_learners`
+is the thesis's small set (one or two per family) and
+:func:`recommended_learners` the calibrated, scale-robust set that the main
+command runs by default.
+
+Recommended configurations
+--------------------------
+The thesis's configurations are kept as they are, for reproduction. The
+recommended ones (names ``Recommended<Family>``, stable across versions)
+wrap one learner per family so that it can be used on raw data:
+:func:`onlinejax.standardize.standardize` (inputs and targets of any scale
+and offset) inside :func:`onlinejax.calibration.conformal` (quantile
+tracking after variance recalibration: the 95 % interval's long-run
+coverage is guaranteed), returning a Student-t with 4 degrees of freedom
+around that interval, so a surprise costs a few nats of log score, not
+millions.
+``RecommendedCombination`` mixes the four calibrated members with the
+default combination rule.
 """
 from __future__ import annotations
 
 from .adaptive import adaptive
-from .baseline import train_once
+from .baseline import climatology, train_once
+from .calibration import conformal
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
-from .linear import bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed
+from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
+                     bayesian_mle_windowed)
 from .linear.bayes import forgetting_from_thesis
+from .standardize import standardize
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
-           "thesis_batch_learners", "combination_learners", "default_learners", "COMBINATION_MEMBERS",
-           "DEFAULT_COMBINATION", "default_combination_rule"]
+           "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
+           "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
+           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrated"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -142,8 +162,78 @@ def default_combination_rule():
     return rule(), rc, mc
 
 
-def default_learners() -> list[GridLearner]:
-    """The main command's learners (:data:`DEFAULT_NAMES`)."""
+def thesis_default_learners() -> list[GridLearner]:
+    """The thesis's small set (:data:`DEFAULT_NAMES`), the main command's ``--thesis`` learners."""
     from .evaluation.grid import REGISTRY
 
     return [REGISTRY[n] for n in DEFAULT_NAMES]
+
+
+def calibrated(learner, level: float = 0.95, clip: float = 5.0, df: float = 4.0):
+    """A learner made usable on raw data (module doc): standardised, inputs clipped at ``clip`` standard
+    deviations; calibrated by quantile tracking after variance recalibration; a Student-t output with ``df``
+    degrees of freedom around the calibrated ``level`` interval."""
+    return conformal(standardize(learner, clip=clip), level, method="quantile", recalibrate=0.99, df=df)
+
+
+#: The recommended window (the thesis's middle one).
+RECOMMENDED_WINDOW = 64
+
+#: Members of ``RecommendedCombination``, one per family.
+RECOMMENDED_MEMBERS = ("RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear",
+                       "RecommendedForgettingLinear")
+RECOMMENDED_COMBINATION = "RecommendedCombination"
+CLIMATOLOGY = "Climatology"
+
+
+def _recommended() -> list[GridLearner]:
+    W = RECOMMENDED_WINDOW
+    makers = {
+        "RecommendedGP": ("GPRegression", lambda d: calibrated(adaptive(gp_window(d, W, mean="average"), W)), 1),
+        "RecommendedKernelRegression": ("KernelRegression",
+                                        lambda d: calibrated(adaptive(kernel_regression(d, W), W)), None),
+        "RecommendedWindowedLinear": ("BayesianMAP", lambda d: calibrated(
+            adaptive(bayesian_map_windowed(d, W, mapped=True), W)), None),
+        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(
+            bayes_linreg(d, forgetting=0.98, intercept=True, tunable=False)), None),
+    }
+    out = [register_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
+
+    def combined(d):
+        from .evaluation.grid import REGISTRY
+
+        rule, rc, mc = default_combination_rule()
+        return combine([REGISTRY[n].make(d) for n in RECOMMENDED_MEMBERS], rule, recalibrate=rc, correct=mc)
+
+    out.append(register_learner(RECOMMENDED_COMBINATION, "Combination", combined))
+    out.append(register_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
+    return out
+
+
+_RECOMMENDED = _recommended()
+
+
+def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
+    """The recommended configurations, one per family, calibrated and scale-robust (module doc).
+
+    Args:
+      include_combination: also return ``RecommendedCombination`` (the
+        default combination of the four members).
+    Returns:
+      Registered :class:`~onlinejax.evaluation.grid.GridLearner` s, in the
+      order of :data:`RECOMMENDED_MEMBERS`, then the combination.
+    """
+    from .evaluation.grid import REGISTRY
+
+    names = RECOMMENDED_MEMBERS + ((RECOMMENDED_COMBINATION,) if include_combination else ())
+    return [REGISTRY[n] for n in names]
+
+
+def default_learners() -> list[GridLearner]:
+    """The main command's learners: the recommended members and the climatology baseline.
+
+    (The main command adds ``RecommendedCombination`` by replaying the members' predictions.)
+    """
+    from .evaluation.grid import REGISTRY
+
+    return [REGISTRY[n] for n in RECOMMENDED_MEMBERS + (CLIMATOLOGY,)]

@@ -79,8 +79,9 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     with open(tmp_path / "grid.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 24 and {r["learner"] for r in rows} == {"KernelRegression_WS32", "BayesianMAPForgettingMapped_FF0.05"}
-    for png in ("grid_error.png", "grid_intervals.png"):
+    for png in ("grid_error.png", "grid_intervals.png", "grid_calibration.png"):
         assert os.path.getsize(tmp_path / png) > 1000
+    assert "skill" in out and "MLPD" in out and "CRPS" in out
     assert main(["grid", "--learners", "NoSuchLearner", "--out", str(tmp_path)]) == 2
     assert main(["grid", "--per-cell", "0", "--out", str(tmp_path)]) == 2
     assert main(["grid", "--streams", "SYNTH_XX_CD_2000_1_10_5_11", "--out", str(tmp_path)]) == 2
@@ -88,3 +89,22 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     assert main(["grid", "--streams", "SYNTH_ND_CD_2000_1_10_5_11", "--learners", "BayesianMAPForgettingMapped_FF0.05",
                  "--out", str(tmp_path)]) == 0
     assert "Thesis grid: 1 streams x 2000 items, 1 learners" in capsys.readouterr().out
+
+
+def test_grid_command_recommended_and_climatology(tmp_path, capsys, restore_compilation_cache):
+    """A recommended configuration next to the climatology baseline: skill columns in the table and the CSV."""
+    import csv
+
+    args = ["grid", "--per-cell", "1", "--n", "200", "--learners", "RecommendedForgettingLinear,Climatology",
+            "--out", str(tmp_path), "--compile-cache", "none"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "BayesianLinear" in out and "Climatology" in out
+    with open(tmp_path / "grid.csv") as f:
+        rows = list(csv.DictReader(f))
+    clim = [r for r in rows if r["learner"] == "Climatology"]
+    rec = [r for r in rows if r["learner"] == "RecommendedForgettingLinear"]
+    assert len(clim) == len(rec) == 12
+    assert all(abs(float(r["skill"])) < 1e-4 for r in clim)  # climatology against itself
+    assert all(float(r["n_nonfinite"]) == 0 and 0.8 <= float(r["icr"]) <= 1.0 for r in rec)
+    assert sum(float(r["skill"]) > 0 for r in rec) > len(rec) // 2  # 200-item streams: a short run-in
