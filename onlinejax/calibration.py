@@ -125,6 +125,8 @@ from .base import (
 Array = jax.Array
 
 __all__ = [
+    "calibrated",
+    "calibrated_bayes_linreg",
     "RECALIBRATION_CLIP",
     "RECALIBRATION_VAR_CAP",
     "METHODS",
@@ -746,3 +748,48 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     cc = _Conf(method, float(level), float(gamma), float(lr), w,
                None if integrator_gain is None else float(integrator_gain), float(saturation), float(max_scale), df)
     return _calibrated(learner, rc, cc)
+
+
+def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
+               recalibrate: float = 0.99) -> Learner:
+    """The library's recipe for a learner used on raw data: standardise, then calibrate.
+
+    ``conformal(standardize(learner, clip=clip), level, method="quantile",
+    recalibrate=recalibrate, df=df)``: inputs and targets standardised online
+    (:func:`onlinejax.standardize.standardize`, inputs clipped at ``clip``
+    standard deviations), the variance recalibrated by its running ``z²``,
+    the ``level`` interval's coverage held by quantile tracking, and a
+    Student-t output with ``df`` degrees of freedom around that interval.
+    The recommended configurations of :mod:`onlinejax.zoo` are built so.
+
+    Args:
+      learner: any learner.
+      level: the calibrated level in (0, 1).
+      clip: see :func:`~onlinejax.standardize.standardize` (``None``: no clip).
+      df: see :func:`conformal` (``None``: a Gaussian output).
+      recalibrate: the recalibration's decay ``ρ`` in (0, 1).
+    """
+    from .standardize import standardize
+
+    return conformal(standardize(learner, clip=clip), level, method="quantile", recalibrate=recalibrate, df=df)
+
+
+def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
+                            level: float = 0.95) -> Learner:
+    """Bayesian linear regression with an intercept, evidence-tunable, made :func:`calibrated`.
+
+    The default learner of the River and scikit-learn adapters: raw features
+    of any scale, an intercept, ``tune`` (type-II ML of ``alpha`` and ``beta``
+    on the standardised data, :func:`onlinejax.linear.bayes.tune_evidence`)
+    and calibrated 95 % intervals.
+
+    Args:
+      n_features: ``d``.
+      forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.linear.bayes_linreg`).
+      alpha, beta: prior and noise precision on the standardised scale.
+      level: the calibrated level.
+    """
+    from .linear import bayes_linreg
+
+    return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
+                      level)

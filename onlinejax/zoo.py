@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from .adaptive import adaptive
 from .baseline import climatology, train_once
-from .calibration import conformal
+from .calibration import calibrated
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
@@ -47,12 +47,11 @@ from .kernel_regression import kernel_regression
 from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed)
 from .linear.bayes import forgetting_from_thesis
-from .standardize import standardize
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
-           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrated"]
+           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -167,13 +166,6 @@ def thesis_default_learners() -> list[GridLearner]:
     from .evaluation.grid import REGISTRY
 
     return [REGISTRY[n] for n in DEFAULT_NAMES]
-
-
-def calibrated(learner, level: float = 0.95, clip: float = 5.0, df: float = 4.0):
-    """A learner made usable on raw data (module doc): standardised, inputs clipped at ``clip`` standard
-    deviations; calibrated by quantile tracking after variance recalibration; a Student-t output with ``df``
-    degrees of freedom around the calibrated ``level`` interval."""
-    return conformal(standardize(learner, clip=clip), level, method="quantile", recalibrate=0.99, df=df)
 
 
 #: The recommended window (the thesis's middle one).

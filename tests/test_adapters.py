@@ -238,3 +238,20 @@ def test_sklearn_bad_input():
     Xn[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         OnlineRegressor().fit(Xn, y)
+
+
+def test_default_sklearn_regressor_on_diabetes_matches_bayesian_ridge():
+    """Raw diabetes features: the default (calibrated, intercept, tuned) is as accurate as BayesianRidge, and covers."""
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import BayesianRidge
+
+    X, y = load_diabetes(return_X_y=True, scaled=False)
+    idx = np.random.default_rng(3).permutation(len(y))
+    tr, te = idx[:300], idx[300:]
+    model = OnlineRegressor().fit(X[tr], y[tr])
+    mae = np.mean(np.abs(y[te] - model.predict(X[te])))
+    ref = np.mean(np.abs(y[te] - BayesianRidge().fit(X[tr], y[tr]).predict(X[te])))
+    lo, hi = model.predict_interval(X[te])
+    assert mae < 1.1 * ref
+    assert 0.85 <= np.mean((y[te] >= lo) & (y[te] <= hi)) <= 1.0

@@ -21,7 +21,15 @@ import numpy as np
 from ..base import Learner, Prediction
 from ..stateful import StatefulLearner
 
-__all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine"]
+__all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
+
+#: The adapters' default learner: :func:`onlinejax.calibration.calibrated_bayes_linreg` (raw features of
+#: any scale, an intercept, calibrated intervals).
+DEFAULT_LEARNER = "calibrated_bayes_linreg"
+
+#: ``tune_every=None`` with the default learner: type-II ML of its prior and noise precisions after every
+#: 50 learned items.
+AUTO_TUNE_EVERY = 50
 
 
 def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
@@ -151,7 +159,9 @@ class Engine:
       learner, learner_params, init_params: ``resolve_factory(learner)(d, **learner_params)``
         builds the learner, ``learner.init(**init_params)`` its state.
       n_features: slot capacity (``None``: the first item's feature count).
-      tune_every: call ``learner.tune`` after every ``tune_every`` learned items (0: never).
+      tune_every: call ``learner.tune`` after every ``tune_every`` learned items (0: never;
+        ``None``: every :data:`AUTO_TUNE_EVERY` items for the default learner
+        :data:`DEFAULT_LEARNER`, never for others).
     """
 
     def __init__(self, learner, learner_params, init_params, n_features, tune_every):
@@ -159,9 +169,11 @@ class Engine:
         resolve_factory(learner)  # fail early on a bad name
         self.learner_params = dict(learner_params or {})
         self.init_params = dict(init_params or {})
-        if not isinstance(tune_every, (int, np.integer)) or tune_every < 0:
-            raise ValueError(f"tune_every: expected an int >= 0, got {tune_every!r}")
-        self.tune_every = int(tune_every)
+        if tune_every is not None and (isinstance(tune_every, bool) or not isinstance(tune_every, (int, np.integer))
+                                       or tune_every < 0):
+            raise ValueError(f"tune_every: expected None or an int >= 0, got {tune_every!r}")
+        self.auto_tune = tune_every is None
+        self.tune_every = 0 if tune_every is None else int(tune_every)
         self.slots = FeatureSlots(n_features)
         self.learner: Learner | None = None
         self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
@@ -181,6 +193,8 @@ class Engine:
         lrn = build_learner(self.spec, self.slots.capacity, self.learner_params)
         if not isinstance(lrn, Learner):
             raise TypeError(f"learner: the factory returned {type(lrn).__name__}, not an onlinejax Learner")
+        if self.auto_tune:
+            self.tune_every = AUTO_TUNE_EVERY if self.spec == DEFAULT_LEARNER else 0
         if self.tune_every and lrn.tune is None:
             raise ValueError("tune_every: this learner has no tune")
         return lrn, lrn.init(**self.init_params)
@@ -240,10 +254,14 @@ class Engine:
             if self.n_learned % self.tune_every == 0:
                 self._set_state(self.learner.tune(self._sl.state))
 
-    def predict(self, X: np.ndarray) -> Prediction:
-        """Predictive distribution of ``X: [d]`` or ``[b, d]`` as float64 NumPy arrays."""
+    def predict(self, X: np.ndarray):
+        """Predictive distribution of ``X: [d]`` or ``[b, d]``, its leaves float64 NumPy arrays.
+
+        A :class:`~onlinejax.base.Prediction`, or the learner's own kind (a Student-t from the
+        calibrated default learner), which keeps ``mean``, ``var`` and ``interval``.
+        """
         p = self._sl.predict(X)
-        return Prediction(np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64))
+        return type(p)(*(np.asarray(v, np.float64) for v in p))
 
     # -- pickling: the learner is rebuilt from its spec, the state from numpy leaves ---------
     def __getstate__(self):

@@ -48,8 +48,8 @@ class RiverRegressor(base.MiniBatchRegressor):
     True
     """
 
-    def __init__(self, learner="bayes_linreg", learner_params: dict | None = None,
-                 init_params: dict | None = None, n_features: int | None = None, tune_every: int = 0):
+    def __init__(self, learner="calibrated_bayes_linreg", learner_params: dict | None = None,
+                 init_params: dict | None = None, n_features: int | None = None, tune_every: int | None = None):
         self.learner = learner
         self.learner_params = learner_params
         self.init_params = init_params

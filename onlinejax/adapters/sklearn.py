@@ -43,7 +43,7 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
             model.partial_fit(Xb, yb)
     """
 
-    def __init__(self, learner="bayes_linreg", learner_params=None, init_params=None, tune_every=0):
+    def __init__(self, learner="calibrated_bayes_linreg", learner_params=None, init_params=None, tune_every=None):
         self.learner = learner
         self.learner_params = learner_params
         self.init_params = init_params
@@ -91,10 +91,16 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
         return mean
 
     def predict_interval(self, X, level: float = 0.95):
-        """Central ``level`` interval of the Gaussian predictive: ``(lower [n], upper [n])``."""
-        mean, std = self.predict(X, return_std=True)
-        z = normal_quantile(level)
-        return mean - z * std, mean + z * std
+        """Central ``level`` interval of the predictive distribution: ``(lower [n], upper [n])``.
+
+        Gaussian learners give ``mean ± z·std``; the calibrated default learner's Student-t gives
+        its own quantiles (at ``level = 0.95`` the interval its calibration holds).
+        """
+        normal_quantile(level)  # ValueError naming level
+        check_is_fitted(self, "state_")
+        p = self._engine.predict(self._engine.array(X))
+        lo, hi = p.interval(level)
+        return np.asarray(lo, np.float64).reshape(-1), np.asarray(hi, np.float64).reshape(-1)
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "state_")
