@@ -123,8 +123,9 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
         rule, rc, mc = zoo.default_combination_rule()
         name, members = ((zoo.DEFAULT_COMBINATION, zoo.COMBINATION_MEMBERS) if thesis
                          else (zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS))
+        wrap = None if thesis else zoo.calibrate_combination
         if all(m in {g.name for g in gls} for m in members):
-            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc)
+            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc, wrap=wrap)
     secs = time.perf_counter() - t0
     n_streams = sum(len(g.names) for g in groups)
     print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "

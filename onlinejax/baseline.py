@@ -29,7 +29,7 @@ from .base import Learner, Prediction, check_int, check_positive, default_float_
 from .batching import cond_if_any
 
 __all__ = ["TrainOnceState", "train_once", "ClimatologyState", "climatology", "climatology_init",
-           "climatology_learn", "climatology_predict"]
+           "climatology_learn", "climatology_predict", "RecordedState", "recorded"]
 
 
 class ClimatologyState(NamedTuple):
@@ -150,3 +150,37 @@ def train_once(learner: Learner, n_train: int, *, tune: bool = True) -> Learner:
         return learner.predict(s.inner, x)
 
     return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=learner.n_features)
+
+
+class RecordedState(NamedTuple):
+    """State of :func:`recorded`: ``mean [n]``, ``var [n]`` and the position ``t`` (``[]`` int32)."""
+
+    mean: jax.Array
+    var: jax.Array
+    t: jax.Array
+
+
+def recorded(n_features: int = 1) -> Learner:
+    """A learner that replays recorded predictions: item ``t`` is predicted as ``N(mean[t], var[t])``.
+
+    ``init(mean=[n], var=[n])`` holds the recording; each ``learn`` moves to the
+    next item (the inputs are ignored). Wrapping it replays a wrapper over a
+    learner whose predictions were kept, e.g. a calibrator over a
+    combination's replayed mixture (:func:`onlinejax.evaluation.replay_combination`),
+    without running the learner again.
+    """
+    d = check_int(n_features, "n_features", 1)
+
+    def _init(mean, var, dtype=None):
+        dt = dtype or default_float_dtype()
+        mean, var = jnp.asarray(mean, dt), jnp.asarray(var, dt)
+        if mean.ndim != 1 or var.shape != mean.shape:
+            raise ValueError(f"mean, var: expected two [n] arrays, got shapes {mean.shape} and {var.shape}")
+        return RecordedState(mean, var, jnp.zeros((), jnp.int32))
+
+    def predict_one(s: RecordedState, x):
+        t = jnp.minimum(s.t, s.mean.shape[0] - 1)
+        return Prediction(s.mean[t], s.var[t])
+
+    return make_learner(init=_init, learn_one=lambda s, x, y: s._replace(t=s.t + 1), predict_one=predict_one,
+                        n_features=d)

@@ -32,13 +32,14 @@ coverage is guaranteed), returning a Student-t with 4 degrees of freedom
 around that interval, so a surprise costs a few nats of log score, not
 millions.
 ``RecommendedCombination`` mixes the four calibrated members with the
-default combination rule.
+default combination rule and calibrates the mixture the same way
+(:func:`calibrate_combination`).
 """
 from __future__ import annotations
 
 from .adaptive import adaptive
 from .baseline import climatology, train_once
-from .calibration import calibrated
+from .calibration import calibrated, conformal
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
@@ -51,7 +52,7 @@ from .linear.bayes import forgetting_from_thesis
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
-           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY"]
+           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrate_combination"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -195,11 +196,18 @@ def _recommended() -> list[GridLearner]:
         from .evaluation.grid import REGISTRY
 
         rule, rc, mc = default_combination_rule()
-        return combine([REGISTRY[n].make(d) for n in RECOMMENDED_MEMBERS], rule, recalibrate=rc, correct=mc)
+        return calibrate_combination(combine([REGISTRY[n].make(d) for n in RECOMMENDED_MEMBERS], rule,
+                                             recalibrate=rc, correct=mc))
 
     out.append(register_learner(RECOMMENDED_COMBINATION, "Combination", combined))
     out.append(register_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
     return out
+
+
+def calibrate_combination(learner):
+    """``RecommendedCombination``'s outer wrapper: the mixture's moments calibrated as :func:`calibrated` does
+    (no standardisation: its members are standardised already), a Student-t output."""
+    return conformal(learner, 0.95, method="quantile", recalibrate=0.99, df=4.0)
 
 
 _RECOMMENDED = _recommended()

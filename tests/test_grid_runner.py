@@ -362,3 +362,28 @@ def test_use_cpu_cores_sets_host_devices_before_jax_starts():
                           .replace("use_cpu_cores(5) == 3", "use_cpu_cores(5) == 2")],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
+    """replay_combination(wrap=conformal(...)) equals run_grid on conformal(combine(...)) itself (Student-t output)."""
+    from onlinejax.calibration import conformal
+    from onlinejax.combination import combine, ewa_squared_error
+    from onlinejax.evaluation import replay_combination
+
+    wrap = lambda l: conformal(l, 0.9, method="quantile", recalibrate=0.99, df=4.0)  # noqa: E731
+    a = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99))
+    b = GridLearner("blr2", "linear", lambda d: bayes_linreg(d, alpha=1.0, beta=1.0, forgetting=0.95))
+    c = GridLearner("mix", "Combination",
+                    lambda d: wrap(combine([a.make(d), b.make(d)], ewa_squared_error(0.98), recalibrate=0.95)))
+    res = run_grid([a, b, c], groups, keep_predictions=True, progress=False, level=0.9)
+    members_only = res._replace(rows=[r for r in res.rows if r["learner"] != "mix"],
+                                predictions={k: v for k, v in res.predictions.items() if k[0] != "mix"})
+    rep = replay_combination(members_only, groups, "mix", ["blr", "blr2"], ewa_squared_error(0.98), recalibrate=0.95,
+                             wrap=wrap, level=0.9)
+    direct = {r["stream"]: r for r in res.rows if r["learner"] == "mix"}
+    replayed = {r["stream"]: r for r in rep.rows if r["learner"] == "mix"}
+    assert set(direct) == set(replayed)
+    for s, r in direct.items():
+        for k in ("smse", "icr", "mlpd", "crps", "skill", "icr_st"):
+            np.testing.assert_allclose(replayed[s][k], r[k], rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5),
+                                       err_msg=f"{s} {k}")

@@ -642,7 +642,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
                        recalibrate: float | None = None, correct=None, family: str = "Combination", level: float = 0.95,
-                       stable_window: int = 128) -> GridResult:
+                       stable_window: int = 128, wrap: Callable[[Learner], Learner] | None = None) -> GridResult:
     """Add rows for a combination of already-evaluated members, from their kept predictions.
 
     The members of :func:`onlinejax.combination.combine` learn the same
@@ -660,11 +660,16 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
       rule: a :class:`onlinejax.combination.WeightRule`; recalibrate, correct: as in
         :func:`~onlinejax.combination.combine`.
       level, stable_window: as in :func:`run_grid` (use the same values).
+      wrap: optional wrapper of the combination learner, e.g.
+        ``lambda l: conformal(l, df=4.0)``: it is replayed over the
+        combination's replayed predictions (:func:`onlinejax.baseline.recorded`).
     Returns:
       A new :class:`GridResult` with the combination's rows (and predictions) appended.
     """
+    from ..baseline import recorded
     from ..combination import replay
 
+    wrapped = wrap(recorded(1)) if wrap is not None else None
     if result.predictions is None:
         raise ValueError("result: has no predictions; run run_grid(..., keep_predictions=True)")
     groups = [streams] if hasattr(streams, "names") else list(streams)
@@ -676,6 +681,9 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     def combined(means, vars, Y, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
         def one(mu, v, y, wa, ws):
             p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct)[0]
+            if wrapped is not None:
+                st = wrapped.init(mean=p.mean, var=p.var, dtype=y.dtype)
+                p = progressive_validation(wrapped, st, jnp.zeros((y.shape[0], 1), y.dtype), y).predictions
             return _scores(acc, y, p, wa, ws), p.mean, p.var
 
         return jax.vmap(one)(means, vars, Y, w_all, w_st)
