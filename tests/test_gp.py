@@ -9,6 +9,7 @@ from onlinejax.evaluation import progressive_validation
 from onlinejax.gp import (GPParams, gp_params, gp_window, latent, log_marginal_likelihood, noise_var, signal_var,
                           tune_hyperparameters)
 from onlinejax.gp.kernels import KERNELS, gram, noise_floor_rel
+from onlinejax.gp.window import LENGTHSCALE_PRIOR, NOISE_FLOOR, window_scale
 from conftest import DTYPE, X64, tol
 from reference import gp_predict, rel_err
 
@@ -21,8 +22,31 @@ def _stream(rng, n, d=2, noise=0.1, dup_every=0):
     return X, Y
 
 
+def _np_gram(A, B, sv, ls, kernel="se"):
+    """float64 numpy kernel matrix (R&W eq. 4.17 for the Matérn kernels)."""
+    r2 = (((A[:, None, :] - B[None, :, :]) / np.broadcast_to(ls, (A.shape[1],))) ** 2).sum(-1)
+    r = np.sqrt(r2)
+    if kernel == "se":
+        return sv * np.exp(-0.5 * r2)
+    if kernel == "matern32":
+        return sv * (1 + np.sqrt(3) * r) * np.exp(-np.sqrt(3) * r)
+    return sv * (1 + np.sqrt(5) * r + 5 * r2 / 3) * np.exp(-np.sqrt(5) * r)
+
+
+def _np_scale(Xw, Yw, sv, nv, ls, kernel="se", coef=None, p=0):
+    """float64 reference of ``window_scale``: ``max(1, (1 + rᵀK_y⁻¹r)/(1 + n - p))``, or the targets' spread while ``n <= p``."""
+    n = len(Yw)
+    if n - p >= 1:
+        r = Yw - (0.0 if coef is None else Xw @ coef[:-1] + coef[-1])
+        c = (1.0 + r @ np.linalg.solve(_np_gram(Xw, Xw, sv, ls, kernel) + nv * np.eye(n), r)) / (1.0 + n - p)
+    else:
+        c = (1.0 + (np.sum((Yw - Yw.mean()) ** 2) if n else 0.0) / (sv + nv)) / max(n, 1)
+    return max(c, 1.0)
+
+
 def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
-    """Predictions made before each item vs a float64 direct solve on the window; returns worst abs errors."""
+    """Predictions made before each item vs a float64 direct solve on the window (variance times the reference
+    window scale ``ĉ``); returns the worst abs errors (the variance's relative to ``ĉ``)."""
     res = progressive_validation(lrn, lrn.init(), X, Y)
     dt = res.predictions.mean.dtype
     nv = nv_user + noise_floor_rel(dt) * sv
@@ -36,8 +60,9 @@ def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
             coef = np.zeros(X.shape[1] + 1)
             coef[-1] = Yw.mean()
         rm, rv = gp_predict(Xw, Yw, X[t], sv, nv, ls, kernel, coef)
+        c = _np_scale(Xw, Yw, sv, nv, ls, kernel, coef, {"zero": 0, "average": 1}[mean])
         worst_m = max(worst_m, abs(mu[t] - rm[0]))
-        worst_v = max(worst_v, abs(var[t] - (rv[0] + nv)))
+        worst_v = max(worst_v, abs(var[t] - c * (rv[0] + nv)) / c)
     return worst_m, worst_v, res
 
 
@@ -168,7 +193,8 @@ def test_latent_and_observed_variance(rng):
     lrn = gp_window(2, 16, noise_std=0.3)
     s = lrn.learn(lrn.init(), X, Y)
     p = lrn.predict(s, X[:2])
-    np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(noise_var(s.params)), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(s.scale * noise_var(s.params)),
+                               rtol=1e-5)
 
 
 def _np_lml(theta, X, y):
@@ -304,14 +330,131 @@ def test_later_tunes_use_retune_restarts(rng):
     kfn = KERNELS["se"]
     args = (s.X, s.y, s.valid)
     t1 = lrn.tune(s)
-    ref1 = tune_hyperparameters(kfn, "zero", s.params, *args, steps=8, restarts=3)
+    knobs = dict(noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR, from_data=True)
+    ref1 = tune_hyperparameters(kfn, "zero", s.params, *args, steps=8, restarts=3, **knobs)
     chex_close = lambda a, b: np.testing.assert_allclose(np.asarray(a.log_lengthscale), np.asarray(b.log_lengthscale),
                                                          rtol=tol(1e-10, 1e-4))
     chex_close(t1.params, ref1)
     assert int(t1.n_tunes) == 1
     t2 = lrn.tune(t1._replace(params=t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)))
     p_shift = t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)
-    chex_close(t2.params, tune_hyperparameters(kfn, "zero", p_shift, *args, steps=8, restarts=1))
+    chex_close(t2.params, tune_hyperparameters(kfn, "zero", p_shift, *args, steps=8, restarts=1, **knobs))
     assert int(t2.n_tunes) == 2
     with pytest.raises(ValueError, match="retune_restarts"):
         gp_window(2, 8, retune_restarts=0)
+
+
+# --- issue 23: overconfident tuned windows --------------------------------------------------------
+# A window on raw-scale data (4 inputs of scale 50, targets ~3e4 ± 1e4) with the unit-scale defaults
+# (signal 1, noise 0.1, lengthscale 1), like the thesis grid's 4-d streams of scale 50. One learner (the
+# mean read from the state) serves both means.
+_RAW_W = 48
+
+
+def _raw_stream(rng, n):
+    X = rng.uniform(0, 50, size=(n, 4))
+    F = np.sin(X[:, 0] / 10.0) + np.cos(X[:, 1] / 10.0) + np.sin((X[:, 2] + X[:, 3]) / 15.0)
+    return X, 3e4 + 1e4 * F + 100.0 * rng.normal(size=n)
+
+
+@pytest.fixture(scope="module")
+def raw_windows():
+    """``{mean: (learner, untuned state after W items, their predictions, tuned state)}`` and fresh items."""
+    rng = np.random.default_rng(23)
+    X, Y = _raw_stream(rng, _RAW_W + 200)
+    lrn = gp_window(4, _RAW_W, mean_from_state=True)
+    out = {}
+    for mean in ("zero", "average"):
+        res = progressive_validation(lrn, lrn.init(mean=mean), X[:_RAW_W], Y[:_RAW_W])
+        out[mean] = (lrn, res.state, res.predictions, lrn.tune(res.state))
+    return out, X, Y
+
+
+@pytest.mark.parametrize("mean", ["zero", "average"])
+def test_untuned_window_variance_follows_the_targets_scale(raw_windows, mean):
+    """Before the first tune the predictive variance is scaled by the window's ``ĉ``; with the unit defaults on
+    targets of scale 3e4 the cold-start items had z² ~ 1e8-1e9 (MLPD ~ -5e8), now O(1)."""
+    out, X, Y = raw_windows
+    lrn, s, pred, _ = out[mean]
+    z2 = (Y[:_RAW_W] - np.asarray(pred.mean, np.float64)) ** 2 / np.asarray(pred.var, np.float64)
+    assert 0.05 < np.mean(z2[3:]) < 20.0, np.mean(z2[3:])
+    # the state's scale is the float64 reference on the window
+    p = s.params
+    sv, nv = float(signal_var(p)), float(noise_var(p))
+    ls = np.exp(np.asarray(p.log_lengthscale, np.float64))
+    Xw, Yw = X[:_RAW_W], Y[:_RAW_W]
+    coef = None if mean == "zero" else np.r_[np.zeros(4), Yw.mean()]
+    ref = _np_scale(Xw, Yw, sv, nv, ls, "se", coef, {"zero": 0, "average": 1}[mean])
+    assert float(s.scale) == pytest.approx(ref, rel=tol(1e-8, 1e-3))
+
+
+@pytest.mark.parametrize("mean", ["zero", "average"])
+def test_tune_from_unit_defaults_leaves_the_white_noise_plateau(raw_windows, mean):
+    """The tune starts from the window's statistics. From lengthscale 1 on 4 inputs of scale 50 every pair of
+    points is ~20 lengthscales apart, the likelihood is flat in the lengthscales, and the tune stopped at a
+    white-noise fit predicting the mean function everywhere: SMSE 6.7 (zero mean), 1.0 (average)."""
+    out, X, Y = raw_windows
+    lrn, _, _, t = out[mean]
+    p = lrn.predict(t, X[_RAW_W:])
+    e = Y[_RAW_W:] - np.asarray(p.mean, np.float64)
+    assert np.mean(e ** 2) / np.var(Y[_RAW_W:]) < 0.4
+    assert np.all(np.exp(np.asarray(t.params.log_lengthscale, np.float64)) > 5.0)
+    assert 0.02 < np.mean(e ** 2 / np.asarray(p.var, np.float64)) < 3.0
+
+
+def test_noise_floor_bounds_the_overconfidence_after_a_jump(rng):
+    """OLS mean on noise-free linear targets: the tune used to put the noise at the dtype's floor of a collapsed
+    signal variance (σ_n² ~ 1e-10 on targets of sd 160), so a jump of one target sd scored |z| ~ 2e7, and
+    learning the new concept kept |z| ~ 1e7 (hyperparameters of the old concept). Now σ_n² >= f·var(y) bounds
+    |z| by 1/√f and ``ĉ`` widens the predictions while the new concept fills the window."""
+    W = 32
+    X = rng.uniform(0, 10, size=(W + 16, 2))
+    Y = 50.0 * X[:, 0] - 20.0 * X[:, 1] + 7.0
+    lrn = gp_window(2, W, mean="ols")
+    s = lrn.tune(lrn.learn(lrn.init(), X[:W], Y[:W]))
+    var_y = np.var(Y[:W])
+    assert float(noise_var(s.params)) >= NOISE_FLOOR * var_y * (1 - tol(1e-9, 1e-4))
+    Y2 = Y + np.sqrt(var_y)  # the next concept: shifted by one standard deviation
+    res = progressive_validation(lrn, s, X[W:], Y2[W:])
+    z = np.abs(Y2[W:] - np.asarray(res.predictions.mean, np.float64)) / np.sqrt(np.asarray(res.predictions.var, np.float64))
+    assert z[0] <= 1.05 / np.sqrt(NOISE_FLOOR), z[0]
+    assert np.all(z[4:] < 10.0), z
+
+
+def test_map_tune_reaches_scipy_on_the_same_objective(rng):
+    """With the noise floor and the lengthscale prior, the tune reaches scipy L-BFGS's optimum of the float64
+    objective (log marginal likelihood + log prior, noise variance = excess + f·var(y)) within 1e-3 per point."""
+    W, f, s_l = 32, 0.05, 1.0
+    tune = jax.jit(lambda q, X, Y: tune_hyperparameters(KERNELS["se"], "zero", q, X, Y, jnp.ones(W, bool),
+                                                        noise_floor=f, lengthscale_prior=s_l, from_data=True))
+    floor_rel = noise_floor_rel(jnp.zeros(()).dtype)
+
+    def objective(sf, sn2, ls, X, Y):  # sn2: the noise variance before the dtype's floor
+        K = _np_gram(X, X, sf ** 2, ls) + (sn2 + floor_rel * sf ** 2) * np.eye(W)
+        L = np.linalg.cholesky(K)
+        lml = -0.5 * Y @ np.linalg.solve(K, Y) - np.log(np.diag(L)).sum() - 0.5 * W * np.log(2 * np.pi)
+        return lml - 0.5 * np.sum(((np.log(ls) - np.log(X.std(0))) / s_l) ** 2)
+
+    worse = []
+    for trial in range(5):
+        X, Y = _stream(rng, W, noise=0.02)
+        X = X * 3.0
+        p = tune(gp_params(2, 1.0, 0.1, 1.0), jnp.asarray(X), jnp.asarray(Y))
+        sn2 = float(jnp.exp(2.0 * p.log_noise_std))
+        assert sn2 >= f * np.var(Y) * (1 - tol(1e-9, 1e-4))
+        ours = objective(float(jnp.exp(p.log_signal_std)), sn2, np.exp(np.asarray(p.log_lengthscale, np.float64)), X, Y)
+        ref = optimize.minimize(lambda t: -objective(np.exp(t[0]), np.exp(2 * t[1]) + f * np.var(Y), np.exp(t[2:]), X, Y),
+                                np.array([0.0, np.log(0.1), *np.log(X.std(0))]), method="L-BFGS-B",
+                                bounds=[(-5, 5), (-12, 3), (-5, 5), (-5, 5)])
+        worse.append((-ref.fun - ours) / W)
+    assert max(worse) < 1e-3, worse
+
+
+def test_new_knobs_are_checked():
+    with pytest.raises(ValueError, match="noise_floor"):
+        gp_window(2, 8, noise_floor=-1e-3)
+    with pytest.raises(ValueError, match="lengthscale_prior"):
+        gp_window(2, 8, lengthscale_prior=0.0)
+    with pytest.raises(ValueError, match="noise_floor"):
+        tune_hyperparameters(KERNELS["se"], "zero", gp_params(1), jnp.zeros((4, 1)), jnp.zeros(4), jnp.ones(4, bool),
+                             noise_floor=float("nan"))
