@@ -165,7 +165,7 @@ def record_mode(state: AdaptiveState) -> Array:
 
 
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
-             clip=10.0, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
+             clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None = 1) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
@@ -178,6 +178,12 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       threshold, drift, warmup, clip: CUSUM alarm level ``λ``, allowance ``δ``,
         items used only to estimate the phase's mean ``z²``, and the clip of
         ``r`` (static Python numbers).
+      shock: ``None``, or alarm at once on one item whose ``z²`` exceeds
+        ``shock`` times the phase's mean ``z²`` (static; default 10³: a
+        residual of ~32 standard deviations, which a calibrated model all
+        but never makes). The clipped CUSUM needs about three large residuals
+        to alarm; a frozen model scores each of them, and after a jump each
+        can cost thousands of nats of log score.
       frozen_factor: the frozen rule's multiple of the reference error.
       always_learn: learn on every item, stable ones included (the detector
         still schedules the tunes).
@@ -205,6 +211,11 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     if not float(drift) >= 0.0:
         raise ValueError(f"drift: must be >= 0, got {drift!r}")
     warmup = check_int(warmup, "warmup", 1)
+    if shock is not None:
+        check_positive(shock, "shock")
+        if not float(shock) > 1.0:
+            raise ValueError(f"shock: must be > 1, got {shock!r}")
+        shock = float(shock)
     threshold, drift, clip, frozen_factor = float(threshold), float(drift), float(clip), float(frozen_factor)
     inner_tune = learner.tune if (tune and learner.tune is not None) else None
 
@@ -220,12 +231,14 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
             return det, abs_err > frozen_factor * reference
         dt = det.mean_z2.dtype
         tiny = jnp.finfo(dt).tiny
-        r = jnp.minimum(z2 / jnp.maximum(det.mean_z2, tiny), clip)
+        ratio = z2 / jnp.maximum(det.mean_z2, tiny)
+        shocked = (ratio > shock) if shock is not None else False
+        r = jnp.minimum(ratio, clip)
         warm = det.n >= warmup
         g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - drift), 0.0)
         nf = det.n.astype(dt)
         mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
-        return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g), warm & (g > threshold)
+        return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > threshold)) | shocked
 
     def step_one(s: AdaptiveState, x, y):
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)

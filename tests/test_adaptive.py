@@ -224,3 +224,24 @@ def test_frozen_reference_rule_misses_a_drift():
             detected, post, pre = _drift_outcome(Y[k], M[k], modes[k])
             missed.append((not detected) and post > 1.2 * pre)
     assert any(missed)
+
+
+def test_one_shock_alarms_at_once_and_a_moderate_outlier_does_not():
+    """z² above `shock` times the phase's mean z² alarms on that item; the clipped CUSUM alone needs ~3 items."""
+    W = 8
+    rng = np.random.default_rng(0)
+    inner = oj.windowed_bayes_linreg(1, W, alpha=1e-2, beta=100.0, intercept=True)
+    x = rng.uniform(0, 1, 60)
+    y = 2 * x + 0.1 * rng.normal(size=60)
+    for shock, want in ((1e3, HIGH_ERROR), (None, STABLE)):
+        lrn = adaptive(inner, W, shock=shock)
+        s = lrn.init()
+        for t in range(40):
+            s = lrn.learn(s, [x[t]], y[t])
+        assert int(s.mode) == STABLE
+        p = lrn.predict(s, [0.5])
+        s_mild = lrn.learn(s, [0.5], float(p.mean) + 6 * float(p.std))  # z² = 36: CUSUM grows, no alarm
+        s_jump = lrn.learn(s, [0.5], float(p.mean) + 100 * float(p.std))  # z² = 1e4
+        assert int(s_mild.mode) == STABLE and int(s_jump.mode) == want
+    with pytest.raises(ValueError, match="shock"):
+        adaptive(inner, W, shock=0.5)
