@@ -227,8 +227,11 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
 
 def _abs_moment(u: Array, s: Array) -> Array:
     """``E|u + s Z|`` for ``Z ~ N(0, 1)``: ``s·2φ(u/s) + u·(2Φ(u/s) - 1)``."""
-    t = u / s
-    return s * jnp.sqrt(2.0 / jnp.pi) * jnp.exp(-0.5 * t * t) + u * (2.0 * ndtr(t) - 1.0)
+    ok = (s > 0) & jnp.isfinite(s)
+    t = u / jnp.where(ok, s, 1.0)
+    moment = s * jnp.sqrt(2.0 / jnp.pi) * jnp.exp(-0.5 * t * t) + u * (2.0 * ndtr(t) - 1.0)
+    # a point mass (s = 0) has E|u| = |u|; an infinite spread an infinite moment (not 0/0 = NaN)
+    return jnp.where(ok, moment, jnp.where(s > 0, jnp.inf, jnp.abs(u)))
 
 
 def mixture_crps(weights: Array, means: Array, vars: Array, y: Array) -> Array:
@@ -244,6 +247,10 @@ def mixture_crps(weights: Array, means: Array, vars: Array, y: Array) -> Array:
     """
     a = _abs_moment(y - means, jnp.sqrt(vars))
     b = _abs_moment(means[:, None] - means[None, :], jnp.sqrt(vars[:, None] + vars[None, :]))
+    # members of weight 0 leave the score (0·inf would make it NaN)
+    on = weights > 0
+    a = jnp.where(on, a, 0.0)
+    b = jnp.where(on[:, None] & on[None, :], b, 0.0)
     return weights @ a - 0.5 * weights @ b @ weights
 
 

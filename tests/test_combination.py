@@ -535,3 +535,16 @@ def test_mean_correction_leaves_a_single_member_and_bad_items_alone():
         mean_correction(forgetting=1.5)
     with pytest.raises(ValueError, match="max_shift"):
         mean_correction(max_shift=0.0)
+
+
+def test_mixture_crps_is_finite_with_point_masses_and_dropped_members():
+    """A zero-variance member scores |y - μ| (not 0/0); a zero-weight member with infinite variance drops out."""
+    from onlinejax.combination import mixture_crps
+
+    dt = jnp.zeros(()).dtype
+    w = jnp.asarray([1.0, 0.0], dt)
+    got = mixture_crps(w, jnp.asarray([1.0, 5.0], dt), jnp.asarray([0.0, jnp.inf], dt), jnp.asarray(3.5, dt))
+    assert float(got) == pytest.approx(2.5)
+    # two point masses: CRPS = Σ w_i|y - μ_i| - ½ Σ w_i w_j |μ_i - μ_j|
+    got = mixture_crps(jnp.asarray([0.5, 0.5], dt), jnp.asarray([0.0, 2.0], dt), jnp.zeros(2, dt), jnp.asarray(1.5, dt))
+    assert float(got) == pytest.approx(0.5 * 1.5 + 0.5 * 0.5 - 0.5 * 2 * 0.25 * 2.0)
