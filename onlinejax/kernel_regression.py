@@ -31,14 +31,25 @@ whatever the stream length: no periodic refresh is needed.
 
 Predictions
 -----------
-Weights are computed in log space, ``w = softmax(-½ q)``, so a query far
-from every window point gets the nearest points' weights instead of ``0/0``.
+Weights are computed relative to the nearest window point ``m``,
+``w_j ∝ exp(-½ (q_j - q_m))``, whose term is exactly 1 before normalising,
+so equidistant points (e.g. duplicates) share the weight equally and a query
+far from the window gets the average of its nearest targets, the
+estimator's limit. (A log-sum-exp of ``-½ q`` does not: at ``q ≈ 10⁸``
+float32 cannot hold ``log k`` next to ``q/2``, so ``k`` equidistant points
+each got weight 1 and their targets were summed; beyond ``|x| ~ 10¹⁹`` ``q``
+overflowed and gave NaN.) The gaps ``q_j - q_m`` are computed from the
+window points' offsets to their mean, not from ``x_j - x`` (which rounds
+the window's detail away for a far query), and scaled so that they stay
+finite for any finite query; ``q_m`` itself may overflow, which only says
+that the density is 0 there.
 Bounds (``bounds=``):
 
 * ``"asymptotic"`` (default): ``Var[m̂(x)] = ‖K‖₂² σ̂² / (n |H|^{1/2} f̂(x))``
   (Härdle, *Applied Nonparametric Regression*, Thm 4.2.1, the source the thesis
   cites as [31]); with the Gaussian kernel ``‖K‖₂² = (4π)^{-d/2}`` this is
-  ``2^{-d/2} σ̂² / Σ_j exp(-½ q_j)``.
+  ``2^{-d/2} σ̂² / Σ_j exp(-½ q_j)``. (``d`` counts the inputs the kernel
+  uses: a column the tune found constant has an infinite bandwidth, below.)
 * ``"exact"``: the finite-sample variance of the linear smoother given the
   inputs, ``σ̂² Σ_j w_j²``.
 * ``"thesis"``: eq. 4.43 as printed, ``‖K‖₂² ASE / f̂(x)`` with
@@ -48,9 +59,44 @@ Bounds (``bounds=``):
 ``σ̂²`` is the in-window residual variance with the linear-smoother
 degrees-of-freedom correction ``RSS / (n - tr S)`` (``tr S = Σ_i 1/D_i``);
 while fewer than one residual degree of freedom exists it is blended with
-the window's target variance, and with fewer than two points it is the
-variance cap ``sqrt(finfo.max)`` (no information). A floor ``100·eps·mean(y²)``
+the window's target variance. A floor ``100·eps·mean(y²) + sqrt(tiny)``
 keeps it positive.
+
+No information: the window's climatology
+----------------------------------------
+The bounds grow without limit where the window has no points (``f̂(x) → 0``).
+The predictive variance is capped by what predicting ``m̂(x)`` would cost
+with no local information, the window's climatology (its targets' Gaussian,
+as :func:`onlinejax.baseline.climatology`): ``V(x) = c_n s_y² + (ȳ - m̂(x))²``,
+``s_y²`` the targets' sample variance (same floor as ``σ̂²``) and
+``c_n = (1 + 1/n) r_ν`` the plug-in Student-t predictive of a Gaussian
+sample (``ν = n - 1``): ``(1 + 1/n)`` for the mean's uncertainty and
+``r_ν = ν/(ν - 2)`` the t variance ratio for ``ν >= 3``; for ``ν = 1, 2``,
+where the t variance is infinite, ``r_ν`` is the squared ratio of the 95 %
+quantiles ``(t_{ν,0.975}/z_{0.975})²`` (42.0 and 4.82). Prediction
+intervals use ``min(Var[m̂] + σ̂², max(V, σ̂²))``, confidence intervals
+``min(Var[m̂], V)``. With fewer than two points there is no spread to
+measure: an empty window predicts ``N(0, prior_var)`` (``init(prior_var=)``,
+default 1), one point ``y₁`` predicts ``N(y₁, prior_var + y₁²)`` (the only
+target's own scale). The variance is never ``<= 0`` and never a cap of the
+dtype (``sqrt(finfo.max)`` remains only an overflow guard for targets
+beyond ``~sqrt(finfo.max)``).
+
+Tuning the bandwidth on degenerate inputs
+-----------------------------------------
+``H = α·COV`` is singular when the window's inputs are constant or
+collinear (repeated inputs, a constant column, a duplicated feature), and a
+jitter at the rounding level gave bandwidths ``~10⁻⁸`` of the inputs'
+scale: every later query was "far". :func:`covariance_whitening` instead (i)
+gives a column that is constant over the window (spread within a few
+rounding units of its value) an infinite bandwidth: the window says nothing
+about it, every bandwidth scores the same, and leave-one-out CV sends an
+irrelevant regressor's bandwidth to infinity (Hall, Li & Racine 2007,
+*Rev. Econ. Stat.* 89(4)); and (ii) floors the eigenvalues of the other
+columns' *correlation* matrix at ``10⁻³`` (of its mean eigenvalue 1), so
+collinear columns keep a bandwidth ``>= sqrt(10⁻³ α)`` of their standard
+deviations while columns of different scales keep their own. A
+well-conditioned window gets exactly ``H = α·COV``.
 
 These are **confidence** intervals for the regression function ``m(x)``, not
 prediction intervals for a new ``y``: they ignore the noise. The thesis used
@@ -80,6 +126,8 @@ __all__ = [
     "residual_variance",
     "loo_cv_scores",
     "covariance_whitening",
+    "window_climatology",
+    "CORRELATION_FLOOR",
     "THESIS_ALPHAS",
     "BOUNDS",
     "INTERVALS",
@@ -100,6 +148,7 @@ class KernelRegressionState(NamedTuple):
       contribution: ``[W]`` ``C_i = Σ_j k(x_i, x_j) y_j``.
       whiten: ``[d, d]`` lower-triangular ``A`` with ``H⁻¹ = AᵀA``.
       bandwidth_scale: ``[]`` the ``α`` of the last tune (``H = α·COV``), 0 if never tuned.
+      prior_var: ``[]`` predictive variance of an empty window (see the module doc).
       n_seen, n_skipped: ``[]`` int32.
     """
 
@@ -108,18 +157,77 @@ class KernelRegressionState(NamedTuple):
     contribution: Array
     whiten: Array
     bandwidth_scale: Array
+    prior_var: Array
     n_seen: Array
     n_skipped: Array
+
+
+#: Floor on the eigenvalues of the window inputs' correlation matrix in the tune (module doc).
+CORRELATION_FLOOR = 1e-3
 
 
 def _var_cap(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).max))
 
 
+_Z975 = 1.959963984540054
+#: Small-sample factor r_ν of the climatology for ν = 1, 2 (module doc): t₁ quantile tan(0.475π), t₂ 0.95·sqrt(2/0.0975).
+_R_FEW = ((math.tan(0.475 * math.pi) / _Z975) ** 2, (0.95 * math.sqrt(2.0 / 0.0975) / _Z975) ** 2)
+
+
+def _small_sample_factor(n: Array) -> Array:
+    """``c_n = (1 + 1/n) r_ν``, ``ν = n - 1`` (module doc); meaningful for ``n >= 2``."""
+    nu = n - 1.0
+    r = jnp.where(nu >= 3.0, nu / jnp.maximum(nu - 2.0, 1.0), jnp.where(nu >= 2.0, _R_FEW[1], _R_FEW[0]))
+    return (1.0 + 1.0 / jnp.maximum(n, 1.0)) * r
+
+
+def _floor(dt, mean_y2: Array) -> Array:
+    """Variance floor ``100·eps·mean(y²) + sqrt(tiny)``: the dtype's resolution at the targets' scale."""
+    fi = jnp.finfo(dt)
+    return 100.0 * fi.eps * mean_y2 + jnp.sqrt(fi.tiny)
+
+
 def _log_kernel(A: Array, X: Array, x: Array) -> Array:
-    """``-½‖A(X_j - x)‖²`` for every row: ``[W]``."""
+    """``-½‖A(X_j - x)‖²`` for every row: ``[W]``.
+
+    A NaN can only come from an overflow inside the product (``inf - inf``),
+    i.e. from a point beyond the dtype's range: it is read as ``-inf``
+    (kernel value 0) so it cannot poison the maintained sums.
+    """
     u = (X - x) @ A.T
-    return -0.5 * jnp.sum(u * u, axis=-1)
+    lk = -0.5 * jnp.sum(u * u, axis=-1)
+    return jnp.where(jnp.isnan(lk), -jnp.inf, lk)
+
+
+def _relative_logits(A: Array, X: Array, valid: Array, x: Array) -> tuple[Array, Array]:
+    """``(l, q_m)``: ``l_j = -½(q_j - q_m)`` relative to the nearest valid point ``m`` (``[W]``, 0 at ``m``,
+    ``-inf`` on invalid slots) and ``q_m`` (``[]``, ``inf`` when it overflows).
+
+    With ``x̄`` the valid rows' mean, ``δ_j = A(x_j - x̄)`` and ``b = A(x̄ - x)``: ``q_j = ‖δ_j + b‖²``, so
+    ``q_j - q_m = g_j - g_m`` with ``g_j = ‖δ_j‖² + 2δ_jᵀb``. These keep their precision however far the
+    query is (``x_j - x̄`` carries the window's detail that ``x_j - x`` rounds away) and grow only
+    linearly in ``|x|``; dividing by ``c = max(1, max|x̄ - x|)`` keeps them finite for any finite query.
+    Equidistant points get bit-equal ``g``, so ``l_j = 0`` exactly for each of them.
+    """
+    vm = valid[:, None]
+    xbar = jnp.sum(jnp.where(vm, X, 0.0), axis=0) / jnp.maximum(jnp.sum(valid), 1).astype(X.dtype)
+    c = jnp.maximum(jnp.max(jnp.abs(xbar - x)), 1.0)  # divided by, not multiplied by 1/c: 1/c may be subnormal
+    delta = (X - xbar) @ A.T
+    b = ((xbar - x) / c) @ A.T  # A(x̄ - x)/c
+    g = jnp.where(valid, jnp.sum(delta * (delta / c + 2.0 * b), axis=-1), jnp.inf)  # g_j / c
+    g_m = jnp.min(g)
+    gap = g - g_m  # >= 0, 0 at the nearest point(s); inf on invalid slots
+    logits = jnp.where(valid, -0.5 * jnp.where(gap > 0, gap * c, 0.0), -jnp.inf)
+    # q_m = ‖A(x̄ - x)‖² + g_m; its rounding error, eps·‖A(x̄ - x)‖², is no cancellation of the query's
+    return logits, jnp.maximum(c * (c * jnp.sum(b * b) + g_m), 0.0)
+
+
+def _used_dims(A: Array) -> tuple[Array, Array]:
+    """``(d_used, log|det|)`` of a triangular whitening over its nonzero diagonal (zero = infinite bandwidth)."""
+    a = jnp.abs(jnp.diag(A))
+    nz = a > 0
+    return jnp.sum(nz).astype(A.dtype), jnp.sum(jnp.where(nz, jnp.log(jnp.where(nz, a, 1.0)), 0.0))
 
 
 def _pair_q(A: Array, X: Array) -> Array:
@@ -139,14 +247,34 @@ def window_sums(A: Array, X: Array, y: Array, valid: Array) -> tuple[Array, Arra
     return jnp.sum(K, axis=1), K @ (y * valid)
 
 
+def window_climatology(s: KernelRegressionState) -> tuple[Array, Array]:
+    """``(ȳ, v)``: the window's climatology, the predictive of a new target ignoring the inputs.
+
+    With ``n >= 2`` targets ``v = c_n s_y²``, ``s_y²`` the sample variance
+    (``ddof = 1``, floored like ``σ̂²``) and ``c_n`` the small-sample factor
+    of the module doc. With one target ``(y₁, prior_var + y₁²)``; with none
+    ``(0, prior_var)``.
+    """
+    buf = s.buffer
+    dt = buf.y.dtype
+    v = buf.valid.astype(dt)
+    n = jnp.sum(v)
+    yv = jnp.where(buf.valid, buf.y, 0.0)
+    ybar = jnp.sum(yv) / jnp.maximum(n, 1.0)
+    s2y = jnp.sum(v * (yv - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
+    many = jnp.maximum(_small_sample_factor(n) * s2y, _floor(dt, jnp.sum(yv * yv) / jnp.maximum(n, 1.0)))
+    few = s.prior_var + jnp.where(n >= 1, ybar * ybar, 0.0)
+    return ybar, jnp.where(n >= 2, many, few)
+
+
 def residual_variance(s: KernelRegressionState) -> tuple[Array, Array]:
     """``(σ̂², ASE)`` of the window's in-sample fit ``C_i/D_i``.
 
     ``σ̂² = RSS / (n - tr S)`` with ``tr S = Σ_i 1/D_i`` (the diagonal of the
     smoother matrix is ``k(x_i, x_i)/D_i``), blended with the targets' sample
     variance while ``n - tr S < 1``; ``ASE = RSS/n`` (thesis 4.3.2.4).
-    Both are floored at ``100·eps·mean(y²)``; with fewer than two items both
-    are the variance cap ``sqrt(finfo.max)``.
+    Both are floored at ``100·eps·mean(y²) + sqrt(tiny)``; with fewer than two
+    items both are the climatology's variance (:func:`window_climatology`).
     """
     buf = s.buffer
     dt = buf.y.dtype
@@ -159,33 +287,50 @@ def residual_variance(s: KernelRegressionState) -> tuple[Array, Array]:
     ybar = jnp.sum(v * buf.y) / jnp.maximum(n, 1.0)
     s2y = jnp.sum(v * (buf.y - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
     sigma2 = (rss + s2y * jnp.maximum(1.0 - df, 0.0)) / jnp.maximum(df, 1.0)
-    floor = 100.0 * jnp.finfo(dt).eps * jnp.sum(v * buf.y ** 2) / jnp.maximum(n, 1.0) + jnp.finfo(dt).tiny
+    floor = _floor(dt, jnp.sum(v * buf.y ** 2) / jnp.maximum(n, 1.0))
     cap = _var_cap(dt)
     few = n < 2
-    sigma2 = jnp.where(few, cap, jnp.clip(sigma2, floor, cap))
-    ase = jnp.where(few, cap, jnp.clip(rss / jnp.maximum(n, 1.0), floor, cap))
+    v0 = window_climatology(s)[1]
+    sigma2 = jnp.where(few, v0, jnp.clip(sigma2, floor, cap))
+    ase = jnp.where(few, v0, jnp.clip(rss / jnp.maximum(n, 1.0), floor, cap))
     return sigma2, ase
 
 
 def covariance_whitening(X: Array, valid: Array) -> Array:
-    """``A₁ = chol(COV)⁻¹`` for the valid rows' covariance (``ddof = 1``), ``[d, d]``.
+    """``A₁ = chol(COV)⁻¹`` for the valid rows' covariance (``ddof = 1``), regularised, ``[d, d]``.
 
-    A relative jitter ``eps·tr(COV)`` (plus ``sqrt(tiny)``) keeps the
-    factorisation defined for collinear or constant inputs while changing the
-    bandwidth by no more than rounding does; ``H = α·COV``
-    then has whitening ``A₁ / sqrt(α)``.
+    ``COV = S R S`` (``S`` the columns' standard deviations, ``R`` their
+    correlation). A column constant over the window (standard deviation
+    ``<= 4·eps·|value|``, exactly 0 for repeated values: the rows are centred
+    on the first valid row, so identical values cancel exactly) gets a zero
+    column in ``A₁``: an infinite bandwidth. The other columns' ``R`` has its
+    eigenvalues floored at :data:`CORRELATION_FLOOR` when one is below it
+    (collinear or duplicated columns); otherwise ``A₁`` is ``chol(COV)⁻¹``.
+    ``H = α·COV`` then has whitening ``A₁ / sqrt(α)``. See the module doc.
     """
     dt = X.dtype
     d = X.shape[-1]
+    eye = jnp.eye(d, dtype=dt)
     v = valid.astype(dt)
     n = jnp.sum(v)
-    mu = (v @ X) / jnp.maximum(n, 1.0)
-    Xc = (X - mu) * v[:, None]
-    cov = Xc.T @ Xc / jnp.maximum(n - 1.0, 1.0)
-    eps = jnp.finfo(dt).eps
-    jit = eps * jnp.trace(cov) + jnp.sqrt(jnp.finfo(dt).tiny)
-    L = jnp.linalg.cholesky(cov + jit * jnp.eye(d, dtype=dt))
-    return jax.scipy.linalg.solve_triangular(L, jnp.eye(d, dtype=dt), lower=True)
+    ref = X[jnp.argmax(valid)]  # the first valid row: repeated values centre to exact zeros
+    Xs = (X - ref) * v[:, None]
+    Xc = (Xs - jnp.sum(Xs, axis=0) / jnp.maximum(n, 1.0)) * v[:, None]
+    scale = jnp.max(jnp.abs(Xc), axis=0)
+    scale = jnp.where(scale > 0, scale, 1.0)  # column scaling: no overflow in the products for any finite input
+    Xn = Xc / scale
+    cov_n = Xn.T @ Xn / jnp.maximum(n - 1.0, 1.0)
+    sd_n = jnp.sqrt(jnp.diag(cov_n))
+    const = sd_n * scale <= 4.0 * jnp.finfo(dt).eps * jnp.abs(ref)
+    sd_n = jnp.where(const, 1.0, sd_n)
+    R = cov_n / (sd_n[:, None] * sd_n[None, :])
+    R = jnp.where(const[:, None] | const[None, :], eye, R)
+    lam, V = jnp.linalg.eigh(R)
+    R = jnp.where(jnp.min(lam) < CORRELATION_FLOOR, (V * jnp.maximum(lam, CORRELATION_FLOOR)) @ V.T, R)
+    L = jnp.linalg.cholesky(0.5 * (R + R.T))
+    A_R = jax.scipy.linalg.solve_triangular(L, eye, lower=True)
+    # chol(S R S) = S L, so A₁ = L⁻¹ S⁻¹: column j divided by column j's standard deviation
+    return jnp.where(const[None, :], 0.0, A_R / (sd_n * scale)[None, :])
 
 
 def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
@@ -193,10 +338,12 @@ def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
     W = y.shape[0]
     mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
     logits = jnp.where(mask, logK, -jnp.inf)
-    lse = jax.nn.logsumexp(logits, axis=1)
-    ok = valid & jnp.isfinite(lse)  # a point with no other point in the window has no LOO estimate
-    w = jnp.exp(logits - jnp.where(ok, lse, 0.0)[:, None])
-    pred = jnp.where(ok, w @ jnp.where(valid, y, 0.0), 0.0)
+    top = jnp.max(logits, axis=1)
+    ok = valid & jnp.isfinite(top)  # a point with no other point in the window has no LOO estimate
+    # weights relative to the nearest point (1 there): a log-sum-exp would lose log k next to a large q
+    e = jnp.exp(logits - jnp.where(ok, top, 0.0)[:, None])
+    tot = jnp.where(ok, jnp.sum(e, axis=1), 1.0)
+    pred = jnp.where(ok, (e @ jnp.where(valid, y, 0.0)) / tot, 0.0)
     okf = ok.astype(y.dtype)
     return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
 
@@ -233,7 +380,7 @@ def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Arra
 
 
 def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: str = "asymptotic",
-                      interval: str = "prediction", alphas=THESIS_ALPHAS, dtype=None) -> Learner:
+                      interval: str = "prediction", alphas=THESIS_ALPHAS, prior_var=1.0, dtype=None) -> Learner:
     """Sliding-window Nadaraya–Watson regression (thesis 4.3.2, 5.4.4) as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -245,9 +392,11 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
       interval: ``"prediction"`` (adds the residual variance) or ``"confidence"``.
       alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``); default the
         thesis's 0.05, 0.06, …, 1.99.
+      prior_var: predictive variance of an empty window (``N(0, prior_var)``;
+        one point ``y₁`` gives ``N(y₁, prior_var + y₁²)``); > 0, an array in the state.
       dtype: default floating dtype.
     Returns:
-      A learner; ``init(lengthscale=, dtype=)``; ``downdate(state)`` evicts the
+      A learner; ``init(lengthscale=, prior_var=, dtype=)``; ``downdate(state)`` evicts the
       oldest item; ``tune(state)`` picks the leave-one-out-best ``α`` over the
       whole grid in one vectorised call and keeps the current bandwidth unless
       some ``α`` is strictly better (Algorithm 4).
@@ -262,14 +411,16 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
     if alphas_np.size == 0 or not np.all(np.isfinite(alphas_np)) or not np.all(alphas_np > 0):
         raise ValueError(f"alphas: must be a non-empty array of finite values > 0, got {alphas!r}")
     check_positive(lengthscale, "lengthscale")
+    check_positive(prior_var, "prior_var")
 
-    def _init(lengthscale=lengthscale, dtype=dtype):
+    def _init(lengthscale=lengthscale, prior_var=prior_var, dtype=dtype):
         check_positive(lengthscale, "lengthscale")
+        check_positive(prior_var, "prior_var")
         dt = dtype or default_float_dtype()
         ell = jnp.broadcast_to(jnp.asarray(lengthscale, dt), (d,))
         return KernelRegressionState(
             buffer=ring_init(W, d, dt), density=jnp.zeros((W,), dt), contribution=jnp.zeros((W,), dt),
-            whiten=jnp.diag(1.0 / ell), bandwidth_scale=jnp.zeros((), dt),
+            whiten=jnp.diag(1.0 / ell), bandwidth_scale=jnp.zeros((), dt), prior_var=jnp.asarray(prior_var, dt),
             n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
         )
 
@@ -295,32 +446,36 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
     def downdate(s: KernelRegressionState):
         return _remove_oldest(s, jnp.asarray(True))
 
-    log_norm_k2 = -0.5 * d * math.log(4.0 * math.pi)  # ‖K‖₂² of the standard Gaussian kernel
-
     def predict_one(s: KernelRegressionState, x):
         buf = s.buffer
         dt = buf.y.dtype
         cap = _var_cap(dt)
-        logits = jnp.where(buf.valid, _log_kernel(s.whiten, buf.x, x), -jnp.inf)
         n = buf.count
-        lse = jax.nn.logsumexp(logits)
         has = n > 0
-        w = jnp.exp(logits - jnp.where(has, lse, 0.0))
+        logits, q_min = _relative_logits(s.whiten, buf.x, buf.valid, x)
+        lse_rel = jax.nn.logsumexp(logits)  # >= 0: the nearest point's term is exactly 1
+        w = jnp.exp(logits - jnp.where(has, lse_rel, 0.0))
         mean = jnp.where(has, w @ jnp.where(buf.valid, buf.y, 0.0), 0.0)
+        lse = lse_rel - 0.5 * q_min  # log Σ_j exp(-½ q_j); -inf when q_m overflows (then the climatology caps)
         sigma2, ase = residual_variance(s)
+        ybar, v_clim = window_climatology(s)
+        d_used, log_det_A = _used_dims(s.whiten)
         if bounds == "asymptotic":
             # ‖K‖₂² σ̂² / Σ_j K(A u_j) with the normalised kernel: the (2π)^{-d/2} cancel into 2^{-d/2}
-            log_var = jnp.log(sigma2) - 0.5 * d * math.log(2.0) - lse
+            log_var = jnp.log(sigma2) - 0.5 * d_used * math.log(2.0) - lse
         elif bounds == "exact":
-            log_var = jnp.log(sigma2) + jax.nn.logsumexp(2.0 * logits) - 2.0 * lse
+            log_var = jnp.log(sigma2) + jax.nn.logsumexp(2.0 * logits) - 2.0 * lse_rel
         else:  # eq. 4.43 as printed: ‖K‖₂² ASE / f̂(x), f̂ the normalised density (eq. 4.39)
-            log_det_A = jnp.sum(jnp.log(jnp.abs(jnp.diag(s.whiten))))  # A is triangular (diag or chol⁻¹)
-            log_f = lse - jnp.log(n.astype(dt)) + log_det_A - 0.5 * d * math.log(2.0 * math.pi)
-            log_var = log_norm_k2 + jnp.log(ase) - log_f
-        var = jnp.exp(jnp.minimum(log_var, math.log(cap)))
+            log_f = lse - jnp.log(jnp.maximum(n, 1).astype(dt)) + log_det_A - 0.5 * d_used * math.log(2.0 * math.pi)
+            log_var = -0.5 * d_used * math.log(4.0 * math.pi) + jnp.log(ase) - log_f
+        conf = jnp.exp(jnp.minimum(log_var, math.log(cap)))
+        no_info = v_clim + (mean - ybar) ** 2  # the climatology's expected squared error about m̂(x)
         if interval == "prediction":
-            var = jnp.minimum(var + sigma2, cap)
-        return Prediction(mean, jnp.where(has & jnp.isfinite(var), var, cap))
+            var = jnp.minimum(conf + sigma2, jnp.maximum(no_info, sigma2))
+        else:
+            var = jnp.minimum(conf, no_info)
+        var = jnp.where(n >= 2, var, v_clim)  # fewer than two points: the climatology alone (module doc)
+        return Prediction(mean, jnp.where(jnp.isfinite(var) & (var > 0), var, cap))  # cap: target overflow only
 
     alphas_static = tuple(float(a) for a in alphas_np)
 
