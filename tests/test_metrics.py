@@ -194,6 +194,7 @@ def test_log_score_skill_matches_numpy(rng):
     ww[:2] = 0
     assert float(got["skill"]) == pytest.approx(np.sum(ww * (lp - lc)) / ww.sum(), rel=tol(1e-9, 1e-4))
     assert float(got["mlpd_clim"]) == pytest.approx(np.sum(ww * lc) / ww.sum(), rel=tol(1e-9, 1e-4))
+    assert float(got["mlpd_from"]) == pytest.approx(np.sum(ww * lp) / ww.sum(), rel=tol(1e-9, 1e-4))
     # a perfect-variance oracle beats climatology; climatology itself has skill 0
     assert float(got["skill"]) > 0
     own = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.asarray(cm, dt), jnp.asarray(cv, dt)))

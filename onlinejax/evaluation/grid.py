@@ -66,8 +66,8 @@ __all__ = ["GridLearner", "GridResult", "run_grid", "enable_compilation_cache", 
            "replay_combination", "register_learner", "registered_learners", "REGISTRY"]
 
 #: Metrics of every row (``*_st`` are the same over stable items).
-ROW_METRICS = METRICS + ("skill", "mlpd_clim", "n_nonfinite") + tuple(
-    f"{m}_st" for m in METRICS + ("skill", "mlpd_clim", "n_nonfinite"))
+ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tuple(
+    f"{m}_st" for m in METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite"))
 
 
 class GridLearner(NamedTuple):
@@ -409,7 +409,7 @@ def _scores(acc, Y, preds, w_all, w_st) -> dict:
     st = score(acc, Y, preds, w_st)
     for m, w in ((a, w_all), (st, w_st)):
         sk = log_score_skill(Y, preds, w)
-        m.update(skill=sk["skill"], mlpd_clim=sk["mlpd_clim"])
+        m.update(skill=sk["skill"], mlpd_clim=sk["mlpd_clim"], mlpd_from=sk["mlpd_from"])
     return {**a, **{f"{k}_st": v for k, v in st.items()}}
 
 

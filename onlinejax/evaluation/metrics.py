@@ -323,7 +323,10 @@ def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: i
       skip: leading items left out (static int >= 0).
     Returns:
       dict of ``[]`` arrays: ``skill``, ``mlpd_clim`` (climatology's mean log
-      density over the same items) and ``n_nonfinite``.
+      density over the same items), ``mlpd_from`` (the learner's, over the
+      same items: unlike the whole-stream MLPD, not dominated by the first
+      items, which every learner predicts before it has seen a target) and
+      ``n_nonfinite``.
     """
     skip = check_int(skip, "skip", 0)
     dt = predictions.mean.dtype
@@ -337,6 +340,7 @@ def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: i
     tot = jnp.sum(wk)
     return {"skill": jnp.sum(wk * jnp.where(ok, lpd - lpd_c, 0.0)) / tot,
             "mlpd_clim": jnp.sum(wk * jnp.where(ok, lpd_c, 0.0)) / tot,
+            "mlpd_from": jnp.sum(wk * jnp.where(ok, lpd, 0.0)) / tot,
             "n_nonfinite": jnp.sum(((~ok) & (w > 0)).astype(jnp.int32))}
 
 
