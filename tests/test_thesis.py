@@ -8,6 +8,7 @@ from onlinejax.adaptive import adaptive
 from onlinejax.base import normal_quantile
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation
+from onlinejax.linear import adhoc_bounds
 from conftest import tol
 from reference import rel_err
 
@@ -31,20 +32,34 @@ class _NumpyForgettingBLR:
         self.eta = self.lam * self.eta + self.beta * x * y
 
 
-def test_adhoc_three_learner_bounds_match_reference(rng):
-    d, n, burn, ff = 2, 150, 20, 0.05
+@pytest.mark.parametrize("floor", ["residual", "none"])
+def test_adhoc_three_learner_bounds_match_reference(rng, floor):
+    d, n, burn, ff, rho = 2, 150, 20, 0.05, 0.9
     X = rng.normal(size=(n, d))
     Y = X @ [1.0, -1.0] + 0.5 * rng.normal(size=n)
-    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, burn_in=burn, level=0.9)
-    res = progressive_validation(lrn, lrn.init(), X, Y)
+    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, burn_in=burn, level=0.9, floor=floor)
+    res = progressive_validation(lrn, lrn.init(residual_forgetting=rho), X, Y)
     lam = 1 - ff
     base, up, low = (_NumpyForgettingBLR(d, 1e-4, lam, lam) for _ in range(3))
     z = normal_quantile(0.9)
+    eps = np.finfo(np.asarray(res.predictions.var).dtype).eps
     ref_m, ref_v = [], []
+    z2_sum = z2_w = y2_sum = 0.0
     for t, (x, y) in enumerate(zip(X, Y)):
         hi, lo = up.mean(x), low.mean(x)
-        ref_m.append(base.mean(x))
-        ref_v.append(((hi - lo) / (2 * z)) ** 2 if t >= burn else base.var(x))
+        m, v = base.mean(x), base.var(x)
+        ref_m.append(m)
+        rule = ((hi - lo) / (2 * z)) ** 2 if t >= burn else v
+        if floor == "none":
+            fl = eps * v
+        elif t >= d + 3:  # the running mean of the base's squared standardised one-step errors
+            fl = max(z2_sum / z2_w, eps) * v
+        else:  # too few of them: the squared error of predicting 0
+            fl = max(v, y2_sum / max(t, 1))
+        ref_v.append(max(rule, fl))
+        if t >= d:
+            z2_sum, z2_w = rho * z2_sum + (y - m) ** 2 / v, rho * z2_w + 1.0
+        y2_sum += y * y
         base.learn(x, y)
         if t < burn or y > lo:
             up.learn(x, y)
@@ -52,8 +67,51 @@ def test_adhoc_three_learner_bounds_match_reference(rng):
             low.learn(x, y)
     assert rel_err(res.predictions.mean, ref_m) < tol(1e-7, 2e-3)
     v, rv = np.asarray(res.predictions.var, np.float64), np.array(ref_v)
-    # after burn-in the bound width is a difference of two close means: compare on the std scale
+    # the bound width is a difference of two close means: compare on the std scale
     assert np.max(np.abs(np.sqrt(v) - np.sqrt(rv))) < tol(1e-7, 5e-3) * max(1.0, np.max(np.sqrt(rv)))
+
+
+def _crossing_stream(rng, n=2000):
+    """2 inputs on [0, 10], y = 3x₁ - 2x₂ + 5 + N(0, 1): the forgetting learners have no intercept, so the upper
+    and lower copies' hyperplanes cross inside the input domain."""
+    X = rng.uniform(0, 10, size=(n, 2))
+    return X, X @ [3.0, -2.0] + 5.0 + rng.normal(size=n)
+
+
+@pytest.mark.parametrize("make", [oj.bayesian_mle_forgetting, oj.bayesian_map_forgetting])
+def test_adhoc_variance_never_collapses(rng, make):
+    """Issue 23: the ad-hoc variance is ``((upper - lower)/2z)²``. On the first item after the burn-in the three
+    copies are identical (width exactly 0: the variance was the dtype's tiny and the log density -inf) and
+    later the width crosses 0 wherever the two copies' hyperplanes intersect; where positive, the rule
+    settles near ±0.5 noise sd. The default floor (the base's recursive residuals) keeps the intervals
+    calibrated; the thesis's own rule (``floor="none"``) keeps its coverage but never a tiny variance."""
+    X, Y = _crossing_stream(rng)
+    burn = 50
+    for floor in ("residual", "none"):
+        lrn = make(2, forgetting_factor=0.05, burn_in=burn, **({} if floor == "residual" else {"floor": floor}))
+        res = progressive_validation(lrn, lrn.init(), X, Y)
+        v = np.asarray(res.predictions.var)
+        fi = np.finfo(v.dtype)
+        assert np.all(np.isfinite(v)) and np.min(v) > 1e6 * fi.tiny, (floor, np.min(v))
+        lp = np.asarray(res.predictions.log_prob(Y), np.float64)
+        assert np.all(np.isfinite(lp)), floor
+        z = np.abs(Y - np.asarray(res.predictions.mean, np.float64)) / np.sqrt(v.astype(np.float64))
+        cover = np.mean(z[100:] < 1.96)
+        if floor == "residual":
+            assert 0.92 < cover < 0.98, cover
+            assert np.min(v[burn:]) > 0.2  # noise variance 1
+            assert np.mean(lp[100:]) > -2.5  # N(0, 1) noise: -1.42 at best
+        else:
+            assert cover < 0.6, cover  # the thesis's rule, faithfully overconfident
+
+
+def test_adhoc_floor_validated():
+    with pytest.raises(ValueError, match="floor"):
+        oj.bayesian_mle_forgetting(2, floor="tiny")
+    with pytest.raises(ValueError, match="residual_forgetting"):
+        adhoc_bounds(oj.bayes_linreg(2, forgetting=0.9), residual_forgetting=0.0)
+    with pytest.raises(ValueError, match="residual_forgetting"):
+        oj.bayesian_map_forgetting(2).init(residual_forgetting=1.5)
 
 
 def test_mle_forgetting_mean_is_thesis_rls(rng):
@@ -74,7 +132,7 @@ def test_mle_windowed_is_windowed_rls_with_asymptotic_bounds(rng):
     d, W = 2, 40
     X = rng.uniform(0, 10, size=(200, d))
     Y = X @ [3.0, 1.0] + rng.normal(size=200)
-    lrn = oj.bayesian_mle_windowed(d, W)
+    lrn = oj.bayesian_mle_windowed(d, W, onestep_floor=False)
     s = lrn.learn(lrn.init(), X, Y)
     Xw, Yw = X[-W:], Y[-W:]
     G = Xw.T @ Xw + 1e-4 * np.eye(d)

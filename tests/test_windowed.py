@@ -24,7 +24,7 @@ def test_window_posterior_equals_batch_on_window_after_every_step(rng, window, c
     # capacity > window: a window shorter than its buffer (the grid's five windows in one program)
     d, n, alpha, beta = 3, 160, 0.7, 5.0
     X, Y = _stream(rng, n, d)
-    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta, capacity=capacity)
+    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta, capacity=capacity, onestep_floor=False)
     s = lrn.init()
     assert s.buffer.y.shape == (capacity or window,) and int(s.window) == window
     xq = rng.normal(size=(4, d))
@@ -76,7 +76,7 @@ def test_minibatch_equals_sequential(rng):
 def test_asymptotic_bounds_match_thesis_eq_4_17(rng):
     d, W = 2, 30
     X, Y = _stream(rng, 80, d, noise=0.5)
-    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-4, beta=1.0, bounds="asymptotic")
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-4, beta=1.0, bounds="asymptotic", onestep_floor=False)
     s = lrn.learn(lrn.init(), X, Y)
     Xw, Yw = X[-W:], Y[-W:]
     G = Xw.T @ Xw + 1e-4 * np.eye(d)
@@ -230,3 +230,86 @@ def test_mapped_features_of_large_inputs_stay_finite_and_accurate():
     assert np.all(np.isfinite(m)) and np.all(np.isfinite(np.asarray(res.predictions.var)))
     # a quadratic in x is inside the mapped feature space: relative error must be small
     assert np.max(np.abs(m - Y[64:])) / np.max(np.abs(Y)) < 0.05
+
+
+# --- issue 23: overconfidence after changes and in the cold start ---------------------------------------------
+def _drift_stream(rng, n=800, c=400):
+    """1 input on [0, 10]; y = 2x, then from item ``c`` on y = 40 - 3x; noise sd 0.5."""
+    X = rng.uniform(0, 10, size=(n, 1))
+    return X, np.where(np.arange(n) < c, 2 * X[:, 0], 40 - 3 * X[:, 0]) + 0.5 * rng.normal(size=n)
+
+
+def _onestep_reference(X, Y, W, alpha, beta, bounds):
+    """Float64 reference of the one-step floor: window posteriors by direct solves, recursive residuals
+    ``(y - μ)²/(1 + β xᵀSx)`` of the items learned (once >= d are in the window) summed over epochs of W."""
+    d = X.shape[1]
+    sums, counts, out, binds = [0.0, 0.0], [0.0, 0.0], [], 0
+    for t in range(len(Y)):
+        lo = max(0, t - W)
+        Xw, Yw = X[lo:t], Y[lo:t]
+        m, S = blr_posterior(Xw, Yw, alpha, beta) if t else (np.zeros(d), np.eye(d) / alpha)
+        q = X[t] @ S @ X[t]
+        n = len(Yw)
+        if bounds == "bayes":
+            s2 = 1 / beta
+        elif n > d + 2:
+            s2 = np.sum((Yw - Xw @ m) ** 2) / (n - d)
+        else:
+            s2 = np.sum(Yw ** 2) / n if n else 1 / beta
+        floor = (sums[0] + sums[1]) / max(counts[0] + counts[1], 1.0)
+        out.append(max(s2, floor) * (1 + beta * q))
+        binds += floor > 1.5 * s2
+        if n >= d:
+            r2 = (Y[t] - X[t] @ m) ** 2 / (1 + beta * q)
+            if counts[0] >= W:
+                sums, counts = [r2, sums[0]], [1.0, counts[0]]
+            else:
+                sums[0] += r2
+                counts[0] += 1.0
+    return np.array(out), binds
+
+
+@pytest.mark.parametrize("bounds", ["bayes", "asymptotic"])
+def test_onestep_floor_matches_reference(rng, bounds):
+    X, Y = _drift_stream(rng, n=160, c=80)
+    X = np.c_[X, np.ones(len(Y))]
+    W, alpha, beta = 24, 0.5, 2.0
+    lrn = oj.windowed_bayes_linreg(2, W, alpha=alpha, beta=beta, bounds=bounds)
+    v = np.asarray(progressive_validation(lrn, lrn.init(), X, Y).predictions.var, np.float64)
+    ref, binds = _onestep_reference(X, Y, W, alpha, beta, bounds)
+    assert rel_err(v, ref) < tol(1e-8, 2e-3)
+    assert binds > 20  # the floor binds after the drift
+
+
+def test_variance_after_a_drift_follows_the_new_errors(rng):
+    """Issue 23: after a change the window's noise variance (β from the last evidence tune, or eq. 4.17's RSS/(n-d)
+    mixing old and new items) was far below the new errors: |z| up to 69 and a mean log density of -248 over the
+    window after the drift (evidence-tuned learner in the state machine). The floor at the recursive residuals of
+    the items learned since the tune widens the intervals while the window changes."""
+    from onlinejax.adaptive import adaptive
+
+    c, W = 400, 64
+    X, Y = _drift_stream(rng, c=c)
+    plain = oj.windowed_bayes_linreg(1, W, intercept=True)
+    for lrn in (plain, adaptive(plain, W), adaptive(oj.bayesian_mle_windowed(1, W, intercept=True), W)):
+        p = progressive_validation(lrn, lrn.init(), X, Y).predictions
+        z = np.abs(Y - np.asarray(p.mean, np.float64)) / np.sqrt(np.asarray(p.var, np.float64))
+        lp = np.asarray(p.log_prob(Y), np.float64)
+        after = slice(c + 1, c + W)  # item c is predicted by the old concept's model: a surprise for any learner
+        assert np.max(z[after]) < 10.0, np.max(z[after])
+        assert np.mean(lp[after]) > -6.0, np.mean(lp[after])
+        assert 0.9 < np.mean(z < 1.96) < 0.99
+
+
+@pytest.mark.parametrize("make", ["mle", "map"])
+def test_asymptotic_cold_start_follows_the_targets_scale(rng, make):
+    """Issue 23: while n <= d eq. 4.17 has no residuals and s² was 1/β = 1 whatever the targets' scale: on targets of
+    scale 10⁴ the first items scored |z| up to 4e3 (mapped thesis-grid streams: 1e5, MLPD -6e7)."""
+    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+
+    X = rng.uniform(0, 10, size=(200, 5))
+    Y = 100 * (X ** 2).sum(1) + rng.normal(size=200)
+    lrn = (bayesian_mle_windowed if make == "mle" else bayesian_map_windowed)(5, 64)
+    p = progressive_validation(lrn, lrn.init(), X, Y).predictions
+    z = np.abs(Y - np.asarray(p.mean, np.float64)) / np.sqrt(np.asarray(p.var, np.float64))
+    assert np.max(z[1:20]) < 10.0, z[1:20]

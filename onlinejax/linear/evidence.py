@@ -13,6 +13,14 @@ factor for forgetting learners, computed from the ring buffer for windowed
 ones — so tuning online costs ``O(d³)`` once per call, independent of how
 many items were seen. This answers the blog's open question "learning alpha
 and beta" (``002_c70c839f662b534f.txt``, Conclusion).
+
+Numerics: the eigenvalues and ``m_N`` come from a square root of the Gram
+matrix restricted to the directions its dtype resolves (:func:`_resolved_sqrt`:
+Jacobi scaling, directions below the rounding of the stored entries treated as
+unobserved), and the residual sum of squares from non-negative terms, so that
+inputs with a large common offset (``x = 10⁴ + U(0, 1)``) give the float64
+optimum in float32 wherever the float32 statistics still hold the information,
+and the prior elsewhere (never ``alpha`` on its floor and ``m_N`` of ``10⁸``).
 """
 from __future__ import annotations
 
@@ -44,9 +52,57 @@ class SufficientStats(NamedTuple):
     n: Array
 
 
-def _mean_given(Q, e, b, alpha, beta):
-    # m_N = β Q diag(1/(α + βe)) Qᵀ b
-    return beta * (Q @ ((Q.T @ b) / (alpha + beta * e)))
+def _resolved_sqrt(stats: SufficientStats, rtol=None):
+    """A square root ``B`` of the part of the Gram matrix its dtype resolves, and ``xty`` in its coordinates.
+
+    Returns ``(B [d, d], a [d])`` with ``BᵀB = G_r`` and ``Bᵀa = b_r``: the
+    Gram matrix ``G`` and ``b = xty`` restricted to the directions that ``G``
+    resolves. Directions come from the eigendecomposition of the
+    Jacobi-scaled ``G' = S G S`` (``S = diag(G)^{-1/2}``, unit diagonal), so
+    features of different scales weigh alike; an eigenvalue of ``G'`` below
+    ``rtol · max eig`` (default ``16 d eps``) is the rounding noise of ``G``'s
+    entries (relative precision ``eps``, accumulated over many updates) and
+    its direction is treated as unobserved (zero data precision, no
+    component of ``b``). Why: offset inputs (``x = 10⁴ + U(0, 1)``) put the
+    information about the differences between features ``10⁻⁹`` below the
+    Gram's scale while float32 resolves ``~10⁻⁷``; ``eigh(G)`` gives noise for
+    that direction, and a fixed point that divides by it sends ``alpha`` to its
+    floor and ``m_N`` to ``10⁸``. Working from ``B`` (singular values ``σ``,
+    ``e = σ²``) instead of ``eigh(G)`` also avoids squaring the condition
+    number again.
+    """
+    G = 0.5 * (stats.gram + stats.gram.T)
+    d = G.shape[0]
+    dt = G.dtype
+    eps = jnp.finfo(dt).eps
+    rtol = 16.0 * d * eps if rtol is None else rtol
+    dg = jnp.diagonal(G)
+    pos = dg > jnp.finfo(dt).tiny
+    s = jnp.where(pos, jax.lax.rsqrt(jnp.where(pos, dg, 1.0)), 0.0)
+    e, Q = jnp.linalg.eigh(G * s[:, None] * s[None, :])
+    keep = e > rtol * jnp.maximum(jnp.max(e), jnp.finfo(dt).tiny)  # rtol = 0: every direction e > 0
+    sq = jnp.sqrt(jnp.where(keep, e, 1.0))
+    root_dg = jnp.where(pos, jnp.sqrt(jnp.where(pos, dg, 0.0)), 0.0)  # S⁻¹ (0 for a feature never seen)
+    B = jnp.where(keep[:, None], sq[:, None] * Q.T, 0.0) * root_dg[None, :]
+    a = jnp.where(keep, (Q.T @ (s * stats.xty)) / sq, 0.0)
+    return B, a
+
+
+def _spectrum(stats: SufficientStats):
+    """``(σ [d], g [d], rss_ls [])``: singular values of the resolved root, ``xty``'s coordinates, LS residual."""
+    B, a = _resolved_sqrt(stats)
+    U, sig, _ = jnp.linalg.svd(B)
+    g = U.T @ a
+    yty = jnp.maximum(stats.yty, 0.0)
+    return sig, g, jnp.maximum(yty - g @ g, jnp.finfo(sig.dtype).eps * yty)
+
+
+def _fit_terms(sig, g, rss_ls, alpha, beta):
+    """``(t [d], m_Nᵀm_N [], E_D [])`` at ``(alpha, beta)`` (see :func:`evidence_fixed_point`)."""
+    e = sig * sig
+    t = beta * e / (alpha + beta * e)
+    mv = beta * sig * g / (alpha + beta * e)  # m_N in the basis v_i
+    return t, mv @ mv, rss_ls + jnp.sum(g * g * (1.0 - t) ** 2)
 
 
 def evidence_fixed_point(stats: SufficientStats, alpha: Array, beta: Array, n_iter: int = 100):
@@ -56,33 +112,37 @@ def evidence_fixed_point(stats: SufficientStats, alpha: Array, beta: Array, n_it
       stats: sufficient statistics (``d`` features).
       alpha: ``[]`` starting prior precision (a shared, isotropic prior).
       beta: ``[]`` starting noise precision.
-      n_iter: number of fixed-point iterations (static; each is ``O(d²)``
-        after one ``O(d³)`` eigendecomposition).
+      n_iter: number of fixed-point iterations (static; each is ``O(d)``
+        after one ``O(d³)`` decomposition).
     Returns:
       ``(alpha, beta)``, each ``[]``, clipped to ``[1e-8, 1e8]``; when the
       data cannot determine them (``N - γ <= 0``, no data, zero residuals) the
       affected value is left unchanged.
+
+    With ``G_r = Σ σ_i² v_i v_iᵀ`` (:func:`_resolved_sqrt`, ``e_i = σ_i²``),
+    ``g = Uᵀa`` the coordinates of ``xty`` and ``t_i = βe_i/(α + βe_i)``:
+    ``γ = Σ t_i``, ``m_N = Σ β σ_i g_i/(α + βe_i) v_i`` and the residual sum of
+    squares ``E_D = (tᵀt - Σ g_i²) + Σ g_i² (1 - t_i)²`` — the least-squares
+    residual plus the shrinkage's, both ``>= 0``, instead of
+    ``tᵀt - 2 m_Nᵀb + m_Nᵀ G m_N``, whose terms cancel. The least-squares
+    residual is floored at ``eps · tᵀt``, the resolution of the stored ``tᵀt``.
     """
-    e, Q = jnp.linalg.eigh(0.5 * (stats.gram + stats.gram.T))
-    e = jnp.maximum(e, 0.0)
-    b = stats.xty
-    tiny = jnp.finfo(e.dtype).tiny
+    sig, g, rss_ls = _spectrum(stats)
+    dt = sig.dtype
+    tiny = jnp.finfo(dt).tiny
 
     def body(_, ab):
-        a, bt = ab
-        m = _mean_given(Q, e, b, a, bt)
-        lam = bt * e
-        gamma = jnp.sum(lam / (a + lam))
-        mm = m @ m
-        a_new = jnp.where(mm > tiny, gamma / jnp.maximum(mm, tiny), a)
-        ed = stats.yty - 2.0 * (m @ b) + m @ (stats.gram @ m)
+        al, bt = ab
+        t, mm, ed = _fit_terms(sig, g, rss_ls, al, bt)
+        gamma = jnp.sum(t)
+        a_new = jnp.where(mm > tiny, gamma / jnp.maximum(mm, tiny), al)
         dof = stats.n - gamma
         ok = (dof > 0) & (ed > tiny)
         bt_new = jnp.where(ok, dof / jnp.maximum(ed, tiny), bt)
         return jnp.clip(a_new, _LO, _HI), jnp.clip(bt_new, _LO, _HI)
 
-    a, bt = jax.lax.fori_loop(0, n_iter, body, (jnp.asarray(alpha, e.dtype), jnp.asarray(beta, e.dtype)))
-    return a, bt
+    al, bt = jax.lax.fori_loop(0, n_iter, body, (jnp.asarray(alpha, dt), jnp.asarray(beta, dt)))
+    return al, bt
 
 
 def posterior_from_stats(stats: SufficientStats, alpha: Array, beta: Array):
@@ -93,27 +153,37 @@ def posterior_from_stats(stats: SufficientStats, alpha: Array, beta: Array):
       alpha: ``[]`` or ``[d]`` prior precision; beta: ``[]``.
     Returns:
       ``(W [d, d], m [d])`` with ``WWᵀ = Λ⁻¹`` and ``m = β Λ⁻¹ xty`` (Bishop
-      eq. 3.53–3.54). The square root comes from an eigendecomposition, so it is
-      exact for any PSD ``gram``.
+      eq. 3.53–3.54). With ``BᵀB = gram`` (:func:`_resolved_sqrt` keeping
+      every direction: the whole Gram matrix, so that later rank-1 downdates of
+      the window's items stay consistent), ``D = diag(alpha)^{-1/2}`` and the
+      SVD ``√β B D = U Σ Vᵀ``: ``Λ = D⁻¹ V (I + Σ²) Vᵀ D⁻¹`` and
+      ``W = D V (I + Σ²)^{-1/2}``, exact for any PSD ``gram`` and with no
+      inverse; the Jacobi scaling inside keeps features of very different
+      scales apart.
     """
     d = stats.xty.shape[0]
-    alpha = jnp.broadcast_to(alpha, (d,))
-    lam = jnp.diag(alpha) + beta * 0.5 * (stats.gram + stats.gram.T)
-    ev, Q = jnp.linalg.eigh(lam)
-    ev = jnp.maximum(ev, jnp.min(alpha))  # Λ >= min(alpha)·I exactly; guard rounding
-    W = Q * jax.lax.rsqrt(ev)[None, :]
+    B, _ = _resolved_sqrt(stats, rtol=0.0)
+    alpha = jnp.broadcast_to(jnp.asarray(alpha, B.dtype), (d,))
+    Dv = jax.lax.rsqrt(alpha)
+    beta = jnp.asarray(beta, B.dtype)
+    _, sig, Vt = jnp.linalg.svd(jnp.sqrt(beta) * B * Dv[None, :])
+    W = Dv[:, None] * Vt.T * jax.lax.rsqrt(1.0 + sig * sig)[None, :]
     m = beta * (W @ (W.T @ stats.xty))
     return W, m
 
 
 def log_evidence(stats: SufficientStats, alpha: Array, beta: Array) -> Array:
-    """Log marginal likelihood ``ln p(t | α, β)`` (Bishop eq. 3.86), isotropic ``alpha``."""
+    """Log marginal likelihood ``ln p(t | α, β)`` (Bishop eq. 3.86), isotropic ``alpha``.
+
+    Computed from the resolved spectrum (:func:`_resolved_sqrt`): ``ln|Λ| = Σ ln(α + βe_i)``.
+    """
     d = stats.xty.shape[0]
-    W, m = posterior_from_stats(stats, alpha, beta)
-    lam = alpha * jnp.eye(d, dtype=m.dtype) + beta * stats.gram
-    ed = stats.yty - 2.0 * (m @ stats.xty) + m @ (stats.gram @ m)
-    e_m = 0.5 * beta * ed + 0.5 * alpha * (m @ m)
-    logdet = jnp.linalg.slogdet(lam)[1]
+    sig, g, rss_ls = _spectrum(stats)
+    alpha = jnp.asarray(alpha, sig.dtype)
+    beta = jnp.asarray(beta, sig.dtype)
+    _, mm, ed = _fit_terms(sig, g, rss_ls, alpha, beta)
+    e_m = 0.5 * beta * ed + 0.5 * alpha * mm
+    logdet = jnp.sum(jnp.log(alpha + beta * sig * sig))
     return (
         0.5 * d * jnp.log(alpha)
         + 0.5 * stats.n * jnp.log(beta)
