@@ -35,7 +35,7 @@ from _machine import describe  # noqa: E402
 import onlinejax as oj  # noqa: E402
 from onlinejax import zoo  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.evaluation.grid import REGISTRY, run_grid, use_cpu_cores  # noqa: E402
+from onlinejax.evaluation.grid import REGISTRY, replay_combination, run_grid, use_cpu_cores  # noqa: E402
 from onlinejax.evaluation.metrics import log_score_skill, prequential, score  # noqa: E402
 
 #: the best thesis configuration at W = 64 per recommended family (the SMSE yardstick)
@@ -115,8 +115,13 @@ def run_sample(names, per_cell: int, seed: int) -> None:
     groups = oj.data.thesis_grid(jax.random.key(seed), snames)
     yard = sorted({t for n in names for t in THESIS_AT_64.get(n, [])})
     t0 = time.perf_counter()
-    res = run_grid([REGISTRY[n] for n in names] + [REGISTRY[t] for t in yard], groups, keep_predictions=True,
+    direct = [n for n in names if n != zoo.RECOMMENDED_COMBINATION]
+    res = run_grid([REGISTRY[n] for n in direct] + [REGISTRY[t] for t in yard], groups, keep_predictions=True,
                    progress=False)
+    if zoo.RECOMMENDED_COMBINATION in names:  # from its members' kept predictions, as the main command does
+        rule, rc, mc = zoo.default_combination_rule()
+        res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
+                                 recalibrate=rc, correct=mc, wrap=zoo.calibrate_combination)
     rows = res.rows
     n_streams = len(snames)
     print(f"\n## Thesis-grid sample: {n_streams} streams (stratified_names({per_cell}, seed={seed})), "
