@@ -288,7 +288,8 @@ def test_sharded_equals_unsharded_on_four_host_devices():
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("ROWS")][0]
     rows, rel = int(line.split()[1]), float(line.split()[3])
     assert rows == 2 * 16
-    assert rel <= (0.0 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
+    # a few ulps: XLA may fuse the kernel regression's new weight computation differently under shard_map
+    assert rel <= (1e-13 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
 
 
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):

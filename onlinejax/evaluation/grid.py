@@ -464,7 +464,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
       chunk_size: streams *per device* per compiled call (default: as many
         as fit in ``chunk_bytes`` of learner state). Each device then runs the
         same program whatever the device count, so sharded and unsharded
-        tables agree to the last bit as long as ``chunk_size`` is the same.
+        tables agree to rounding (a few ulps) as long as ``chunk_size`` is the same.
       devices: devices to shard chunks over (default ``jax.devices()``; one
         device means no sharding).
       progress: print one progress line per chunk to stderr.
