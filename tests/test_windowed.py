@@ -313,3 +313,14 @@ def test_asymptotic_cold_start_follows_the_targets_scale(rng, make):
     p = progressive_validation(lrn, lrn.init(), X, Y).predictions
     z = np.abs(Y - np.asarray(p.mean, np.float64)) / np.sqrt(np.asarray(p.var, np.float64))
     assert np.max(z[1:20]) < 10.0, z[1:20]
+
+
+def test_first_zero_target_gives_a_positive_variance():
+    """A window holding only zero targets (a standardised first item) has no scale: 1/beta, not 0."""
+    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+
+    for make in (bayesian_map_windowed, bayesian_mle_windowed):
+        lrn = make(2, 8, mapped=True)
+        s = lrn.learn(lrn.init(), np.array([0.0, 0.0]), 0.0)
+        v = float(lrn.predict(s, np.array([0.5, -0.3])).var)
+        assert np.isfinite(v) and v > 0, make.__name__

@@ -127,7 +127,7 @@ def window_stats(buf: RingBuffer) -> SufficientStats:
 
 
 def _resid_var(buf, mean, beta, d, scale):
-    """Eq. 4.17's ``s² = RSS/(n - d)``; while ``n <= d + 2``, ``Σy²/n`` (``1/beta`` on an empty window).
+    """Eq. 4.17's ``s² = RSS/(n - d)``; while ``n <= d + 2``, ``Σy²/n`` (``1/beta`` while that is 0).
 
     With ``n <= d`` items the fit interpolates and its residuals say nothing
     about the noise, and with one or two residual degrees of freedom ``s²`` is
@@ -141,8 +141,12 @@ def _resid_var(buf, mean, beta, d, scale):
     y = buf.y * v
     n = buf.count
     nf = jnp.maximum(n, 1).astype(mean.dtype)
-    return jnp.where(n > d + 2, (r @ r) / jnp.maximum(n - d, 1).astype(mean.dtype),
-                     jnp.where(n > 0, (y @ y) / nf, 1.0 / beta))
+    ms = (y @ y) / nf
+    # all-zero targets (a standardised first item) carry no scale: fall back to 1/beta, never to 0;
+    # an exact fit is floored at the dtype's resolution of the targets' scale
+    s2 = jnp.where(n > d + 2, (r @ r) / jnp.maximum(n - d, 1).astype(mean.dtype),
+                   jnp.where((n > 0) & (ms > 0), ms, 1.0 / beta))
+    return jnp.maximum(s2, jnp.finfo(mean.dtype).eps * ms)
 
 
 def _onestep_var(s) -> Array:
