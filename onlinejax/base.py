@@ -46,6 +46,7 @@ __all__ = [
     "check_in_range",
     "sequential",
     "keep_if",
+    "welford_update",
 ]
 
 
@@ -310,6 +311,22 @@ def check_in_range(value, name: str, lo: float, hi: float, lo_open=True, hi_open
             lb = "(" if lo_open else "["
             rb = ")" if hi_open else "]"
             raise ValueError(f"{name}: must lie in {lb}{lo}, {hi}{rb}, got {value!r}")
+
+
+def welford_update(n: Array, mean: Array, m2: Array, value: Array, decay=1.0) -> tuple[Array, Array, Array]:
+    """One step of Welford's running mean and sum of squared deviations, the past faded by ``decay``.
+
+    ``n ← δn + 1``, ``m ← m + (v - m)/n``, ``M2 ← δM2 + (v - m_old)(v - m_new)``
+    (Welford 1962; West 1979 for weights). Element-wise: ``mean``, ``m2`` and
+    ``value`` share a shape (``[]`` or ``[d]``), ``n`` is ``[]``.
+
+    Returns:
+      ``(n, mean, m2)`` after ``value``.
+    """
+    n = decay * n + 1.0
+    delta = value - mean
+    mean = mean + delta / n
+    return n, mean, decay * m2 + delta * (value - mean)
 
 
 def keep_if(ok: Array, new: State, old: State) -> State:

@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner,
+                   welford_update)
 from .batching import cond_if_any
 
 __all__ = ["TrainOnceState", "train_once", "ClimatologyState", "climatology", "climatology_init",
@@ -61,11 +62,8 @@ def climatology_init(prior_var=1.0, dtype=None) -> ClimatologyState:
 def climatology_learn(s: ClimatologyState, y: jax.Array) -> ClimatologyState:
     """Welford's update of the running mean and squared deviations (Welford 1962); a non-finite ``y`` is skipped."""
     ok = jnp.isfinite(y)
-    n = s.n + 1.0
-    delta = jnp.where(ok, y, s.mean) - s.mean
-    mean = s.mean + delta / n
-    new = ClimatologyState(n, mean, s.m2 + delta * (jnp.where(ok, y, s.mean) - mean), s.prior_var, s.n_skipped)
-    return keep_if(ok, new, s._replace(n_skipped=s.n_skipped + 1))
+    n, mean, m2 = welford_update(s.n, s.mean, s.m2, jnp.where(ok, y, s.mean))
+    return keep_if(ok, s._replace(n=n, mean=mean, m2=m2), s._replace(n_skipped=s.n_skipped + 1))
 
 
 def climatology_predict(s: ClimatologyState) -> Prediction:

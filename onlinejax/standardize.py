@@ -37,7 +37,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, check_in_range, check_positive, keep_if, make_learner, state_dtype
+from .base import (Learner, Prediction, check_in_range, check_positive, keep_if, make_learner, state_dtype,
+                   welford_update)
 
 Array = jax.Array
 
@@ -84,13 +85,9 @@ def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
     for the inputs (element-wise) and the target. A non-finite item changes nothing.
     """
     ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-    n = s.decay * s.n + 1.0
-    dx = x - s.x_mean
-    xm = s.x_mean + dx / n
-    dy = y - s.y_mean
-    ym = s.y_mean + dy / n
-    new = ScalerState(n, xm, s.decay * s.x_m2 + dx * (x - xm), ym, s.decay * s.y_m2 + dy * (y - ym), s.decay)
-    return keep_if(ok, new, s)
+    n, xm, xm2 = welford_update(s.n, s.x_mean, s.x_m2, x, s.decay)
+    _, ym, ym2 = welford_update(s.n, s.y_mean, s.y_m2, y, s.decay)
+    return keep_if(ok, ScalerState(n, xm, xm2, ym, ym2, s.decay), s)
 
 
 def _scale(m2: Array, n: Array, mean: Array) -> Array:
