@@ -134,7 +134,7 @@ def run_sample(names, per_cell: int, seed: int) -> None:
         skill = np.array([r["skill"] for r in rs])
         smse = np.median([r["smse"] for r in rs])
         bad = sum(int(np.sum(~np.isfinite(v) | (v <= 0)) + np.sum(~np.isfinite(m)))
-                  for (lab, _), (m, v) in res.predictions.items() if lab == name)
+                  for (lab, _), (m, v, _p) in res.predictions.items() if lab == name)
         best = ""
         if name in THESIS_AT_64:
             meds = {t: np.median([r["smse"] for r in rows if r["learner"] == t]) for t in THESIS_AT_64[name]}
@@ -153,7 +153,7 @@ def run_full_check(names) -> None:
     print(f"\n## All 576 grid streams, {jax.numpy.zeros(()).dtype}: non-finite or non-positive predictions")
     for name in names:
         bad = sum(int(np.sum(~np.isfinite(v) | (v <= 0)) + np.sum(~np.isfinite(m)))
-                  for (lab, _), (m, v) in res.predictions.items() if lab == name)
+                  for (lab, _), (m, v, _p) in res.predictions.items() if lab == name)
         print(f"{name:28s} {bad:d}")
 
 

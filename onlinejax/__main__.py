@@ -151,7 +151,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
 
 def grid_plots(res, groups, out: str, window: int = 100) -> list:
     """The main command's figures: sliding-window error with the drift marked, and intervals, for one stream."""
-    from .plots import pit_values, plot_intervals, plot_pit, plot_windowed_error
+    from .plots import plot_intervals, plot_pit, plot_windowed_error
 
     # the first drifting stream of the sample (else the first stream)
     cands = [(g, i) for g in groups for i, c in enumerate(g.change_points) if c >= 0] or [(groups[0], 0)]
@@ -168,18 +168,19 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     paths = [plot_windowed_error(curves, os.path.join(out, "grid_error.png"), drift_at=cp, window=window,
                                  title=f"{name}: sliding-window SMSE")]
     lab = next((l for l in reversed(labels) if l.startswith("Combination")), labels[0])
-    m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)])
+    m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)][:2])
     lo_i = max(0, (cp if cp >= 0 else len(y) // 2) - 150)
     sl = slice(lo_i, lo_i + 300)
     half = 1.959963984540054 * np.sqrt(v[sl])
     paths.append(plot_intervals(y[sl], m[sl], m[sl] - half, m[sl] + half, os.path.join(out, "grid_intervals.png"),
                                 start=lo_i, drift_at=cp, title=f"{lab} on {name}: mean and 95% interval"))
     # calibration: PIT histograms per learner over every stream of the run
-    ys = {s: np.asarray(g.Y[i], np.float64) for g in groups for i, s in enumerate(g.names)}
-    pits = {lab: np.concatenate([pit_values(ys[s], *res.predictions[(l2, s)]) for (l2, s) in res.predictions
-                                 if l2 == lab]) for lab in labels}
+    # the predictions' own CDFs at the targets (a Student-t or mixture is not its moment-matched Gaussian)
+    pits = {lab: np.concatenate([np.asarray(p[2], np.float64) for (l2, _), p in res.predictions.items() if l2 == lab])
+            for lab in labels}
+    n_streams = sum(len(g.names) for g in groups)
     paths.append(plot_pit(pits, os.path.join(out, "grid_calibration.png"),
-                          title=f"PIT histograms over {len(ys)} streams (flat = calibrated)"))
+                          title=f"PIT histograms over {n_streams} streams (flat = calibrated)"))
     return paths
 
 

@@ -92,6 +92,11 @@ class Prediction(NamedTuple):
         half = z * self.std
         return self.mean - half, self.mean + half
 
+    def cdf(self, y: Array) -> Array:
+        """``Φ((y - μ)/σ)``: the probability integral transform of ``y`` (broadcast against ``mean``)."""
+        y = jnp.asarray(y, self.mean.dtype)
+        return jax.scipy.special.ndtr((y - self.mean) / self.std)
+
     def log_prob(self, y: Array) -> Array:
         """Gaussian log density of ``y`` (broadcast against ``mean``)."""
         y = jnp.asarray(y, self.mean.dtype)
@@ -161,6 +166,11 @@ class StudentTPrediction(NamedTuple):
         normal_quantile(level)  # validates level
         half = student_t_quantile(0.5 + 0.5 * float(level), jnp.broadcast_to(self.df, jnp.shape(self.mean))) * self.scale
         return self.mean - half, self.mean + half
+
+    def cdf(self, y: Array) -> Array:
+        """``F_ν((y - μ)/s)`` (:func:`student_t_cdf`), broadcast against ``mean``."""
+        y = jnp.asarray(y, self.mean.dtype)
+        return student_t_cdf((y - self.mean) / self.scale, self.df)
 
     def log_prob(self, y: Array) -> Array:
         """Log density of ``y`` (broadcast against ``mean``)."""

@@ -135,6 +135,13 @@ class MixturePrediction(NamedTuple):
         hi = mixture_quantile(self, 0.5 + 0.5 * float(level))
         return lo, hi
 
+    def cdf(self, y: Array) -> Array:
+        """Mixture CDF ``Σ_m w_m Φ((y - μ_m)/σ_m)``, shape of ``mean`` (members of weight 0 left out)."""
+        y = jnp.asarray(y, self.mean.dtype)[..., None]
+        on = self.log_weights > -jnp.inf
+        z = (y - self.means) / jnp.sqrt(jnp.where(on, self.vars, 1.0))
+        return jnp.sum(jnp.where(on, jnp.exp(self.log_weights) * ndtr(z), 0.0), axis=-1)
+
     def log_prob(self, y: Array) -> Array:
         """Exact mixture log density ``log Σ_m w_m N(y; μ_m, σ²_m)``, shape of ``mean``."""
         y = jnp.asarray(y, self.mean.dtype)[..., None]

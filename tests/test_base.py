@@ -70,3 +70,23 @@ def test_student_t_prediction_matches_scipy():
         ref = integrate.quad(f, -np.inf, yy, args=(0.0,))[0] + integrate.quad(f, yy, np.inf, args=(1.0,))[0]
         got = float(StudentTPrediction(jnp.asarray(mu, dt), jnp.asarray(sc, dt), jnp.asarray(nu, dt)).crps(yy))
         assert got == pytest.approx(ref, rel=1e-7 if X64 else 1e-4)
+
+
+def test_prediction_cdfs_match_scipy():
+    """cdf of the Gaussian, the Student-t and the mixture (the PIT of the calibration figure)."""
+    from scipy import stats
+
+    from onlinejax.base import StudentTPrediction
+    from onlinejax.combination import mixture_prediction
+
+    dt = jnp.zeros(()).dtype
+    y = np.array([-2.0, 0.3, 4.0])
+    rt = 1e-9 if X64 else 1e-5
+    g = Prediction(jnp.full(3, 0.5, dt), jnp.full(3, 2.0, dt))
+    np.testing.assert_allclose(np.asarray(g.cdf(y)), stats.norm.cdf(y, 0.5, np.sqrt(2.0)), rtol=rt)
+    t = StudentTPrediction(jnp.full(3, 0.5, dt), jnp.full(3, 1.5, dt), jnp.full(3, 4.0, dt))
+    np.testing.assert_allclose(np.asarray(t.cdf(y)), stats.t.cdf(y, 4.0, 0.5, 1.5), rtol=rt)
+    w = np.array([0.3, 0.7])
+    mix = mixture_prediction(jnp.asarray(np.log(w), dt), jnp.asarray([0.0, 2.0], dt), jnp.asarray([1.0, 0.25], dt))
+    ref = w[0] * stats.norm.cdf(y, 0.0, 1.0) + w[1] * stats.norm.cdf(y, 2.0, 0.5)
+    np.testing.assert_allclose(np.asarray(jax.vmap(mix.cdf)(jnp.asarray(y, dt))), ref, rtol=rt)

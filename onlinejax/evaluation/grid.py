@@ -169,7 +169,8 @@ class GridResult(NamedTuple):
     """The table: ``rows`` (one dict per learner × stream), plus per-compile timings.
 
     ``predictions`` (only with ``run_grid(keep_predictions=True)``):
-    ``{(row learner label, stream name): (mean [n], var [n])}`` NumPy arrays.
+    ``{(row learner label, stream name): (mean [n], var [n], pit [n])}`` NumPy arrays; ``pit`` is
+    the prediction's own CDF at the target (Gaussian, Student-t or mixture).
     """
 
     rows: list
@@ -372,7 +373,7 @@ def _per_stream(learner: Learner, delay: int | None, level: float, keep: bool = 
         else:
             preds = progressive_validation(learner, state, X, Y).predictions
         out = _scores(acc, Y, preds, w_all, w_st)
-        return {**out, "mean": preds.mean, "var": preds.var} if keep else out
+        return {**out, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y)} if keep else out
 
     def per_streams(states, X, Y, w_all, w_st):  # states [H], X [C, n, d] -> metrics [C, H]
         # one flat vmap over C·H (stream, hyperparameter) pairs, not vmap(vmap): the learners'
@@ -630,7 +631,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                                 row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=compile_s[(gl.name, n, d)])
                                 rows.append(row)
                                 if kept is not None:
-                                    kept[(label, grp.names[i])] = (out["mean"][i - lo, h], out["var"][i - lo, h])
+                                    kept[(label, grp.names[i])] = tuple(out[k][i - lo, h] for k in ("mean", "var", "pit"))
                         if progress:
                             print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} "
                                   f"({min(lo + chunk, S)}/{S} streams, {secs:.2f} s)",
@@ -684,7 +685,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             if wrapped is not None:
                 st = wrapped.init(mean=p.mean, var=p.var, dtype=y.dtype)
                 p = progressive_validation(wrapped, st, jnp.zeros((y.shape[0], 1), y.dtype), y).predictions
-            return _scores(acc, y, p, wa, ws), p.mean, p.var
+            return _scores(acc, y, p, wa, ws), p.mean, p.var, p.cdf(y)
 
         return jax.vmap(one)(means, vars, Y, w_all, w_st)
 
@@ -700,7 +701,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         args = (means, vars, np.asarray(grp.Y, means.dtype), w_all, w_st.astype(means.dtype))
         combined(*args)  # compile outside the timing
         t0 = time.perf_counter()
-        metrics, pm, pv = jax.block_until_ready(combined(*args))
+        metrics, pm, pv, pp = jax.block_until_ready(combined(*args))
         own = (time.perf_counter() - t0) / (S * n)
         for i, s in enumerate(grp.names):
             atpi = own + sum(atpis[(m, s)] for m in members)
@@ -708,5 +709,5 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             row.update({m: float(metrics[m][i]) for m in ROW_METRICS})
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
             rows.append(row)
-            kept[(name, s)] = (np.asarray(pm[i]), np.asarray(pv[i]))
+            kept[(name, s)] = (np.asarray(pm[i]), np.asarray(pv[i]), np.asarray(pp[i]))
     return GridResult(rows, result.compile_seconds, kept)
