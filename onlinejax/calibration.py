@@ -751,7 +751,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
 
 
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
-               recalibrate: float = 0.99) -> Learner:
+               recalibrate: float = 0.99, warmup: Optional[int] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",
@@ -768,10 +768,14 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
       clip: see :func:`~onlinejax.standardize.standardize` (``None``: no clip).
       df: see :func:`conformal` (``None``: a Gaussian output).
       recalibrate: the recalibration's decay ``ρ`` in (0, 1).
+      warmup: see :func:`~onlinejax.standardize.standardize` (``None``:
+        the statistics keep moving; give the window for a learner that
+        stops learning while stable).
     """
     from .standardize import standardize
 
-    return conformal(standardize(learner, clip=clip), level, method="quantile", recalibrate=recalibrate, df=df)
+    return conformal(standardize(learner, clip=clip, warmup=warmup), level, method="quantile",
+                     recalibrate=recalibrate, df=df)
 
 
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,

@@ -37,7 +37,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, check_in_range, check_positive, keep_if, make_learner, state_dtype,
+import numpy as np
+
+from .batching import cond_if_any
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if, make_learner, state_dtype,
                    welford_update)
 
 Array = jax.Array
@@ -53,6 +56,9 @@ class ScalerState(NamedTuple):
       x_mean: ``[d]``; x_m2: ``[d]`` mean and sum of squared deviations of the inputs.
       y_mean: ``[]``; y_m2: ``[]`` the same for the targets.
       decay: ``[]`` weight of the past per item (1: equal weights).
+      seen: ``[]`` int32, finite items the statistics were updated with.
+      freeze_after: ``[]`` int32, the statistics stop changing once ``seen``
+        reaches it (``2³¹ - 1``: never).
     """
 
     n: Array
@@ -61,33 +67,65 @@ class ScalerState(NamedTuple):
     y_mean: Array
     y_m2: Array
     decay: Array
+    seen: Array
+    freeze_after: Array
 
 
 class StandardizeState(NamedTuple):
-    """State of :func:`standardize`: ``inner`` (the wrapped learner's state) and ``scaler``."""
+    """State of :func:`standardize`.
+
+    Attributes:
+      inner: the wrapped learner's state.
+      scaler: the running statistics (:class:`ScalerState`).
+      initial: with ``warmup``: the inner learner's initial state, refitted
+        from at the end of the warm-up; else ``None``.
+      warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up; else ``None``.
+      warm_y: with ``warmup=F``: ``[F]`` raw targets of the warm-up; else ``None``.
+    """
 
     inner: Any
     scaler: ScalerState
+    initial: Any = None
+    warm_x: Any = None
+    warm_y: Any = None
 
 
-def scaler_init(n_features: int, decay=1.0, dtype=None) -> ScalerState:
-    """No items seen: zero means, unit scales."""
+#: ``freeze_after`` of statistics that never stop changing.
+NEVER = int(np.iinfo(np.int32).max)
+
+
+def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> ScalerState:
+    """No items seen: zero means, unit scales.
+
+    Args:
+      n_features: ``d``.
+      decay: weight of the past per item, in ``(0, 1]``.
+      dtype: float dtype of the statistics (default: JAX's default float).
+      freeze_after: ``None`` (the statistics never stop changing) or an int
+        ``>= 1``: the number of items after which they stay fixed.
+    """
     check_in_range(decay, "decay", 0.0, 1.0)
+    if freeze_after is None:
+        freeze_after = NEVER
+    elif not isinstance(freeze_after, jax.Array):  # an array (e.g. under vmap) is taken as it is
+        freeze_after = check_int(freeze_after, "freeze_after", 1)
     dt = dtype or jnp.zeros(()).dtype
     z = jnp.zeros((), dt)
-    return ScalerState(z, jnp.zeros((n_features,), dt), jnp.zeros((n_features,), dt), z, z, jnp.asarray(decay, dt))
+    return ScalerState(z, jnp.zeros((n_features,), dt), jnp.zeros((n_features,), dt), z, z, jnp.asarray(decay, dt),
+                       jnp.zeros((), jnp.int32), jnp.asarray(freeze_after, jnp.int32))
 
 
 def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
     """Weighted Welford update with the past faded by ``decay`` (West 1979, eq. for weighted means).
 
     ``n ← δn + 1``, ``m ← m + (v - m)/n``, ``M2 ← δM2 + (v - m_old)(v - m_new)``
-    for the inputs (element-wise) and the target. A non-finite item changes nothing.
+    for the inputs (element-wise) and the target. A non-finite item, or any
+    item once ``seen`` has reached ``freeze_after``, changes nothing.
     """
-    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y) & (s.seen < s.freeze_after)
     n, xm, xm2 = welford_update(s.n, s.x_mean, s.x_m2, x, s.decay)
     _, ym, ym2 = welford_update(s.n, s.y_mean, s.y_m2, y, s.decay)
-    return keep_if(ok, ScalerState(n, xm, xm2, ym, ym2, s.decay), s)
+    return keep_if(ok, ScalerState(n, xm, xm2, ym, ym2, s.decay, s.seen + 1, s.freeze_after), s)
 
 
 def _scale(m2: Array, n: Array, mean: Array) -> Array:
@@ -111,7 +149,19 @@ def _to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | No
     return xt if y is None else (xt, (y - s.y_mean) / sy)
 
 
-def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None) -> Learner:
+def _refit(learner: Learner, clip):
+    """The inner learner refitted from its initial state on the warm-up items, in the final coordinates."""
+
+    def refit(s: StandardizeState) -> StandardizeState:
+        xt, yt = _to_inner(s.scaler, s.warm_x, s.warm_y, clip)
+        inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
+        return s._replace(inner=inner)
+
+    return refit
+
+
+def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
+                warmup: int | None = None) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
@@ -123,6 +173,19 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         feature constant for a while, then moving) then acts like one at the
         edge. Useful in front of feature maps with squares, which turn an
         input 10³ standard deviations out into a feature of 10⁶.
+      warmup: ``None`` (statistics of every item so far), or ``F >= 1``
+        (static): the statistics of the first ``F`` finite items, then fixed;
+        at the ``F``-th item the inner learner is refitted from its initial
+        state on those ``F`` items in the fixed coordinates (once; under
+        ``vmap`` only on items where some stream ends its warm-up). Every
+        item the inner learner holds is then in the same coordinates. Use it
+        for a learner that stops learning for long stretches (the state
+        machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
+        learner) or keeps a window: with moving statistics its model, fitted
+        in the coordinates of its time, would be read in today's (after a
+        drift the targets' running mean moves for hundreds of items, and so
+        would every prediction of a frozen model). The state then also holds
+        the initial inner state and the ``F`` raw items.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
@@ -138,11 +201,18 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
     if clip is not None:
         check_positive(clip, "clip")
         clip = float(clip)
+    if warmup is not None:
+        warmup = check_int(warmup, "warmup", 1)
+        refit = cond_if_any(_refit(learner, clip))
     d = learner.n_features
 
     def _init(decay=decay, **kw):
         inner = learner.init(**kw)
-        return StandardizeState(inner, scaler_init(d, decay, state_dtype(inner)))
+        dt = state_dtype(inner)
+        if warmup is None:
+            return StandardizeState(inner, scaler_init(d, decay, dt))
+        return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
+                                jnp.zeros((warmup,), dt))
 
     def predict_one(s: StandardizeState, x):
         p = learner.predict(s.inner, _to_inner(s.scaler, x, clip=clip))
@@ -154,8 +224,14 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         # a non-finite item leaves the scaler as it was and reaches the learner as it came, to be skipped there
         ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
         xt, yt = _to_inner(sc, x, y, clip)
-        return StandardizeState(learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), sc)
-
+        out = s._replace(inner=learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), scaler=sc)
+        if warmup is None:
+            return out
+        new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
+        i = jnp.minimum(s.scaler.seen, warmup - 1)
+        out = out._replace(warm_x=jnp.where(new, out.warm_x.at[i].set(x), out.warm_x),
+                           warm_y=jnp.where(new, out.warm_y.at[i].set(y), out.warm_y))
+        return refit(new & (sc.seen == warmup), out)
     dd, takes_item = None, True
     if learner.downdate is not None:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3

@@ -131,3 +131,52 @@ def test_clip_bounds_standardised_inputs(rng):
         assert (big > 1e3) if clip is None else (big <= 4.0)
     with pytest.raises(ValueError, match="clip"):
         standardize(oj.bayes_linreg(1), clip=0.0)
+
+
+def _windowed_reference(X, y, window, alpha=1.0, beta=1.0):
+    """float64 numpy: BLR on the last ``window`` items (intercept appended), predictions before each item."""
+    Z = np.column_stack([X, np.ones(len(X))])
+    mus = []
+    for t in range(len(X)):
+        lo = max(0, t - window)
+        P = alpha * np.eye(Z.shape[1]) + beta * Z[lo:t].T @ Z[lo:t]
+        mus.append(Z[t] @ np.linalg.solve(P, beta * Z[lo:t].T @ y[lo:t]))
+    return np.array(mus)
+
+
+def test_warmup_refits_in_the_final_coordinates(rng):
+    """After the warm-up, predictions are those of the learner run from scratch on data standardised with
+    the warm-up's statistics; before it, the usual moving statistics (float64 numpy reference)."""
+    n, F, W = 120, 20, 16
+    X = np.column_stack([rng.uniform(0, 100, n), 7.3e5 + rng.uniform(0, 50, n)])
+    y = 1000 + X @ np.array([2.0, -3.0]) + rng.normal(size=n)
+    lrn = standardize(oj.windowed_bayes_linreg(2, W, intercept=True), warmup=F)
+    res = progressive_validation(lrn, lrn.init(), X, y)
+    xm, xs, ym, ys = X[:F].mean(0), X[:F].std(0), y[:F].mean(), y[:F].std()
+    ref = ym + ys * _windowed_reference((X - xm) / xs, (y - ym) / ys, W)
+    mu = np.asarray(res.predictions.mean, np.float64)
+    np.testing.assert_allclose(mu[F:], ref[F:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 0.05))
+    moving = standardize(oj.windowed_bayes_linreg(2, W, intercept=True))
+    mu_moving = np.asarray(progressive_validation(moving, moving.init(), X[:F], y[:F]).predictions.mean)
+    np.testing.assert_array_equal(mu[:F], mu_moving)  # the warm-up itself predicts as without it
+    assert int(res.state.scaler.seen) == F and float(res.state.scaler.y_mean) == pytest.approx(ym, rel=1e-5)
+
+
+def test_warmup_skips_nonfinite_items_and_vmaps(rng):
+    n, F = 40, 10
+    X = rng.normal(size=(3, n, 2)) * 50 + 300
+    Y = X.sum(-1) + rng.normal(size=(3, n))
+    Y[1, 3] = np.nan  # stream 1's warm-up is one item longer
+    lrn = standardize(oj.windowed_bayes_linreg(2, 8, intercept=True), warmup=F)
+    pv = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y)))
+    res = pv(jnp.asarray(X), jnp.asarray(Y))
+    one_stream = jax.jit(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y))  # jit: NaN is skipped
+    for i in range(3):
+        one = one_stream(X[i], Y[i])
+        np.testing.assert_allclose(np.asarray(res.predictions.mean[i]), np.asarray(one.predictions.mean),
+                                   rtol=tol(1e-10, 1e-4), atol=tol(1e-9, 1e-3))
+    ok = np.isfinite(Y[1])
+    np.testing.assert_array_equal(np.asarray(res.state.warm_y[1]), Y[1][ok][:F].astype(res.state.warm_y.dtype))
+    assert int(res.state.scaler.seen[1]) == F
+    with pytest.raises(ValueError, match="warmup"):
+        standardize(oj.bayes_linreg(2), warmup=0)
