@@ -110,7 +110,7 @@ def thesis_batch_learners() -> list[GridLearner]:
                                         lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
                                         score_from=T))
         out.append(register_learner(f"GPRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(gp_window(d, T), T), score_from=T, vmap_bytes=1))
+                                    lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T), score_from=T, vmap_bytes=1))
         out.append(register_learner(f"KernelRegressionBatch_TS{T}", "Batch",
                                     lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T))
     return out

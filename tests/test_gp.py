@@ -70,7 +70,7 @@ def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
 def test_every_step_equals_direct_solve(rng, kernel):
     W = 16
     X, Y = _stream(rng, 300, dup_every=7)
-    lrn = gp_window(2, W, kernel=kernel, lengthscale=1.5, noise_std=0.1)
+    lrn = gp_window(2, W, kernel=kernel, lengthscale=1.5, noise_std=0.1, mean="zero")
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.5, kernel)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -120,7 +120,7 @@ def test_long_stream_wraps_many_times(rng):
     """5,000 items through a W = 64 window (78 wraps): float64 1e-9 rel, float32 1e-4 at noise var 1e-2."""
     W = 64
     X, Y = _stream(rng, 5000)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
     wm, wv, res = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.0)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -129,7 +129,7 @@ def test_no_error_accumulation_over_a_long_stream(rng):
     """100,000 items, no periodic rebuild: the last predictions are as accurate as after 5,000 (no drift)."""
     W, n = 64, 100_000
     X, Y = _stream(rng, n, dup_every=11)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
     res = progressive_validation(lrn, lrn.init(), X, Y)
     mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
     nv = 0.01 + noise_floor_rel(res.predictions.mean.dtype)
@@ -142,7 +142,7 @@ def test_hard_case_small_noise_long_lengthscale(rng):
     """noise variance 1e-4, lengthscale 2 (condition number ~1e5): float32 within 1e-2."""
     W = 64
     X, Y = _stream(rng, 2000, noise=0.01, dup_every=11)
-    lrn = gp_window(2, W, lengthscale=2.0, noise_std=0.01)
+    lrn = gp_window(2, W, lengthscale=2.0, noise_std=0.01, mean="zero")
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 1e-4, 2.0)
     assert wm < tol(1e-7, 1e-2) and wv < tol(1e-7, 1e-2)
 
@@ -155,7 +155,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
     n = W + 400
     X = rng.uniform(0, 10, size=(n, 1))
     Y = 10.0 * np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
-    lrn = gp_window(1, W, signal_std=10.0, noise_std=1e-6, lengthscale=30.0)
+    lrn = gp_window(1, W, signal_std=10.0, noise_std=1e-6, lengthscale=30.0, mean="zero")
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 100.0, 1e-12, 30.0)
     assert wm < tol(1e-4, 2e-2) * np.std(Y), wm  # std(Y) ~ 7; measured float32 0.04-0.09 absolute
 
@@ -163,7 +163,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
 def test_duplicates_keep_factor_finite(rng):
     X = np.repeat(rng.uniform(0, 1, size=(5, 2)), 20, axis=0)  # each input 20 times in a row
     Y = X.sum(1)
-    lrn = gp_window(2, 32, lengthscale=3.0, noise_std=1e-3)
+    lrn = gp_window(2, 32, lengthscale=3.0, noise_std=1e-3, mean="zero")
     res = progressive_validation(lrn, lrn.init(), X, Y)
     assert np.all(np.isfinite(np.asarray(res.predictions.var))) and np.all(np.asarray(res.predictions.var) > 0)
     assert np.all(np.isfinite(np.asarray(res.state.inv_chol)))
@@ -172,7 +172,7 @@ def test_duplicates_keep_factor_finite(rng):
 def test_downdate_evicts_oldest(rng):
     W = 10
     X, Y = _stream(rng, 25)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1)
+    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
     for n_items in (25, 6):  # full window, and a partly filled one
         s = lrn.learn(lrn.init(), X[:n_items], Y[:n_items])
         have = min(n_items, W)
@@ -190,7 +190,7 @@ def test_downdate_evicts_oldest(rng):
 
 def test_latent_and_observed_variance(rng):
     X, Y = _stream(rng, 30)
-    lrn = gp_window(2, 16, noise_std=0.3)
+    lrn = gp_window(2, 16, noise_std=0.3, mean="zero")
     s = lrn.learn(lrn.init(), X, Y)
     p = lrn.predict(s, X[:2])
     np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(s.scale * noise_var(s.params)),
@@ -254,7 +254,7 @@ def test_tune_rebuilds_and_no_recompile(rng):
     from test_progressive import count_compiles
 
     X, Y = _stream(rng, 80)
-    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0)
+    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, mean="zero")
     s = lrn.learn(lrn.init(), X, Y)
     t = lrn.tune(s)
     assert float(noise_var(t.params)) < 0.1  # true noise 0.01
@@ -282,7 +282,7 @@ def test_bad_arguments():
 
 def test_batch_gp_baseline_freezes_after_first_window(rng):
     X, Y = _stream(rng, 60)
-    lrn = gp_window(2, 20, freeze_when_full=True, lengthscale=1.0, noise_std=0.1)
+    lrn = gp_window(2, 20, freeze_when_full=True, lengthscale=1.0, noise_std=0.1, mean="zero")
     s = lrn.learn(lrn.init(), X, Y)
     rm, rv = gp_predict(X[:20], Y[:20], X[50:53], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
     p = lrn.predict(s, X[50:53])
@@ -291,7 +291,7 @@ def test_batch_gp_baseline_freezes_after_first_window(rng):
 
 
 def test_vmap_over_streams_and_hyperparameters(rng):
-    lrn = gp_window(2, 8)
+    lrn = gp_window(2, 8, mean="zero")
     Xs = rng.uniform(0, 5, size=(3, 30, 2))
     Ys = np.sin(Xs).sum(-1)
     states = jax.vmap(lambda l: lrn.init(lengthscale=l))(jnp.asarray([0.5, 1.0, 2.0]))
@@ -325,7 +325,7 @@ def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
 def test_later_tunes_use_retune_restarts(rng):
     """The first tune runs every start; later ones only ``retune_restarts`` (n_active), without recompiling."""
     X, Y = _stream(rng, 40)
-    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, tune_restarts=3, retune_restarts=1, tune_steps=8)
+    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, tune_restarts=3, retune_restarts=1, tune_steps=8, mean="zero")
     s = lrn.learn(lrn.init(), X, Y)
     kfn = KERNELS["se"]
     args = (s.X, s.y, s.valid)

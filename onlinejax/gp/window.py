@@ -358,7 +358,7 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
     return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), to_params(out), params)
 
 
-def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "zero", signal_std=1.0,
+def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "average", signal_std=1.0,
               noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
               tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",
               mean_from_state: bool = False, noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR,
@@ -369,7 +369,12 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
       n_features: ``d`` (static).
       window: capacity ``W >= 2`` (static).
       kernel: ``"se"`` (ARD squared exponential), ``"matern32"``, ``"matern52"``.
-      mean: ``"zero"``, ``"average"`` or ``"ols"`` (thesis 6.2.1 variants).
+      mean: ``"zero"``, ``"average"`` (the default) or ``"ols"`` (thesis
+        6.2.1 variants). The window's average keeps a GP on data that are not
+        centred (raw real streams, a level shift after a drift) from
+        reverting to 0 away from the window; an OLS mean fitted on a window
+        of 64 items extrapolates linearly and blew up on real data with
+        d = 6-10 (``benchmarks/RESULTS.md``, calibration).
       mean_from_state: read the mean function from ``state.mean_kind``, set
         by ``init(mean=...)`` (a name or an index into ``MEANS``, an array
         under ``vmap``; default ``mean``), instead of fixing it at
