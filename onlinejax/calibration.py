@@ -751,7 +751,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
 
 
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
-               recalibrate: float = 0.99, warmup: Optional[int] = None) -> Learner:
+               recalibrate: float = 0.99, lr: float = 0.01, warmup: Optional[int] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",
@@ -768,13 +768,14 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
       clip: see :func:`~onlinejax.standardize.standardize` (``None``: no clip).
       df: see :func:`conformal` (``None``: a Gaussian output).
       recalibrate: the recalibration's decay ``ρ`` in (0, 1).
+      lr: the quantile tracker's step factor (:func:`conformal`).
       warmup: see :func:`~onlinejax.standardize.standardize` (``None``:
         the statistics keep moving; give the window for a learner that
         stops learning while stable).
     """
     from .standardize import standardize
 
-    return conformal(standardize(learner, clip=clip, warmup=warmup), level, method="quantile",
+    return conformal(standardize(learner, clip=clip, warmup=warmup), level, method="quantile", lr=lr,
                      recalibrate=recalibrate, df=df)
 
 
