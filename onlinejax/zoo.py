@@ -202,7 +202,7 @@ def _recommended() -> list[GridLearner]:
             bayesian_map_windowed(d, W, mapped=True, intercept=True)), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
-        "RecommendedForgettingLinear": ("BayesianMAP", lambda d: calibrated(
+        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(
             bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True)), None),
     }
     out = [register_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
