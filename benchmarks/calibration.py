@@ -14,11 +14,11 @@ Prints, per recommended configuration:
 
 Usage::
 
-    python benchmarks/calibration.py [--per-cell 8] [--seed 7] [--real-only | --grid-only] [--full-check]
+    python benchmarks/calibration.py [--per-cell 8] [--seed 7] [--real-only | --grid-only | --full-only] [--full-check]
 
-``--full-check`` also runs the recommended members on all 576 grid streams and
-counts non-finite and non-positive variances (run it once with
-``JAX_ENABLE_X64=1`` too).
+``--full-check`` also runs the recommended configurations and their yardsticks on
+all 576 grid streams: non-finite and non-positive variances, coverage, skill
+and median SMSE (run it once with ``JAX_ENABLE_X64=1`` too).
 """
 from __future__ import annotations
 
@@ -148,13 +148,33 @@ def run_sample(names, per_cell: int, seed: int) -> None:
 
 
 def run_full_check(names) -> None:
+    """All 576 grid streams: non-finite or non-positive predictions, and median SMSE against the yardsticks."""
     groups = oj.data.thesis_grid(jax.random.key(0), oj.data.grid_names(2000))
-    res = run_grid([REGISTRY[n] for n in names], groups, keep_predictions=True, progress=False)
-    print(f"\n## All 576 grid streams, {jax.numpy.zeros(()).dtype}: non-finite or non-positive predictions")
+    direct = [n for n in names if n != zoo.RECOMMENDED_COMBINATION]
+    yard = sorted({t for n in names for t in THESIS_AT_64.get(n, [])})
+    t0 = time.perf_counter()
+    res = run_grid([REGISTRY[n] for n in direct + yard], groups, keep_predictions=True, progress=False)
+    if zoo.RECOMMENDED_COMBINATION in names:
+        rule, rc, mc = zoo.default_combination_rule()
+        res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
+                                 recalibrate=rc, correct=mc, wrap=zoo.calibrate_combination)
+    print(f"\n## All 576 grid streams, {jax.numpy.zeros(()).dtype} ({time.perf_counter() - t0:.0f} s incl. compile)")
+    print(f"{'learner':28s} {'bad':>5s} {'cover in [92,97]':>16s} {'skill > 0':>10s} {'median SMSE':>12s} "
+          f"{'best thesis W64':>40s}")
+    rows = res.rows
     for name in names:
+        rs = [r for r in rows if r["learner"] == name]
+        icr = np.array([r["icr"] for r in rs])
+        skill = np.array([r["skill"] for r in rs])
         bad = sum(int(np.sum(~np.isfinite(v) | (v <= 0)) + np.sum(~np.isfinite(m)))
                   for (lab, _), (m, v, _p) in res.predictions.items() if lab == name)
-        print(f"{name:28s} {bad:d}")
+        best = ""
+        if name in THESIS_AT_64:
+            meds = {t: np.median([r["smse"] for r in rows if r["learner"] == t]) for t in THESIS_AT_64[name]}
+            t = min(meds, key=meds.get)
+            best = f"{t} {meds[t]:.4f}"
+        print(f"{name:28s} {bad:5d} {np.mean((icr >= 0.92) & (icr <= 0.97)):16.3f} {np.mean(skill > 0):10.3f} "
+              f"{np.median([r['smse'] for r in rs]):12.4f} {best:>40s}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -164,18 +184,19 @@ def main(argv=None) -> int:
     p.add_argument("--real-only", action="store_true")
     p.add_argument("--grid-only", action="store_true")
     p.add_argument("--full-check", action="store_true")
+    p.add_argument("--full-only", action="store_true", help="only the 576-stream check")
     p.add_argument("--learners", default=",".join(zoo.RECOMMENDED_MEMBERS + (zoo.RECOMMENDED_COMBINATION,)))
     a = p.parse_args(argv)
     use_cpu_cores()
     names = [n.strip() for n in a.learners.split(",") if n.strip()]
     print(f"# Calibration of the recommended learners — {describe()}")
     print(f"command: python benchmarks/calibration.py {' '.join(argv if argv is not None else sys.argv[1:])}")
-    if not a.grid_only:
+    if not (a.grid_only or a.full_only):
         run_real(names)
-    if not a.real_only:
+    if not (a.real_only or a.full_only):
         run_sample(names, a.per_cell, a.seed)
-    if a.full_check:
-        run_full_check([n for n in names if n != zoo.RECOMMENDED_COMBINATION])
+    if a.full_check or a.full_only:
+        run_full_check(names)
     return 0
 
 
