@@ -51,12 +51,14 @@ from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed)
+from .linear import thesis_features
 from .linear.bayes import forgetting_from_thesis
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
-           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrate_combination"]
+           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrate_combination",
+           "RECOMMENDED_WARMUP", "unit_prior_alpha"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -187,6 +189,18 @@ CLIMATOLOGY = "Climatology"
 RECOMMENDED_WARMUP = 32
 
 
+def unit_prior_alpha(n_inputs: int) -> float:
+    """Prior precision that gives the mapped linear model a prior function variance of about 1.
+
+    On standardised inputs each of the ``m`` thesis features
+    (:func:`~onlinejax.linear.thesis_features`) is of order 1, so weights
+    ``w ~ N(0, I/α)`` give ``Var f(x) ≈ m/α``; ``α = m`` matches the
+    standardised targets' unit variance. ``α = 1`` let 85 features (d = 10)
+    fit noise on real data.
+    """
+    return float(thesis_features(n_inputs).n_out)
+
+
 def _recommended() -> list[GridLearner]:
     W, F = RECOMMENDED_WINDOW, RECOMMENDED_WARMUP
 
@@ -199,11 +213,12 @@ def _recommended() -> list[GridLearner]:
         "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average")), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: windowed(
-            bayesian_map_windowed(d, W, mapped=True, intercept=True)), None),
+            bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d))), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
         "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(
-            bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True)), None),
+            bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
+                                    alpha=unit_prior_alpha(d))), None),
     }
     out = [register_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
 
