@@ -1,0 +1,60 @@
+"""The recommended configurations (zoo.recommended_learners): stable names, raw-scale streams, sane distributions."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import onlinejax as oj
+from onlinejax import zoo
+from onlinejax.evaluation import progressive_validation
+from onlinejax.evaluation.grid import REGISTRY
+from onlinejax.evaluation.metrics import log_score_skill
+from onlinejax.linear import thesis_features
+
+from conftest import DTYPE
+
+
+def _raw_drift_stream(n=500, seed=0):
+    """Ordinal dates and a 1e-4-scale input fed raw, targets in the thousands, a level and slope change halfway."""
+    rng = np.random.default_rng(seed)
+    days = 7.36e5 + np.arange(n, dtype=np.float64)
+    small = rng.uniform(1e-4, 3e-4, n)
+    X = np.column_stack([days, small])
+    t = (days - days[0]) / n
+    y = 2000.0 + 300.0 * t + 4e6 * small + 20.0 * rng.normal(size=n)
+    y[n // 2:] += 400.0 - 500.0 * t[n // 2:]
+    return X, y
+
+
+def test_names_are_stable_and_registered():
+    names = [g.name for g in zoo.recommended_learners()]
+    assert names == ["RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear",
+                     "RecommendedForgettingLinear", "RecommendedCombination"]
+    assert [g.name for g in zoo.recommended_learners(include_combination=False)] == names[:4]
+    assert all(REGISTRY[n].name == n for n in names + [zoo.CLIMATOLOGY])
+    # one family each: the main table's per-family summary must not merge two members
+    assert len({REGISTRY[n].family for n in names}) == len(names)
+
+
+def test_unit_prior_alpha_is_the_thesis_feature_count():
+    assert [zoo.unit_prior_alpha(d) for d in (1, 2, 4)] == [4.0, 9.0, 22.0]
+    assert zoo.unit_prior_alpha(10) == thesis_features(10).n_out == 85
+
+
+@pytest.mark.parametrize("name", zoo.RECOMMENDED_MEMBERS)
+def test_member_on_raw_drifting_stream(name):
+    """Raw features of any scale, a drift: finite predictions with positive variance, calibrated 95 % intervals
+    and log-score skill over climatology, in the state dtype."""
+    X, y = _raw_drift_stream()
+    lrn = REGISTRY[name].make(2)
+    run = jax.jit(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions)
+    p = run(jnp.asarray(X, DTYPE), jnp.asarray(y, DTYPE))
+    mu, var = np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64)
+    assert np.all(np.isfinite(mu)) and np.all(np.isfinite(var)) and np.all(var > 0)
+    lo, hi = (np.asarray(v, np.float64) for v in p.interval(0.95))
+    cover = np.mean((y >= lo) & (y <= hi))
+    assert 0.90 <= cover <= 0.99, cover
+    skill = float(log_score_skill(jnp.asarray(y, DTYPE), p)["skill"])
+    assert skill > 0.0, skill
+    smse = np.mean((y[50:] - mu[50:]) ** 2) / np.var(y[50:])
+    assert smse < 0.5, smse
