@@ -110,24 +110,23 @@ def run_real(names) -> None:
             pass
 
 
-def run_sample(names, per_cell: int, seed: int) -> None:
-    snames = oj.data.stratified_names(per_cell, size=2000, seed=seed)
-    groups = oj.data.thesis_grid(jax.random.key(seed), snames)
-    yard = sorted({t for n in names for t in THESIS_AT_64.get(n, [])})
-    t0 = time.perf_counter()
+def evaluate(names, groups):
+    """Grid rows and kept predictions of ``names`` and their yardsticks; the combination replayed from its members."""
     direct = [n for n in names if n != zoo.RECOMMENDED_COMBINATION]
-    res = run_grid([REGISTRY[n] for n in direct] + [REGISTRY[t] for t in yard], groups, keep_predictions=True,
-                   progress=False)
+    yard = sorted({t for n in names for t in THESIS_AT_64.get(n, [])})
+    res = run_grid([REGISTRY[n] for n in direct + yard], groups, keep_predictions=True, progress=False)
     if zoo.RECOMMENDED_COMBINATION in names:  # from its members' kept predictions, as the main command does
         rule, rc, mc = zoo.default_combination_rule()
         res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
                                  recalibrate=rc, correct=mc, wrap=zoo.calibrate_combination)
+    return res
+
+
+def print_table(res, names) -> None:
+    """Per configuration: coverage and skill shares, smallest skill, median SMSE against its yardstick, bad predictions."""
     rows = res.rows
-    n_streams = len(snames)
-    print(f"\n## Thesis-grid sample: {n_streams} streams (stratified_names({per_cell}, seed={seed})), "
-          f"{time.perf_counter() - t0:.0f} s incl. compile")
     print(f"{'learner':28s} {'cover in [92,97]':>16s} {'skill > 0':>10s} {'min skill':>10s} {'median SMSE':>12s} "
-          f"{'best thesis W64':>32s} {'bad':>5s}")
+          f"{'best thesis W64':>40s} {'bad':>5s}")
     for name in names:
         rs = [r for r in rows if r["learner"] == name]
         icr = np.array([r["icr"] for r in rs])
@@ -141,40 +140,27 @@ def run_sample(names, per_cell: int, seed: int) -> None:
             t = min(meds, key=meds.get)
             best = f"{t} {meds[t]:.4f}"
         print(f"{name:28s} {np.mean((icr >= 0.92) & (icr <= 0.97)):16.3f} {np.mean(skill > 0):10.3f} "
-              f"{np.min(skill):10.3f} {smse:12.4f} {best:>32s} {bad:5d}")
+              f"{np.min(skill):10.3f} {smse:12.4f} {best:>40s} {bad:5d}")
         worst = sorted(rs, key=lambda r: r["skill"])[:3]
         print("   lowest skill: " + "; ".join(f"{r['stream']} skill {r['skill']:.2f} cover {r['icr']:.3f}"
-                                                for r in worst))
+                                                for r in worst), flush=True)
+
+
+def run_sample(names, per_cell: int, seed: int) -> None:
+    snames = oj.data.stratified_names(per_cell, size=2000, seed=seed)
+    t0 = time.perf_counter()
+    res = evaluate(names, oj.data.thesis_grid(jax.random.key(seed), snames))
+    print(f"\n## Thesis-grid sample: {len(snames)} streams (stratified_names({per_cell}, seed={seed})), "
+          f"{time.perf_counter() - t0:.0f} s incl. compile")
+    print_table(res, names)
 
 
 def run_full_check(names) -> None:
-    """All 576 grid streams: non-finite or non-positive predictions, and median SMSE against the yardsticks."""
-    groups = oj.data.thesis_grid(jax.random.key(0), oj.data.grid_names(2000))
-    direct = [n for n in names if n != zoo.RECOMMENDED_COMBINATION]
-    yard = sorted({t for n in names for t in THESIS_AT_64.get(n, [])})
+    """All 576 grid streams (key 0): the same table."""
     t0 = time.perf_counter()
-    res = run_grid([REGISTRY[n] for n in direct + yard], groups, keep_predictions=True, progress=False)
-    if zoo.RECOMMENDED_COMBINATION in names:
-        rule, rc, mc = zoo.default_combination_rule()
-        res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
-                                 recalibrate=rc, correct=mc, wrap=zoo.calibrate_combination)
+    res = evaluate(names, oj.data.thesis_grid(jax.random.key(0), oj.data.grid_names(2000)))
     print(f"\n## All 576 grid streams, {jax.numpy.zeros(()).dtype} ({time.perf_counter() - t0:.0f} s incl. compile)")
-    print(f"{'learner':28s} {'bad':>5s} {'cover in [92,97]':>16s} {'skill > 0':>10s} {'median SMSE':>12s} "
-          f"{'best thesis W64':>40s}")
-    rows = res.rows
-    for name in names:
-        rs = [r for r in rows if r["learner"] == name]
-        icr = np.array([r["icr"] for r in rs])
-        skill = np.array([r["skill"] for r in rs])
-        bad = sum(int(np.sum(~np.isfinite(v) | (v <= 0)) + np.sum(~np.isfinite(m)))
-                  for (lab, _), (m, v, _p) in res.predictions.items() if lab == name)
-        best = ""
-        if name in THESIS_AT_64:
-            meds = {t: np.median([r["smse"] for r in rows if r["learner"] == t]) for t in THESIS_AT_64[name]}
-            t = min(meds, key=meds.get)
-            best = f"{t} {meds[t]:.4f}"
-        print(f"{name:28s} {bad:5d} {np.mean((icr >= 0.92) & (icr <= 0.97)):16.3f} {np.mean(skill > 0):10.3f} "
-              f"{np.median([r['smse'] for r in rs]):12.4f} {best:>40s}", flush=True)
+    print_table(res, names)
 
 
 def main(argv=None) -> int:

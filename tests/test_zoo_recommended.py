@@ -4,7 +4,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import onlinejax as oj
 from onlinejax import zoo
 from onlinejax.evaluation import progressive_validation
 from onlinejax.evaluation.grid import REGISTRY
