@@ -22,12 +22,21 @@ target likewise (``s_y = 1`` until two distinct targets were seen).
 
 The statistics keep changing, so an item learned early was standardised with
 slightly different statistics than one learned late: with ``decay = 1`` (the
-default) the change after ``n`` items is ``O(1/n)`` and vanishes; windowed
-and forgetting learners replace those items anyway. ``decay < 1`` gives
+default) the change after ``n`` items is ``O(1/n)``, and a learner that
+learns every item with forgetting follows it. ``decay < 1`` gives
 exponentially weighted statistics (memory ``1/(1 - decay)`` items) for
 streams whose scale keeps moving. This is what River's
 ``preprocessing.StandardScaler`` in front of a model does, for the target
 too.
+
+A learner that stops learning (the state machine of
+:func:`~onlinejax.adaptive.adaptive` keeps a window's fit while the stream is
+stable) is hurt by moving statistics: its model stays in the coordinates of
+its time while predictions are mapped back with today's, and after a drift
+the targets' running mean moves for hundreds of items. ``warmup=F`` takes
+the statistics of the first ``F`` items, then fixes them and refits the
+learner once on those items, so every item it holds shares one coordinate
+system. Centred targets also need an intercept in a linear model.
 """
 from __future__ import annotations
 
