@@ -194,7 +194,9 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         in the coordinates of its time, would be read in today's (after a
         drift the targets' running mean moves for hundreds of items, and so
         would every prediction of a frozen model). The state then also holds
-        the initial inner state and the ``F`` raw items.
+        the initial inner state and the ``F`` raw items; the refitted learner
+        counts only what the refit replays (a skipped non-finite item is not
+        stored, so its skip count starts again).
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
