@@ -49,9 +49,8 @@ from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
-from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
-                     bayesian_mle_windowed)
-from .linear import thesis_features
+from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
+                     thesis_features)
 from .linear.bayes import forgetting_from_thesis
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
