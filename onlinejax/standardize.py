@@ -114,10 +114,7 @@ def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> Sc
         ``>= 1``: the number of items after which they stay fixed.
     """
     check_in_range(decay, "decay", 0.0, 1.0)
-    if freeze_after is None:
-        freeze_after = NEVER
-    elif not isinstance(freeze_after, jax.Array):  # an array (e.g. under vmap) is taken as it is
-        freeze_after = check_int(freeze_after, "freeze_after", 1)
+    freeze_after = NEVER if freeze_after is None else check_int(freeze_after, "freeze_after", 1)
     dt = dtype or jnp.zeros(()).dtype
     z = jnp.zeros((), dt)
     return ScalerState(z, jnp.zeros((n_features,), dt), jnp.zeros((n_features,), dt), z, z, jnp.asarray(decay, dt),
@@ -240,8 +237,8 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
             return out
         new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
         i = jnp.minimum(s.scaler.seen, warmup - 1)
-        out = out._replace(warm_x=jnp.where(new, out.warm_x.at[i].set(x), out.warm_x),
-                           warm_y=jnp.where(new, out.warm_y.at[i].set(y), out.warm_y))
+        out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
+                           warm_y=out.warm_y.at[i].set(jnp.where(new, y, out.warm_y[i])))
         return refit(new & (sc.seen == warmup), out)
     dd, takes_item = None, True
     if learner.downdate is not None:
