@@ -46,8 +46,12 @@ __all__ = [
     "check_in_range",
     "sequential",
     "keep_if",
+    "skip_nonfinite",
     "welford_update",
 ]
+
+
+_INV_SQRT_PI = 1.0 / float(np.sqrt(np.pi))
 
 
 def default_float_dtype() -> np.dtype:
@@ -101,6 +105,13 @@ class Prediction(NamedTuple):
         """Gaussian log density of ``y`` (broadcast against ``mean``)."""
         y = jnp.asarray(y, self.mean.dtype)
         return -0.5 * (jnp.log(2.0 * jnp.pi * self.var) + (y - self.mean) ** 2 / self.var)
+
+    def crps(self, y: Array) -> Array:
+        """Closed-form CRPS ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21)."""
+        y = jnp.asarray(y, self.mean.dtype)
+        sd = jnp.sqrt(self.var)
+        z = (y - self.mean) / sd
+        return sd * (z * (2.0 * jax.scipy.stats.norm.cdf(z) - 1.0) + 2.0 * jax.scipy.stats.norm.pdf(z) - _INV_SQRT_PI)
 
 
 def student_t_cdf(z: Array, df: Array) -> Array:
@@ -344,6 +355,28 @@ def keep_if(ok: Array, new: State, old: State) -> State:
     return jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
+def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
+    """Make a single-item ``fn(state, x, y)`` leave the state unchanged when ``x`` or ``y`` is not finite.
+
+    The skipped state has its ``n_skipped`` counter (a ``[]`` int32 field every
+    learner state that uses this carries) incremented; ``fn`` still runs, so
+    under ``vmap`` every stream executes the same program (a branch-free
+    :func:`keep_if`). With ``returns_prediction`` (a ``step_one``), ``fn``
+    returns ``(state, prediction)`` and the prediction is passed through.
+    :func:`make_learner` applies it (``skip_nonfinite=True``); it is exported
+    for wrappers that build their step from other learners' cores.
+    """
+
+    def wrapped(state, x, y):
+        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+        out = fn(state, x, y)
+        new = out[0] if returns_prediction else out
+        kept = keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
+        return (kept, out[1]) if returns_prediction else kept
+
+    return wrapped
+
+
 def sequential(learn_one: Callable[[State, Array, Array], State]):
     """Lift a single-item ``learn_one`` to mini-batches by scanning over rows."""
 
@@ -368,6 +401,7 @@ def make_learner(
     downdate_takes_item: bool = True,
     tune: Optional[Callable] = None,
     step_one: Optional[Callable] = None,
+    skip_nonfinite: bool = False,
 ) -> Learner:
     """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
 
@@ -379,7 +413,17 @@ def make_learner(
     by default it is ``predict_one`` followed by ``learn_one``. A mini-batch
     ``step`` scans ``step_one`` when it is given, so that the batch
     predictions are the sequential ones.
+
+    With ``skip_nonfinite`` the boundary owns the non-finite skip: inside
+    ``jit``/``vmap``/``scan`` (where the concrete check cannot raise) an item
+    whose ``x`` or ``y`` is NaN/inf leaves the state unchanged except its
+    ``n_skipped`` counter (:func:`skip_nonfinite`). The cores then assume
+    finite items. It wraps ``learn_one`` and ``step_one``; a custom
+    ``learn_batch`` must skip by itself.
     """
+    if skip_nonfinite:
+        learn_one = _skip(learn_one)
+        step_one = None if step_one is None else _skip(step_one, returns_prediction=True)
     learn_batch = learn_batch or sequential(learn_one)
     predict_batch = predict_batch or jax.vmap(predict_one, in_axes=(None, 0))
     j_learn_one, j_learn_batch = jax.jit(learn_one), jax.jit(learn_batch)
@@ -430,3 +474,6 @@ def make_learner(
                 return j_dd(state)
 
     return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune)
+
+
+_skip = skip_nonfinite  # make_learner's keyword shadows the function
