@@ -35,8 +35,11 @@ from _machine import describe  # noqa: E402
 import onlinejax as oj  # noqa: E402
 from onlinejax import zoo  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.evaluation.grid import REGISTRY, replay_combination, run_grid, use_cpu_cores  # noqa: E402
+from onlinejax.evaluation import replay_combination, run_grid, use_cpu_cores  # noqa: E402
+from onlinejax.registry import REGISTRY  # noqa: E402
 from onlinejax.evaluation.metrics import log_score_skill, prequential, score  # noqa: E402
+
+zoo.register_all()  # the configurations are looked up by name
 
 #: the best thesis configuration at W = 64 per recommended family (the SMSE yardstick)
 THESIS_AT_64 = {

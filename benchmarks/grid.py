@@ -38,7 +38,10 @@ def main():
                          "the command line's ~/.cache/onlinejax/xla)")
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
+    from onlinejax import zoo
     from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid, use_cpu_cores
+
+    zoo.register_all()
 
     use_cpu_cores()  # one host device per core (XLA_FLAGS=--xla_force_host_platform_device_count=N overrides)
 

@@ -42,26 +42,32 @@ def default_learners():
 
 
 def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95) -> list[dict]:
+    """The main job: every :func:`default_learners` entry on ``streams`` drifting streams, one program each."""
+    from .base import Prediction
     from .data import drifting_linear_stream
-    from .evaluation import progressive_validation, running_metrics, summarize
+    from .evaluation import evaluate_streams, running_metrics
 
     first, trans = int(0.4 * n), int(0.2 * n)
-    second = n - first - trans
     keys = jax.random.split(jax.random.key(seed), streams)
-    Xs, Ys, _ = jax.vmap(lambda k: drifting_linear_stream(k, first, trans, second))(keys)
+    Xs, Ys, _ = jax.vmap(lambda k: drifting_linear_stream(k, first, trans, n - first - trans))(keys)
     rows, curves = [], {}
     for name, lrn in default_learners().items():
         t0 = time.perf_counter()
-        pv = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))
-        preds = jax.block_until_ready(pv(Xs, Ys))
+        res = evaluate_streams(lrn, Xs, Ys, level=level, keep_predictions=True)
         secs = time.perf_counter() - t0
-        per = [summarize(Ys[i], jax.tree_util.tree_map(lambda a: a[i], preds), level) for i in range(streams)]
-        row = {"learner": name, **{k: float(np.mean([p[k] for p in per])) for k in per[0]}, "seconds": secs}
-        rows.append(row)
+        m = {k: float(np.mean(res.metrics[k])) for k in ("mae", "rmse", "icr", "aiw")}
+        rows.append({"learner": name, "mae": m["mae"], "rmse": m["rmse"], "coverage": m["icr"], "width": m["aiw"],
+                     "seconds": secs})
+        preds = Prediction(res.predictions["mean"], res.predictions["var"])
         curves[name] = np.mean(np.asarray(running_metrics(Ys, preds, level)["mae"]), axis=0)
     print(f"Progressive validation on the blog's drifting stream: {streams} streams x {n} items, "
           f"transition at items {first}-{first + trans}; {jax.devices()[0].platform}, "
           f"{jnp.zeros(()).dtype}")
+    _write_drift(rows, curves, out, streams, (first, first + trans))
+    return rows
+
+
+def _write_drift(rows: list, curves: dict, out: str, streams: int, drift_span: tuple) -> None:
     print(f"{'learner':34s} {'MAE':>8s} {'RMSE':>8s} {'ICR95':>7s} {'width':>7s} {'s (incl. compile)':>18s}")
     for r in rows:
         print(f"{r['learner']:34s} {r['mae']:8.4f} {r['rmse']:8.4f} {r['coverage']:7.3f} {r['width']:7.3f} {r['seconds']:18.2f}")
@@ -76,11 +82,10 @@ def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95
         from .plots import plot_running_error
 
         png = plot_running_error(curves, os.path.join(out, "drift_running_mae.png"),
-                                 title=f"Running MAE, mean of {streams} drifting streams", drift_span=(first, first + trans))
+                                 title=f"Running MAE, mean of {streams} drifting streams", drift_span=drift_span)
         print(f"wrote {png}")
     except ImportError as e:
         print(f"no plot: {e}")
-    return rows
 
 
 def run_compare(delay: float = 7.0) -> dict:
@@ -107,6 +112,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     from .evaluation import registered_learners, replay_combination, run_grid
     from . import zoo
 
+    zoo.register_all()
     if streams:
         names = [parse_name(s.strip()).name for s in streams.split(",") if s.strip()]
     else:
@@ -184,7 +190,7 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     return paths
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m onlinejax", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd")
     d = sub.add_parser("drift", help="Bayesian linear family on the blog's drifting stream (default)")
@@ -209,34 +215,48 @@ def main(argv=None) -> int:
                         "compiling them (default $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
     c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
-    a = p.parse_args(argv)
+    return p
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _grid(a) -> int:
+    if a.per_cell < 1 or a.n < 10:
+        return _error("--per-cell must be >= 1 and --n >= 10")
+    from .evaluation import enable_compilation_cache, use_cpu_cores
+
+    use_cpu_cores()  # one host device per core: run_grid shards the streams over them
+    if a.compile_cache != "none":
+        enable_compilation_cache(a.compile_cache)
+    try:
+        run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams, a.thesis)
+    except ValueError as e:
+        return _error(str(e))
+    return 0
+
+
+def _compare(a) -> int:
+    if a.delay < 0:
+        return _error("--delay must be >= 0")
+    try:
+        run_compare(a.delay)
+    except ImportError as e:
+        return _error(str(e))
+    return 0
+
+
+def main(argv=None) -> int:
+    """Parse ``argv`` and run ``drift`` (default), ``grid`` or ``compare``; 0 on success, 2 on a usage error."""
+    a = _parser().parse_args(argv)
     if a.cmd == "grid":
-        if a.per_cell < 1 or a.n < 10:
-            print("error: --per-cell must be >= 1 and --n >= 10", file=sys.stderr)
-            return 2
-        from .evaluation import enable_compilation_cache, use_cpu_cores
-        use_cpu_cores()  # one host device per core: run_grid shards the streams over them
-        if a.compile_cache != "none":
-            enable_compilation_cache(a.compile_cache)
-        try:
-            run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams, a.thesis)
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        return 0
+        return _grid(a)
     if a.cmd == "compare":
-        if a.delay < 0:
-            print("error: --delay must be >= 0", file=sys.stderr)
-            return 2
-        try:
-            run_compare(a.delay)
-        except ImportError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        return 0
+        return _compare(a)
     if a.streams < 1 or a.n < 10:
-        print("error: --streams must be >= 1 and --n >= 10", file=sys.stderr)
-        return 2
+        return _error("--streams must be >= 1 and --n >= 10")
     run_drift(a.streams, a.n, a.out, a.seed)
     return 0
 

@@ -457,23 +457,22 @@ def make_learner(
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
         return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
 
-    dd = None
-    if downdate is not None:
-        j_dd = jax.jit(downdate)
-        if downdate_takes_item:
-
-            def dd(state, x, y):
-                x, y = coerce_xy(x, y, n_features, state_dtype(state))
-                if x.ndim == 2:
-                    raise ValueError("x: downdate takes one item, got a batch")
-                return j_dd(state, x, y)
-
-        else:
-
-            def dd(state):
-                return j_dd(state)
-
+    dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)
     return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune)
 
 
 _skip = skip_nonfinite  # make_learner's keyword shadows the function
+
+
+def _checked_downdate(j_dd: Callable, takes_item: bool, n_features: int) -> Callable:
+    """The boundary of ``downdate``: ``(state, x, y)`` checked like ``learn`` (one item only), or ``(state)``."""
+    if not takes_item:
+        return lambda state: j_dd(state)
+
+    def dd(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2:
+            raise ValueError("x: downdate takes one item, got a batch")
+        return j_dd(state, x, y)
+
+    return dd

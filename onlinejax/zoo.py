@@ -14,8 +14,9 @@ windows of a windowed linear family (a buffer of capacity 128, the window
 length in the state). ``REGISTRY[name].make(d).init()`` still builds that
 configuration's own state (its defaults are its ``init_kwargs``).
 
-Importing this module registers every configuration in
-:data:`onlinejax.evaluation.grid.REGISTRY`; :func:`thesis_default_learners`
+:func:`register_all` registers every configuration in
+:data:`onlinejax.registry.REGISTRY` (importing this module registers
+nothing); :func:`thesis_default_learners`
 is the thesis's small set (one or two per family) and
 :func:`recommended_learners` the calibrated, scale-robust set that the main
 command runs by default.
@@ -41,23 +42,25 @@ default combination rule and calibrates the mixture the same way
 """
 from __future__ import annotations
 
+import functools
+
 from .adaptive import adaptive
 from .baseline import climatology, train_once
 from .calibration import calibrated, conformal
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .evaluation.grid import GridLearner, register_learner
 from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
                      thesis_features)
 from .linear.bayes import forgetting_from_thesis
+from .registry import GridLearner, grid_learner, register
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
            "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrate_combination",
-           "RECOMMENDED_WARMUP", "unit_prior_alpha"]
+           "RECOMMENDED_WARMUP", "unit_prior_alpha", "configurations", "register_all"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -70,7 +73,7 @@ def _mapped(m: bool) -> str:
 
 
 def thesis_online_learners() -> list[GridLearner]:
-    """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5), registered."""
+    """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5)."""
     out = []
     for fam, forgetting, windowed in (("BayesianMLE", bayesian_mle_forgetting, bayesian_mle_windowed),
                                       ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed)):
@@ -78,41 +81,41 @@ def thesis_online_learners() -> list[GridLearner]:
             for ff in THESIS_FORGETTING:
                 # the three factors share a compiled program: they differ only in init's (λ, β)
                 lam, b = forgetting_from_thesis(ff, 1.0)
-                out.append(register_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
+                out.append(grid_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
                                             lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
                                             init_kwargs={"forgetting": lam, "beta": b},
                                             program=f"{fam}Forgetting{_mapped(m)}"))
             for W in THESIS_WINDOWS:
                 # the five windows share a compiled program: a buffer of the largest window, the
                 # window length in the state (the per-item cost does not depend on the buffer's size)
-                out.append(register_learner(
+                out.append(grid_learner(
                     f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
                     lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W),
                     init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}"))
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             # the three means at one window share a compiled program (the mean is read from the state)
-            out.append(register_learner(
+            out.append(grid_learner(
                 f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W),
                 init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1))
     for W in THESIS_WINDOWS:
-        out.append(register_learner(f"KernelRegression_WS{W}", "KernelRegression",
+        out.append(grid_learner(f"KernelRegression_WS{W}", "KernelRegression",
                                     lambda d, W=W: adaptive(kernel_regression(d, W), W)))
     return out
 
 
 def thesis_batch_learners() -> list[GridLearner]:
-    """The 12 batch configurations (MLE and mapped MLE, GP, kernel regression × TS 32/64/128), registered."""
+    """The 12 batch configurations (MLE and mapped MLE, GP, kernel regression × TS 32/64/128)."""
     out = []
     for T in THESIS_TRAIN_SIZES:
         for m in (False, True):
-            out.append(register_learner(f"BayesianMLEBatch{_mapped(m)}_TS{T}", "Batch",
+            out.append(grid_learner(f"BayesianMLEBatch{_mapped(m)}_TS{T}", "Batch",
                                         lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
                                         score_from=T))
-        out.append(register_learner(f"GPRegressionBatch_TS{T}", "Batch",
+        out.append(grid_learner(f"GPRegressionBatch_TS{T}", "Batch",
                                     lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T), score_from=T, vmap_bytes=1))
-        out.append(register_learner(f"KernelRegressionBatch_TS{T}", "Batch",
+        out.append(grid_learner(f"KernelRegressionBatch_TS{T}", "Batch",
                                     lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T))
     return out
 
@@ -139,13 +142,12 @@ DEFAULT_COMBINATION = "Combination_EWASE_FF0.98_RC0.95_MC0.99"
 
 
 def combination_learners() -> list[GridLearner]:
-    """The default members mixed by each rule of :data:`COMBINATION_RULES`, registered."""
-    from .evaluation.grid import REGISTRY
+    """The default members mixed by each rule of :data:`COMBINATION_RULES`."""
 
     def make(d, rule, rc, mc):
-        return combine([REGISTRY[n].make(d) for n in COMBINATION_MEMBERS], rule(), recalibrate=rc, correct=mc)
+        return combine([configurations()[n].make(d) for n in COMBINATION_MEMBERS], rule(), recalibrate=rc, correct=mc)
 
-    return [register_learner(f"Combination_{label}", "Combination", lambda d, r=rule, rc=rc, mc=mc: make(d, r, rc, mc))
+    return [grid_learner(f"Combination_{label}", "Combination", lambda d, r=rule, rc=rc, mc=mc: make(d, r, rc, mc))
             for label, (rule, rc, mc) in COMBINATION_RULES.items()]
 
 
@@ -157,10 +159,6 @@ DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPWindowedMappe
                  "KernelRegression_WS64", "BayesianMLEBatchMapped_TS64")
 
 
-_ONLINE = thesis_online_learners()
-_BATCH = thesis_batch_learners()
-_COMBINED = combination_learners()
-
 def default_combination_rule():
     """``(rule, recalibrate, mean correction)`` of :data:`DEFAULT_COMBINATION`."""
     rule, rc, mc = COMBINATION_RULES[DEFAULT_COMBINATION.removeprefix("Combination_")]
@@ -169,9 +167,7 @@ def default_combination_rule():
 
 def thesis_default_learners() -> list[GridLearner]:
     """The thesis's small set (:data:`DEFAULT_NAMES`), the main command's ``--thesis`` learners."""
-    from .evaluation.grid import REGISTRY
-
-    return [REGISTRY[n] for n in DEFAULT_NAMES]
+    return [configurations()[n] for n in DEFAULT_NAMES]
 
 
 #: The recommended window (the thesis's middle one).
@@ -219,17 +215,15 @@ def _recommended() -> list[GridLearner]:
             bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
                                     alpha=unit_prior_alpha(d))), None),
     }
-    out = [register_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
+    out = [grid_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
 
     def combined(d):
-        from .evaluation.grid import REGISTRY
-
         rule, rc, mc = default_combination_rule()
-        return calibrate_combination(combine([REGISTRY[n].make(d) for n in RECOMMENDED_MEMBERS], rule,
+        return calibrate_combination(combine([configurations()[n].make(d) for n in RECOMMENDED_MEMBERS], rule,
                                              recalibrate=rc, correct=mc))
 
-    out.append(register_learner(RECOMMENDED_COMBINATION, "Combination", combined))
-    out.append(register_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
+    out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined))
+    out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
     return out
 
 
@@ -239,8 +233,6 @@ def calibrate_combination(learner):
     return conformal(learner, 0.95, method="quantile", recalibrate=0.99, df=4.0)
 
 
-_RECOMMENDED = _recommended()
-
 
 def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
     """The recommended configurations, one per family, calibrated and scale-robust (module doc).
@@ -249,13 +241,11 @@ def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
       include_combination: also return ``RecommendedCombination`` (the
         default combination of the four members).
     Returns:
-      Registered :class:`~onlinejax.evaluation.grid.GridLearner` s, in the
-      order of :data:`RECOMMENDED_MEMBERS`, then the combination.
+      :class:`~onlinejax.registry.GridLearner` s, in the order of
+      :data:`RECOMMENDED_MEMBERS`, then the combination.
     """
-    from .evaluation.grid import REGISTRY
-
     names = RECOMMENDED_MEMBERS + ((RECOMMENDED_COMBINATION,) if include_combination else ())
-    return [REGISTRY[n] for n in names]
+    return [configurations()[n] for n in names]
 
 
 def default_learners() -> list[GridLearner]:
@@ -263,6 +253,22 @@ def default_learners() -> list[GridLearner]:
 
     (The main command adds ``RecommendedCombination`` by replaying the members' predictions.)
     """
-    from .evaluation.grid import REGISTRY
+    return [configurations()[n] for n in RECOMMENDED_MEMBERS + (CLIMATOLOGY,)]
 
-    return [REGISTRY[n] for n in RECOMMENDED_MEMBERS + (CLIMATOLOGY,)]
+
+@functools.cache
+def configurations() -> dict[str, GridLearner]:
+    """Every configuration of this module, ``name -> GridLearner``, in registration order (built once)."""
+    out = {}
+    for gl in thesis_online_learners() + thesis_batch_learners() + combination_learners() + _recommended():
+        out[gl.name] = gl
+    return out
+
+
+def register_all() -> list[GridLearner]:
+    """Register every configuration (:func:`configurations`) in :data:`onlinejax.registry.REGISTRY`.
+
+    Importing this module registers nothing; the command line and the
+    adapters call this before they look names up.
+    """
+    return [register(gl) for gl in configurations().values()]

@@ -23,6 +23,7 @@ from onlinejax.linear import bayes_linreg
 from conftest import tol
 
 N = 300
+zoo.register_all()
 
 
 @pytest.fixture(scope="module")
@@ -388,3 +389,21 @@ def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
         for k in ("smse", "icr", "mlpd", "crps", "skill", "icr_st"):
             np.testing.assert_allclose(replayed[s][k], r[k], rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5),
                                        err_msg=f"{s} {k}")
+
+
+def test_importing_the_zoo_registers_nothing():
+    """Registration is explicit (zoo.register_all), and the registry imports nothing above the core."""
+    code = textwrap.dedent("""
+        import sys
+        from onlinejax import registry, zoo
+        assert not registry.REGISTRY
+        assert not any(m.startswith("onlinejax.evaluation") for m in sys.modules if m.startswith("onlinejax.registry"))
+        try:
+            registry.registered_learners("GP")
+        except ValueError as e:
+            assert "register_all" in str(e)
+        else:
+            raise AssertionError("an empty registry must say how to fill it")
+        assert len(zoo.register_all()) == len(registry.REGISTRY) == len(zoo.configurations())
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,7 +6,7 @@ import pytest
 
 from onlinejax import zoo
 from onlinejax.evaluation import progressive_validation
-from onlinejax.evaluation.grid import REGISTRY
+from onlinejax.registry import REGISTRY
 from onlinejax.evaluation.metrics import log_score_skill
 from onlinejax.linear import thesis_features
 
@@ -26,6 +26,7 @@ def _raw_drift_stream(n=500, seed=0):
 
 
 def test_names_are_stable_and_registered():
+    zoo.register_all()
     names = [g.name for g in zoo.recommended_learners()]
     assert names == ["RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear",
                      "RecommendedForgettingLinear", "RecommendedCombination"]
@@ -45,7 +46,7 @@ def test_member_on_raw_drifting_stream(name):
     """Raw features of any scale, a drift: finite predictions with positive variance, calibrated 95 % intervals
     and log-score skill over climatology, in the state dtype."""
     X, y = _raw_drift_stream()
-    lrn = REGISTRY[name].make(2)
+    lrn = zoo.configurations()[name].make(2)
     run = jax.jit(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions)
     p = run(jnp.asarray(X, DTYPE), jnp.asarray(y, DTYPE))
     mu, var = np.asarray(p.mean, np.float64), np.asarray(p.var, np.float64)

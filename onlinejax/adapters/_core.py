@@ -52,11 +52,12 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
         f = getattr(ns, learner, None)
         if callable(f) and not isinstance(f, type):
             return f
-    from onlinejax import zoo  # noqa: F401  (registers the thesis configurations)
-    from onlinejax.evaluation.grid import REGISTRY
+    from onlinejax import zoo
+    from onlinejax.registry import REGISTRY
 
-    if learner in REGISTRY:
-        make = REGISTRY[learner].make
+    known = {**zoo.configurations(), **REGISTRY}  # the zoo's names, and the user's registrations
+    if learner in known:
+        make = known[learner].make
 
         def factory(n_features, **params):
             if params:

@@ -1,0 +1,195 @@
+"""One learner over many streams and a batch of hyperparameters, in one flat ``vmap``.
+
+This is the layer that :func:`~onlinejax.evaluation.run_grid`, the command
+line's drift run, the notebooks and the README call: ``S`` streams ``X: [S,
+n, d]``, ``Y: [S, n]`` times ``H`` hyperparameter settings become ``S·H``
+independent (stream, setting) pairs under a *single* ``vmap`` of
+:func:`~onlinejax.evaluation.progressive_validation` (or its delayed form),
+scored by :func:`stream_scores`.
+
+Why one flat ``vmap`` and not ``vmap(vmap(...))``: the learners' rare
+expensive branches (a refit, a hyperparameter tune) go through
+:func:`onlinejax.batching.cond_if_any`, which runs the branch only when some
+pair in the batch needs it. Under a nested ``vmap`` the outer one batches
+those ``while`` loops, so every pair pays for every other pair's tune.
+"""
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..base import Learner, check_int, default_float_dtype
+from .delayed import delayed_progressive_validation, schedule_from_delays
+from .metrics import log_score_skill, prequential, score
+from .progressive import progressive_validation
+
+__all__ = ["StreamsResult", "evaluate_streams", "hyper_states", "stream_scores", "streams_program"]
+
+
+class StreamsResult(NamedTuple):
+    """What :func:`evaluate_streams` returns.
+
+    Attributes:
+      metrics: ``{name: [H, S]}`` (``[S]`` without ``hyper``): the prequential
+        metrics of :mod:`~onlinejax.evaluation.metrics` over the weighted
+        items, the log-score ``skill`` against the running Gaussian
+        (``mlpd_clim``), and the same over ``stable_weights`` (``*_st``).
+      predictions: with ``keep_predictions``, ``{"mean", "var", "pit"}``
+        arrays ``[H, S, n]`` (``[S, n]``): the predictive mean, variance and
+        the prediction's own CDF at the target; else ``None``.
+    """
+
+    metrics: dict
+    predictions: dict | None
+
+
+def hyper_states(learner: Learner, hyper: Mapping | None, dtype) -> object:
+    """States with a leading axis ``[H]``: ``learner.init(**{k: v[h]})`` for each setting ``h`` (``H = 1`` without ``hyper``).
+
+    Args:
+      hyper: ``{init keyword: [H] values}`` (1-d, one length) or ``None``.
+    Raises:
+      ValueError: the values are not 1-d sequences of one length.
+    """
+    if not hyper:
+        return jax.tree_util.tree_map(lambda a: a[None], learner.init(dtype=dtype))
+    vals = {k: jnp.asarray(v, dtype) for k, v in hyper.items()}
+    H = {v.shape for v in vals.values()}
+    if len(H) != 1 or len(next(iter(H))) != 1:
+        raise ValueError(f"hyper: every value must be a 1-d sequence of one length, got shapes {sorted(H)}")
+    return jax.vmap(lambda kw: learner.init(dtype=dtype, **kw))(vals)
+
+
+def stream_scores(acc, Y, preds, w_all, w_st) -> dict:
+    """One stream's row metrics: ``acc``'s metrics and the log-score skill, over ``w_all`` and (``*_st``) ``w_st``.
+
+    Args:
+      acc: an :class:`~onlinejax.evaluation.metrics.Accumulator` (e.g. ``prequential(level)``).
+      Y: ``[n]`` targets; preds: predictions with leaves ``[n]``;
+      w_all, w_st: ``[n]`` item weights (0 leaves an item out).
+    """
+    a = score(acc, Y, preds, w_all)
+    st = score(acc, Y, preds, w_st)
+    for m, w in ((a, w_all), (st, w_st)):
+        sk = log_score_skill(Y, preds, w)
+        m.update(skill=sk["skill"], mlpd_clim=sk["mlpd_clim"], mlpd_from=sk["mlpd_from"])
+    return {**a, **{f"{k}_st": v for k, v in st.items()}}
+
+
+def _one_stream(learner: Learner, delay: int | None, level: float, keep: bool):
+    acc = prequential(level)
+
+    def run(state, X, Y, w_all, w_st):
+        if delay:
+            sched = schedule_from_delays(np.full(X.shape[0], float(delay)))
+            preds = delayed_progressive_validation(learner, state, X, Y, sched).predictions
+        else:
+            preds = progressive_validation(learner, state, X, Y).predictions
+        out = stream_scores(acc, Y, preds, w_all, w_st)
+        return {**out, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y)} if keep else out
+
+    return run
+
+
+def _map_in_groups(run, args, width: int):
+    """``lax.map`` over groups of about ``width`` pairs, each group vmapped; the groups evened out.
+
+    ``lax.map`` compiles a remainder group as a second copy of the whole
+    program, so the groups are made equal and the last one is padded with
+    copies of the last pair (fewer than the number of groups).
+    """
+    N = jax.tree_util.tree_leaves(args)[0].shape[0]
+    groups = -(-N // width)
+    even = -(-N // groups)
+    pad = groups * even - N
+    if pad:
+        args = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, 0)]), args)
+    out = jax.lax.map(lambda a: run(*a), args, batch_size=even)
+    return jax.tree_util.tree_map(lambda a: a[:N], out)
+
+
+def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None = None,
+                    keep_predictions: bool = False, width: int | None = None):
+    """The pure function that scores ``H`` settings on ``C`` streams: jit it, ``shard_map`` it, lower it.
+
+    Returns ``fn(states, X, Y, w_all, w_st) -> {name: [C, H, ...]}`` with
+    ``states`` leaves ``[H, ...]`` (:func:`hyper_states`), ``X: [C, n, d]``,
+    ``Y, w_all, w_st: [C, n]``. The ``C·H`` (stream, setting) pairs run
+    under one flat ``vmap`` (module docstring).
+
+    Args:
+      level: central interval level (static); delay: ``None`` for
+        progressive validation, ``k >= 1`` for every label ``k`` items late.
+      keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]``.
+      width: pairs vmapped together (``None``: all; ``1``: none, one pair
+        after another, so the learners' ``lax.cond`` stays a branch; else
+        groups of about ``width`` run one after another).
+    """
+    run = _one_stream(learner, delay, level, keep_predictions)
+
+    def per_streams(states, X, Y, w_all, w_st):
+        H = jax.tree_util.tree_leaves(states)[0].shape[0]
+        C = X.shape[0]
+        st = jax.tree_util.tree_map(lambda a: jnp.tile(a, (C,) + (1,) * (a.ndim - 1)), states)
+        rep = lambda a: jnp.repeat(a, H, axis=0)  # noqa: E731
+        args = (st, rep(X), rep(Y), rep(w_all), rep(w_st))
+        if width is None or width >= C * H:
+            out = jax.vmap(run)(*args)
+        elif width == 1:
+            out = jax.lax.map(lambda a: run(*a), args)
+        else:
+            out = _map_in_groups(run, args, width)
+        return jax.tree_util.tree_map(lambda a: a.reshape((C, H) + a.shape[1:]), out)
+
+    return per_streams
+
+
+def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
+                     delay: int | None = None, keep_predictions: bool = False, weights=None,
+                     stable_weights=None, dtype=None) -> StreamsResult:
+    """Evaluate ``learner`` on ``S`` streams × ``H`` hyperparameter settings in one compiled program.
+
+    Each (stream, setting) pair starts from ``learner.init(**setting)`` and is
+    run by progressive validation (predict each item, then learn it; with
+    ``delay``, learn it ``delay`` items later) and scored like a grid row.
+
+    Args:
+      learner: a :class:`~onlinejax.base.Learner` for ``d`` inputs.
+      X: ``[S, n, d]`` inputs; Y: ``[S, n]`` targets (finite).
+      hyper: optional ``{init keyword: [H] values}``, e.g. ``{"alpha": [1e-3, 1e-1, 10.0]}``.
+      level: central interval level for ``icr``/``aiw``; delay: ``None`` or an int ``>= 1``.
+      keep_predictions: also return the predictions (:class:`StreamsResult`).
+      weights: ``[S, n]`` or ``[n]`` item weights of the metrics (default: every item).
+      stable_weights: the same for the ``*_st`` metrics (default: ``weights``), e.g.
+        :func:`~onlinejax.evaluation.stable_mask`.
+      dtype: state dtype (default: float32, or float64 under x64).
+    Returns:
+      :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from onlinejax.linear import bayes_linreg
+      >>> X = jnp.ones((3, 50, 2)); Y = X.sum(-1) + 0.1 * jnp.sin(jnp.arange(50.0))
+      >>> res = evaluate_streams(bayes_linreg(2), X, Y, hyper={"alpha": [0.1, 1.0]})
+      >>> res.metrics["smse"].shape
+      (2, 3)
+    """
+    dtype = np.dtype(dtype or default_float_dtype())
+    X, Y = np.asarray(X, dtype), np.asarray(Y, dtype)
+    if X.ndim != 3 or X.shape[2] != learner.n_features or Y.shape != X.shape[:2]:
+        raise ValueError(f"X, Y: expected shapes [S, n, {learner.n_features}] and [S, n], "
+                         f"got {X.shape} and {Y.shape}")
+    if not (np.isfinite(X).all() and np.isfinite(Y).all()):
+        raise ValueError("X, Y: contain NaN or inf")
+    if delay is not None:
+        delay = check_int(delay, "delay", 1)
+    w_all = np.broadcast_to(np.asarray(1.0 if weights is None else weights, dtype), Y.shape)
+    w_st = np.broadcast_to(np.asarray(w_all if stable_weights is None else stable_weights, dtype), Y.shape)
+    states = hyper_states(learner, hyper, dtype)
+    fn = jax.jit(streams_program(learner, level=float(level), delay=delay, keep_predictions=keep_predictions))
+    out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
+    preds = {k: out.pop(k) for k in ("mean", "var", "pit")} if keep_predictions else None
+    return StreamsResult(out, preds)

@@ -1,0 +1,122 @@
+"""Named learner configurations: :class:`GridLearner` and the registry that maps names to them.
+
+A configuration is a name, a family (for summaries) and ``make(n_features) ->
+Learner``, plus how the grid runner should batch it. The registry is a plain
+dict filled *explicitly*: :func:`onlinejax.zoo.register_all` registers the
+thesis's and the recommended configurations; users add their own with
+:func:`register_learner`. Nothing is registered on import, and this module
+imports nothing above the core (the evaluation and the zoo import it).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, NamedTuple, Sequence
+
+from .base import Learner, check_int
+
+__all__ = ["GridLearner", "REGISTRY", "grid_learner", "register", "register_learner", "registered_learners"]
+
+
+class GridLearner(NamedTuple):
+    """A learner configuration for the grid runner (:func:`onlinejax.evaluation.run_grid`).
+
+    Attributes:
+      name: row label, e.g. ``"GPRegressionOLSMean_WS64"``.
+      family: group for summaries, e.g. ``"GPRegression"``.
+      make: ``make(n_features) -> Learner`` (called once per input dimension).
+      score_from: items before this index are not scored (a batch baseline's
+        training set; see :func:`onlinejax.baseline.train_once`).
+      hyper: optional ``{init_kwarg: [H] values}``; each value becomes its own
+        row (``name[kwarg=value]``, or ``labels[h]``), vmapped inside the same program.
+      labels: optional row labels for the ``H`` values of ``hyper``.
+      init_kwargs: optional ``{init_kwarg: value}`` this configuration's
+        state is built with (``learner.init(**init_kwargs)``).
+      program: optional key: configurations with the same ``program``,
+        ``family`` and ``score_from`` must build the same learner up to
+        their ``init_kwargs`` (the same keys for each); the grid runner then
+        compiles one program per stream shape for all of them and vmaps over
+        their ``init_kwargs`` (e.g. the thesis's three GP mean functions at
+        one window size). Their compile time is reported under the first one's name.
+      vmap_bytes: optional override of the grid runner's ``vmap_bytes`` for
+        this configuration (``1``: one (stream, hyperparameter) pair at a
+        time). Under ``vmap`` every stream of a group pays for a costly step
+        (a GP's ``O(W²)`` learning) whenever any stream of the group takes
+        it, so learners with such steps run faster unbatched
+        (``benchmarks/grid.py``).
+    """
+
+    name: str
+    family: str
+    make: Callable[[int], Learner]
+    score_from: int = 0
+    hyper: Mapping[str, Sequence] | None = None
+    labels: Sequence[str] | None = None
+    init_kwargs: Mapping[str, float] | None = None
+    program: str | None = None
+    vmap_bytes: int | None = None
+
+
+#: Registered configurations, ``name -> GridLearner``.
+REGISTRY: dict[str, GridLearner] = {}
+
+
+def grid_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
+                 hyper: Mapping[str, Sequence] | None = None, init_kwargs: Mapping[str, float] | None = None,
+                 program: str | None = None, vmap_bytes: int | None = None) -> GridLearner:
+    """A checked :class:`GridLearner` (see its attributes); not registered.
+
+    Raises:
+      TypeError: ``make`` is not callable.
+      ValueError: both ``hyper`` and ``init_kwargs``/``program`` are given, or
+        ``score_from``/``vmap_bytes`` are not integers in range.
+    """
+    if not callable(make):
+        raise TypeError(f"make: expected a callable n_features -> Learner, got {type(make).__name__}")
+    if hyper is not None and (init_kwargs is not None or program is not None):
+        raise ValueError("register_learner: give either hyper or init_kwargs/program, not both")
+    return GridLearner(str(name), str(family), make, check_int(score_from, "score_from", 0),
+                       dict(hyper) if hyper is not None else None, None,
+                       dict(init_kwargs) if init_kwargs is not None else None,
+                       str(program) if program is not None else None,
+                       check_int(vmap_bytes, "vmap_bytes", 1) if vmap_bytes is not None else None)
+
+
+def register(gl: GridLearner) -> GridLearner:
+    """Add ``gl`` to :data:`REGISTRY` (replacing one of the same name) and return it."""
+    if not isinstance(gl, GridLearner):
+        raise TypeError(f"gl: expected a GridLearner, got {type(gl).__name__}")
+    REGISTRY[gl.name] = gl
+    return gl
+
+
+def register_learner(name: str, family: str, make: Callable[[int], Learner], **options) -> GridLearner:
+    """Build a configuration with :func:`grid_learner` (same arguments), register it and return it."""
+    return register(grid_learner(name, family, make, **options))
+
+
+def registered_learners(names: Sequence[str] | str | None = None) -> list[GridLearner]:
+    """Registered configurations: all, or those named, or those whose name or family contains a substring.
+
+    Args:
+      names: ``None`` (all), a list of exact names, or a comma-separated
+        string of substrings (``"GP,Kernel"``).
+    Raises:
+      ValueError: for a name or substring that matches nothing (including
+        when nothing is registered yet: call :func:`onlinejax.zoo.register_all`).
+    """
+    if not REGISTRY:
+        raise ValueError("learners: the registry is empty; call onlinejax.zoo.register_all() "
+                         "or register_learner(...) first")
+    if names is None:
+        return list(REGISTRY.values())
+    if isinstance(names, str):
+        out = []
+        for part in (p.strip() for p in names.split(",") if p.strip()):
+            hit = [g for g in REGISTRY.values() if part.lower() in g.name.lower() or part.lower() == g.family.lower()]
+            if not hit:
+                raise ValueError(f"learners: {part!r} matches no registered learner (e.g. {next(iter(REGISTRY))})")
+            out += [g for g in hit if g not in out]
+        return out
+    missing = [n for n in names if n not in REGISTRY]
+    if missing:
+        raise ValueError(f"learners: unknown {missing}")
+    return [REGISTRY[n] for n in names]
