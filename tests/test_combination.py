@@ -548,3 +548,82 @@ def test_mixture_crps_is_finite_with_point_masses_and_dropped_members():
     # two point masses: CRPS = Σ w_i|y - μ_i| - ½ Σ w_i w_j |μ_i - μ_j|
     got = mixture_crps(jnp.asarray([0.5, 0.5], dt), jnp.asarray([0.0, 2.0], dt), jnp.zeros(2, dt), jnp.asarray(1.5, dt))
     assert float(got) == pytest.approx(0.5 * 1.5 + 0.5 * 0.5 - 0.5 * 2 * 0.25 * 2.0)
+
+
+def _np_mixture_crps_integral(w, mu, var, y):
+    """float64 ∫ (F(t) - 1{t >= y})² dt of the mixture F, split at y and at the members' means."""
+    sd = np.sqrt(var)
+    F = lambda t: w @ stats.norm.cdf(t, mu, sd)  # noqa: E731
+    lo, hi = min(mu.min() - 40 * sd.max(), y - 1.0), max(mu.max() + 40 * sd.max(), y + 1.0)
+    pts = sorted(set([lo, *mu[(mu > lo) & (mu < y)], y]))
+    below = sum(integrate.quad(lambda t: F(t) ** 2, a, b, limit=200, epsabs=1e-14)[0] for a, b in zip(pts, pts[1:]))
+    pts = sorted(set([y, *mu[(mu > y) & (mu < hi)], hi]))
+    above = sum(integrate.quad(lambda t: (1.0 - F(t)) ** 2, a, b, limit=200, epsabs=1e-14)[0]
+                for a, b in zip(pts, pts[1:]))
+    return below + above
+
+
+def test_mixture_prediction_crps_equals_the_integral_over_leading_axes():
+    """MixturePrediction.crps on a [2, 3] batch of 3-member mixtures (one member left out of some) against a
+    float64 numerical integral of (F(t) - 1{t >= y})², item by item."""
+    r = np.random.default_rng(11)
+    mu = r.normal(size=(2, 3, 3)) * 2
+    var = r.uniform(0.05, 3.0, (2, 3, 3))
+    mu[0, 1, 2] = np.nan  # a broken member: weight 0, left out of the mixture and of its CRPS
+    lw = np.log(r.dirichlet(np.ones(3), (2, 3)))
+    y = r.normal(size=(2, 3)) * 2
+    p = mixture_prediction(jnp.asarray(lw, DTYPE), jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE))
+    got = np.asarray(p.crps(jnp.asarray(y, DTYPE)), np.float64)
+    assert got.shape == (2, 3)
+    w = np.exp(np.asarray(p.log_weights, np.float64))
+    mu, var, y = (np.asarray(jnp.asarray(a, DTYPE), np.float64) for a in (mu, var, y))  # the inputs as rounded
+    for i in np.ndindex(2, 3):
+        on = w[i] > 0
+        ref = _np_mixture_crps_integral(w[i][on], mu[i][on], var[i][on], y[i])
+        np.testing.assert_allclose(got[i], ref, rtol=tol(1e-9, 2e-5), atol=tol(1e-12, 1e-6))
+    # y broadcasts against the mixture's leading axes; one mixture is mixture_crps itself
+    np.testing.assert_array_equal(np.asarray(p.crps(float(y[1, 0]))[1, 0]), got.astype(DTYPE)[1, 0])
+    one = jax.tree_util.tree_map(lambda a: a[1, 2], p)
+    np.testing.assert_array_equal(np.asarray(one.crps(y[1, 2])),
+                                  np.asarray(mixture_crps(one.weights, one.means, one.vars, jnp.asarray(y[1, 2], DTYPE))))
+
+
+def test_mixture_interval_default_is_the_exact_quantiles():
+    """interval(level) (the method the metrics call) gives mixture_quantile's (1 ∓ level)/2 quantiles bit for bit."""
+    r = np.random.default_rng(5)
+    mu, var = r.normal(size=(7, 3)), r.uniform(0.1, 2.0, (7, 3))
+    var[:, 2] = 1e12  # a wide member: the moment-matched interval differs wildly
+    p = mixture_prediction(jnp.log(jnp.asarray([0.5, 0.45, 0.05], DTYPE)), jnp.asarray(mu, DTYPE),
+                           jnp.asarray(var, DTYPE))
+    lo, hi = p.interval(0.8)
+    elo, ehi = p.interval(0.8, exact=True)
+    np.testing.assert_array_equal(np.asarray(lo), np.asarray(elo))
+    np.testing.assert_array_equal(np.asarray(hi), np.asarray(ehi))
+    # (0.5 ∓ 0.5·level, as interval computes them: 0.5 - 0.4 is not the float 0.1)
+    np.testing.assert_array_equal(np.asarray(lo), np.asarray(mixture_quantile(p, 0.5 - 0.5 * 0.8)))
+    np.testing.assert_array_equal(np.asarray(hi), np.asarray(mixture_quantile(p, 0.5 + 0.5 * 0.8)))
+    mlo, mhi = p.interval(0.8, exact=False)
+    assert np.all(np.asarray(mhi - mlo) > 100 * np.asarray(hi - lo))
+
+
+def test_package_keeps_every_name_and_imports_one_way():
+    """Every name imported from onlinejax.combination before it became a package still is; inside the
+    package, imports flow distribution -> rules / correction -> learner."""
+    import ast
+    import pathlib
+
+    import onlinejax.combination as C
+
+    names = ("MixturePrediction mixture_prediction mixture_quantile mixture_crps CombinationState MixState WeightRule "
+             "bma fixed_share stacking ewa_squared_error combine mix_init mix_step replay gaussian_log_density "
+             "mean_correction MeanCorrection MeanCorrectionState RECALIBRATION_CLIP RECALIBRATION_VAR_CAP "
+             "BMAState FixedShareState EWASquaredErrorState _informative").split()
+    assert [n for n in names if not hasattr(C, n)] == []
+    assert set(C.__all__) <= set(dir(C))
+    allowed = {"distribution": set(), "rules": {"distribution"}, "correction": {"distribution"},
+               "learner": {"distribution", "rules", "correction"}}
+    pkg = pathlib.Path(C.__file__).parent
+    for mod, ok in allowed.items():
+        tree = ast.parse((pkg / f"{mod}.py").read_text())
+        used = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 1}
+        assert used <= ok, (mod, used)

@@ -231,3 +231,92 @@ def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
            "mlpd": np.mean(stats.t.logpdf(y, nu, mu, sc)), "crps": np.mean([crps(i) for i in range(n)])}
     for k, v in ref.items():
         assert float(got[k]) == pytest.approx(v, rel=tol(1e-7, 1e-4)), k
+
+
+# --- predictions score themselves --------------------------------------------------------------------
+def test_metrics_on_a_mixture_equal_the_former_mixture_formulas(rng):
+    """item_quantities on a MixturePrediction (now its own interval/log_prob/crps) equals, bit for bit, the
+    formulas metrics applied to a mixture before: exact quantiles, mixture log density, vectorised mixture_crps."""
+    from onlinejax.combination import mixture_crps, mixture_prediction
+
+    dt = jnp.zeros(()).dtype
+    n, m = 30, 3
+    mu = jnp.asarray(rng.normal(size=(n, m)) * 2, dt)
+    var = rng.uniform(0.1, 2.0, (n, m))
+    var[:, 2] = 1e12  # a clueless member with a small weight
+    lw = jnp.log(jnp.asarray([0.6, 0.39, 0.01], dt))
+    p = jax.vmap(lambda a, b: mixture_prediction(lw, a, b))(mu, jnp.asarray(var, dt))
+    y = jnp.asarray(rng.normal(size=n), dt)
+
+    def former(y, pred, level):
+        err = y - pred.mean
+        lo, hi = pred.interval(level, exact=True)
+        cover = ((y >= lo) & (y <= hi)).astype(y.dtype)
+        crps = jnp.vectorize(mixture_crps, signature="(m),(m),(m),()->()")(
+            jnp.exp(pred.log_weights), pred.means, pred.vars, y)
+        return jnp.stack([jnp.abs(err), err * err, cover, hi - lo, pred.log_prob(y), crps], axis=-1)
+
+    for level in (0.9, 0.5):
+        np.testing.assert_array_equal(np.asarray(M.item_quantities(y, p, level)), np.asarray(former(y, p, level)))
+        np.testing.assert_array_equal(np.asarray(jax.jit(M.item_quantities, static_argnums=2)(y, p, level)),
+                                      np.asarray(jax.jit(former, static_argnums=2)(y, p, level)))
+    # and a whole-stream score is the mean of those quantities
+    got = M.score(M.prequential(0.9), y, p)
+    q = np.asarray(former(y, p, 0.9), np.float64)
+    for k, i in (("mae", 0), ("icr", 2), ("aiw", 3), ("mlpd", 4), ("crps", 5)):
+        assert float(got[k]) == pytest.approx(q[:, i].mean(), rel=tol(1e-12, 1e-5)), k
+
+
+class _Laplace(tuple):
+    """A non-Gaussian prediction the metrics know nothing about: Laplace(μ, b) with its own closed forms."""
+
+    def __new__(cls, mean, scale):
+        return super().__new__(cls, (mean, scale))
+
+    mean = property(lambda self: self[0])
+    scale = property(lambda self: self[1])
+
+    def interval(self, level=0.95):
+        half = -self.scale * np.log(1.0 - level)
+        return self.mean - half, self.mean + half
+
+    def log_prob(self, y):
+        return -jnp.log(2.0 * self.scale) - jnp.abs(y - self.mean) / self.scale
+
+    def crps(self, y):
+        a = jnp.abs(y - self.mean) / self.scale
+        return self.scale * (a + jnp.exp(-a) - 0.75)
+
+
+def test_any_non_gaussian_prediction_is_scored_by_its_own_methods(rng):
+    """metrics dispatch on Prediction only: anything else supplies interval, log_prob and crps."""
+    from scipy import integrate
+
+    dt = jnp.zeros(()).dtype
+    y, mu, var = _stream(rng, 8)
+    p = _Laplace(jnp.asarray(mu, dt), jnp.asarray(np.sqrt(var), dt))
+    yy = jnp.asarray(y, dt)
+    q = np.asarray(M.item_quantities(yy, p, 0.8))
+    lo, hi = p.interval(0.8)
+    np.testing.assert_array_equal(q[:, 2], np.asarray((yy >= lo) & (yy <= hi), q.dtype))
+    np.testing.assert_array_equal(q[:, 3], np.asarray(hi - lo))
+    np.testing.assert_array_equal(q[:, 4], np.asarray(p.log_prob(yy)))
+    np.testing.assert_array_equal(q[:, 5], np.asarray(p.crps(yy)))
+    # the Laplace closed forms themselves, so the check above compares real scores
+    b = np.sqrt(var[0])
+    F = lambda t: stats.laplace.cdf(t, mu[0], b)  # noqa: E731
+    ref = (integrate.quad(lambda t: F(t) ** 2, -np.inf, y[0])[0] + integrate.quad(lambda t: (1 - F(t)) ** 2, y[0], np.inf)[0])
+    assert float(q[0, 5]) == pytest.approx(ref, rel=tol(1e-8, 1e-5))
+    assert float(q[0, 4]) == pytest.approx(stats.laplace.logpdf(y[0], mu[0], b), rel=tol(1e-12, 1e-5))
+
+
+def test_metrics_do_not_know_the_combination():
+    """evaluation/metrics.py imports nothing from onlinejax.combination and recognises no mixture by its fields."""
+    import ast
+    import inspect
+
+    src = inspect.getsource(M)
+    mods = [n.module or "" for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom)]
+    mods += [a.name for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in mods if "combination" in m], mods
+    assert "log_weights" not in src and 'hasattr(pred' not in src

@@ -17,7 +17,9 @@ prediction ``N(μ, σ²)`` for a target ``y`` and reports them all:
            (Gneiting & Raftery 2007, eq. 21)
 =========  =====================================================================
 
-under one of four weightings of the past:
+(a non-Gaussian prediction — Student-t, Gaussian mixture — supplies its own
+interval, log density and CRPS: :func:`item_quantities`), under one of four
+weightings of the past:
 
 * :func:`prequential` — all items equally (thesis eq. 6.1);
 * :func:`fading` — ``S ← L + δS``, ``N ← 1 + δN`` (Gama et al.; thesis eq. 6.2–6.3);
@@ -78,15 +80,15 @@ _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     """Per-item quantities ``[..., 6]`` in the order of :data:`QUANTITIES`.
 
-    A Gaussian prediction is scored in closed form. A mixture
-    (:class:`onlinejax.combination.MixturePrediction`, recognised by its
-    ``log_weights``) is scored exactly: coverage and width from its
-    exact central quantiles, its mixture log density and its mixture CRPS —
-    its moment-matched Gaussian would let one wide low-weight member inflate
-    the interval width without bound.
-
-    A Student-t (:class:`onlinejax.base.StudentTPrediction`) is scored by its
-    own interval, log density and closed-form CRPS.
+    A Gaussian :class:`~onlinejax.base.Prediction` is scored in closed form
+    (the formulas of the table above). Any other prediction — a Student-t
+    (:class:`onlinejax.base.StudentTPrediction`), a Gaussian mixture
+    (:class:`onlinejax.combination.MixturePrediction`) — is scored by its own
+    distribution: coverage and width of its ``interval(level)``, its
+    ``log_prob(y)`` and its ``crps(y)``. For a mixture these are the exact
+    central quantiles, mixture log density and mixture CRPS; its
+    moment-matched Gaussian would let one wide low-weight member inflate the
+    interval width without bound.
 
     Args:
       y: ``[...]`` targets; pred: leaves ``[...]``; level: interval level (static).
@@ -94,18 +96,10 @@ def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     z_level = normal_quantile(level)
     y = jnp.asarray(y, pred.mean.dtype)
     err = y - pred.mean
-    if hasattr(pred, "df"):  # a Student-t (the calibration wrappers' heavy-tailed output): its own closed forms
+    if not isinstance(pred, Prediction):  # a non-Gaussian prediction scores itself
         lo, hi = pred.interval(level)
         cover = ((y >= lo) & (y <= hi)).astype(y.dtype)
         return jnp.stack([jnp.abs(err), err * err, cover, hi - lo, pred.log_prob(y), pred.crps(y)], axis=-1)
-    if hasattr(pred, "log_weights"):
-        from ..combination import mixture_crps
-
-        lo, hi = pred.interval(level, exact=True)
-        cover = ((y >= lo) & (y <= hi)).astype(y.dtype)
-        crps = jnp.vectorize(mixture_crps, signature="(m),(m),(m),()->()")(
-            jnp.exp(pred.log_weights), pred.means, pred.vars, y)
-        return jnp.stack([jnp.abs(err), err * err, cover, hi - lo, pred.log_prob(y), crps], axis=-1)
     sd = jnp.sqrt(pred.var)
     z = err / sd
     crps = sd * (z * (2.0 * norm.cdf(z) - 1.0) + 2.0 * norm.pdf(z) - _INV_SQRT_PI)
@@ -290,7 +284,7 @@ def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | 
     def body(m, a):
         return acc.update(m, a[0], a[1], a[2]), None
 
-    # the whole prediction pytree is scanned, so a mixture keeps its members (see item_quantities)
+    # the whole prediction pytree is scanned, so a non-Gaussian prediction keeps every leaf it scores itself with
     return acc.value(jax.lax.scan(body, acc.init(dt), (Y, predictions, w))[0])
 
 
