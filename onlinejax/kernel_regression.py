@@ -37,8 +37,8 @@ so equidistant points (e.g. duplicates) share the weight equally and a query
 far from the window gets the average of its nearest targets, the
 estimator's limit. (A log-sum-exp of ``-½ q`` does not: at ``q ≈ 10⁸``
 float32 cannot hold ``log k`` next to ``q/2``, so ``k`` equidistant points
-each got weight 1 and their targets were summed; beyond ``|x| ~ 10¹⁹`` ``q``
-overflowed and gave NaN.) The gaps ``q_j - q_m`` are computed from the
+would each get weight 1 and their targets would be summed; beyond
+``|x| ~ 10¹⁹`` ``q`` overflows to NaN.) The gaps ``q_j - q_m`` are computed from the
 window points' offsets to their mean, not from ``x_j - x`` (which rounds
 the window's detail away for a far query), and scaled so that they stay
 finite for any finite query; ``q_m`` itself may overflow, which only says
@@ -86,8 +86,8 @@ Tuning the bandwidth on degenerate inputs
 -----------------------------------------
 ``H = α·COV`` is singular when the window's inputs are constant or
 collinear (repeated inputs, a constant column, a duplicated feature), and a
-jitter at the rounding level gave bandwidths ``~10⁻⁸`` of the inputs'
-scale: every later query was "far". :func:`covariance_whitening` instead (i)
+jitter at the rounding level would give bandwidths ``~10⁻⁸`` of the inputs'
+scale: every later query would be "far". :func:`covariance_whitening` instead (i)
 gives a column that is constant over the window (spread within a few
 rounding units of its value) an infinite bandwidth: the window says nothing
 about it, every bandwidth scores the same, and leave-one-out CV sends an
@@ -104,10 +104,23 @@ them as prediction bounds at 95 % and 99.9 % ("HighConf"; use
 ``pred.interval(0.999)``). ``interval="prediction"`` (the default, matching
 :class:`~onlinejax.Prediction`'s contract that ``var`` is the observation's)
 adds ``σ̂²``; ``interval="confidence"`` reproduces the thesis.
+
+The learner in one file
+-----------------------
+* :class:`KernelRegressionState`: the state;
+* :func:`init`: an empty window with bandwidth ``H = diag(lengthscale²)``;
+* :func:`learn_one`: push one item, updating every point's ``D_i``, ``C_i`` (Algorithm 3);
+* :func:`predict_one`: the Nadaraya–Watson mean (eq. 4.42) and the bounds above;
+* :func:`downdate`: evict the oldest item;
+* :func:`tune`: the leave-one-out choice of ``H = α·COV`` (4.3.2.4, Algorithm 4);
+* :func:`kernel_regression`: validates the static options, binds them and
+  returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
+  (``make_learner(skip_nonfinite=True)``): the pure functions assume finite items.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -122,6 +135,11 @@ Array = jax.Array
 __all__ = [
     "KernelRegressionState",
     "kernel_regression",
+    "init",
+    "learn_one",
+    "predict_one",
+    "downdate",
+    "tune",
     "window_sums",
     "residual_variance",
     "loo_cv_scores",
@@ -362,8 +380,7 @@ def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Arra
     W = y.shape[0]
     mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
     # each row's largest logit is its nearest other point's for every α, so the log-sum-exp shift is
-    # found once and each α costs one exp per pair and one matrix product (2 exps per pair before:
-    # one tune, 195 α: W = 128 9.5 -> 3.1-3.4 ms, W = 32 2.0 -> 0.45 ms)
+    # found once and each α costs one exp per pair and one matrix product
     qmin = jnp.min(jnp.where(mask, q1, jnp.inf), axis=1)
     ok = valid & jnp.isfinite(qmin)  # a point with no other point in the window has no LOO estimate
     gap = jnp.where(mask & ok[:, None], q1 - jnp.where(ok, qmin, 0.0)[:, None], jnp.inf)  # >= 0, 0 at the nearest
@@ -377,6 +394,138 @@ def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Arra
         return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
 
     return jax.vmap(score)(jnp.asarray(alphas, X.dtype)), A1
+
+
+def init(n_features: int, window: int, lengthscale=1.0, prior_var=1.0, dtype=None) -> KernelRegressionState:
+    """An empty window with bandwidth ``H = diag(lengthscale²)``, i.e. whitening ``A = diag(1/lengthscale)``.
+
+    Args:
+      n_features: ``d`` (static).
+      window: the capacity ``W`` (static).
+      lengthscale: ``[]`` or ``[d]``, > 0.
+      prior_var: ``[]`` predictive variance of an empty window, > 0 (module doc).
+      dtype: floating dtype; default float32 (float64 when x64 is enabled).
+    Raises:
+      ValueError: naming the argument, for out-of-range concrete values.
+    """
+    check_positive(lengthscale, "lengthscale")
+    check_positive(prior_var, "prior_var")
+    dt = dtype or default_float_dtype()
+    ell = jnp.broadcast_to(jnp.asarray(lengthscale, dt), (n_features,))
+    return KernelRegressionState(
+        buffer=ring_init(window, n_features, dt), density=jnp.zeros((window,), dt),
+        contribution=jnp.zeros((window,), dt), whiten=jnp.diag(1.0 / ell), bandwidth_scale=jnp.zeros((), dt),
+        prior_var=jnp.asarray(prior_var, dt), n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
+    )
+
+
+def _remove_oldest(s: KernelRegressionState, go: Array) -> KernelRegressionState:
+    """Evict the oldest point if ``go``: subtract its kernel terms from every ``D_i``, ``C_i`` (``O(W d²)``)."""
+    xo, yo, present = ring_oldest(s.buffer)
+    k = jnp.exp(_log_kernel(s.whiten, s.buffer.x, xo)) * s.buffer.valid * (present & go)
+    buf = keep_if(go, ring_pop_oldest(s.buffer), s.buffer)
+    return s._replace(buffer=buf, density=s.density - k, contribution=s.contribution - k * yo)
+
+
+def learn_one(state: KernelRegressionState, x: Array, y: Array) -> KernelRegressionState:
+    """Push one finite item (``x: [d]``, ``y: []``), ``O(W d²)`` (thesis Algorithm 3, corrected).
+
+    When the window is full the oldest point leaves first (its terms are
+    subtracted). Every window point gains ``k_i = k(x_i, x)``:
+    ``D_i += k_i``, ``C_i += k_i y``; the new point's own sums run over the
+    whole remaining window plus itself: ``D = 1 + Σ_i k_i``, ``C = y + Σ_i k_i y_i``.
+    The Learner's boundary skips non-finite items before this runs.
+    """
+    s = state
+    t = _remove_oldest(s, s.buffer.count == s.buffer.y.shape[0])  # when full, the head slot is the oldest
+    buf = t.buffer
+    k = jnp.exp(_log_kernel(s.whiten, buf.x, x)) * buf.valid
+    D = t.density + k
+    C = t.contribution + k * y
+    h = buf.head
+    D = D.at[h].set(jnp.sum(k) + 1.0)  # the new point's sums include every window point and itself
+    C = C.at[h].set(k @ jnp.where(buf.valid, buf.y, 0.0) + y)
+    return t._replace(buffer=ring_push(buf, x, y), density=D, contribution=C, n_seen=s.n_seen + 1)
+
+
+def downdate(state: KernelRegressionState) -> KernelRegressionState:
+    """Evict the oldest point of the window (no-op on an empty window)."""
+    return _remove_oldest(state, jnp.asarray(True))
+
+
+def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asymptotic",
+                interval: str = "prediction") -> Prediction:
+    """Nadaraya–Watson prediction at ``x: [d]`` (thesis eq. 4.42) with the module doc's variance.
+
+    Mean ``m̂(x) = Σ_j w_j y_j``, ``w_j ∝ exp(-½‖A(x_j - x)‖²)`` computed
+    relative to the nearest point. Confidence variance ``Var[m̂]`` by
+    ``bounds`` (static): ``"asymptotic"`` Härdle Thm 4.2.1, ``"exact"``
+    ``σ̂² Σ_j w_j²``, ``"thesis"`` eq. 4.43 as printed. ``interval``
+    (static): ``"prediction"`` ``min(Var[m̂] + σ̂², max(V, σ̂²))``,
+    ``"confidence"`` ``min(Var[m̂], V)``, ``V`` the climatology's cost; with
+    fewer than two points the climatology alone.
+
+    Returns:
+      :class:`~onlinejax.Prediction` with ``mean``, ``var``: ``[]``.
+    """
+    s = state
+    buf = s.buffer
+    dt = buf.y.dtype
+    cap = _var_cap(dt)
+    n = buf.count
+    has = n > 0
+    logits, q_min = _relative_logits(s.whiten, buf.x, buf.valid, x)
+    lse_rel = jax.nn.logsumexp(logits)  # >= 0: the nearest point's term is exactly 1
+    w = jnp.exp(logits - jnp.where(has, lse_rel, 0.0))
+    mean = jnp.where(has, w @ jnp.where(buf.valid, buf.y, 0.0), 0.0)
+    lse = lse_rel - 0.5 * q_min  # log Σ_j exp(-½ q_j); -inf when q_m overflows (then the climatology caps)
+    sigma2, ase = residual_variance(s)
+    ybar, v_clim = window_climatology(s)
+    d_used, log_det_A = _used_dims(s.whiten)
+    if bounds == "asymptotic":
+        # ‖K‖₂² σ̂² / Σ_j K(A u_j) with the normalised kernel: the (2π)^{-d/2} cancel into 2^{-d/2}
+        log_var = jnp.log(sigma2) - 0.5 * d_used * math.log(2.0) - lse
+    elif bounds == "exact":
+        log_var = jnp.log(sigma2) + jax.nn.logsumexp(2.0 * logits) - 2.0 * lse_rel
+    else:  # eq. 4.43 as printed: ‖K‖₂² ASE / f̂(x), f̂ the normalised density (eq. 4.39)
+        log_f = lse - jnp.log(jnp.maximum(n, 1).astype(dt)) + log_det_A - 0.5 * d_used * math.log(2.0 * math.pi)
+        log_var = -0.5 * d_used * math.log(4.0 * math.pi) + jnp.log(ase) - log_f
+    conf = jnp.exp(jnp.minimum(log_var, math.log(cap)))
+    no_info = v_clim + (mean - ybar) ** 2  # the climatology's expected squared error about m̂(x)
+    if interval == "prediction":
+        var = jnp.minimum(conf + sigma2, jnp.maximum(no_info, sigma2))
+    else:
+        var = jnp.minimum(conf, no_info)
+    var = jnp.where(n >= 2, var, v_clim)  # fewer than two points: the climatology alone (module doc)
+    return Prediction(mean, jnp.where(jnp.isfinite(var) & (var > 0), var, cap))  # cap: target overflow only
+
+
+def tune(state: KernelRegressionState, *, alphas=THESIS_ALPHAS) -> KernelRegressionState:
+    """Pick the bandwidth ``H = α·COV`` by leave-one-out CV over the grid ``alphas`` (thesis 4.3.2.4, Algorithm 4).
+
+    Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`); the
+    current bandwidth is kept unless some ``α`` is strictly better (the first
+    minimum, like Algorithm 4's strict ``<``), in which case ``D``, ``C`` are
+    recomputed from scratch (:func:`window_sums`, ``O(W² d)``).
+
+    Args:
+      state: the current state.
+      alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array).
+    """
+    s = state
+    buf = s.buffer
+    dt = buf.y.dtype
+    grid = jnp.asarray(alphas, dt)
+    scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
+    current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
+    scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
+    best = jnp.argmin(scores)  # first minimum, like Algorithm 4's strict '<'
+    better = (buf.count >= 2) & (scores[best] < current) & jnp.all(jnp.isfinite(A1))
+    A = jnp.where(better, A1 / jnp.sqrt(grid[best]), s.whiten)
+    Dn, Cn = window_sums(A, buf.x, buf.y, buf.valid)
+    return s._replace(whiten=A, density=jnp.where(better, Dn, s.density),
+                      contribution=jnp.where(better, Cn, s.contribution),
+                      bandwidth_scale=jnp.where(better, grid[best], s.bandwidth_scale))
 
 
 def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: str = "asymptotic",
@@ -396,10 +545,13 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
         one point ``y₁`` gives ``N(y₁, prior_var + y₁²)``); > 0, an array in the state.
       dtype: default floating dtype.
     Returns:
-      A learner; ``init(lengthscale=, prior_var=, dtype=)``; ``downdate(state)`` evicts the
+      A learner over :func:`init`, :func:`learn_one`, :func:`predict_one`,
+      :func:`downdate` and :func:`tune` with these options bound;
+      ``init(lengthscale=, prior_var=, dtype=)``; ``downdate(state)`` evicts the
       oldest item; ``tune(state)`` picks the leave-one-out-best ``α`` over the
       whole grid in one vectorised call and keeps the current bandwidth unless
-      some ``α`` is strictly better (Algorithm 4).
+      some ``α`` is strictly better (Algorithm 4). A non-finite item is skipped
+      (``n_skipped`` counts it).
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
@@ -414,84 +566,9 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
     check_positive(prior_var, "prior_var")
 
     def _init(lengthscale=lengthscale, prior_var=prior_var, dtype=dtype):
-        check_positive(lengthscale, "lengthscale")
-        check_positive(prior_var, "prior_var")
-        dt = dtype or default_float_dtype()
-        ell = jnp.broadcast_to(jnp.asarray(lengthscale, dt), (d,))
-        return KernelRegressionState(
-            buffer=ring_init(W, d, dt), density=jnp.zeros((W,), dt), contribution=jnp.zeros((W,), dt),
-            whiten=jnp.diag(1.0 / ell), bandwidth_scale=jnp.zeros((), dt), prior_var=jnp.asarray(prior_var, dt),
-            n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
-        )
+        return init(d, W, lengthscale, prior_var, dtype)
 
-    def _remove_oldest(s: KernelRegressionState, go: Array) -> KernelRegressionState:
-        xo, yo, present = ring_oldest(s.buffer)
-        k = jnp.exp(_log_kernel(s.whiten, s.buffer.x, xo)) * s.buffer.valid * (present & go)
-        buf = keep_if(go, ring_pop_oldest(s.buffer), s.buffer)
-        return s._replace(buffer=buf, density=s.density - k, contribution=s.contribution - k * yo)
-
-    def learn_one(s: KernelRegressionState, x, y):
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        t = _remove_oldest(s, s.buffer.count == W)  # when full, the head slot is the oldest
-        buf = t.buffer
-        k = jnp.exp(_log_kernel(s.whiten, buf.x, x)) * buf.valid
-        D = t.density + k
-        C = t.contribution + k * y
-        h = buf.head
-        D = D.at[h].set(jnp.sum(k) + 1.0)  # the new point's sums include every window point and itself
-        C = C.at[h].set(k @ jnp.where(buf.valid, buf.y, 0.0) + y)
-        new = t._replace(buffer=ring_push(buf, x, y), density=D, contribution=C, n_seen=s.n_seen + 1)
-        return keep_if(ok, new, s._replace(n_skipped=s.n_skipped + (~ok)))
-
-    def downdate(s: KernelRegressionState):
-        return _remove_oldest(s, jnp.asarray(True))
-
-    def predict_one(s: KernelRegressionState, x):
-        buf = s.buffer
-        dt = buf.y.dtype
-        cap = _var_cap(dt)
-        n = buf.count
-        has = n > 0
-        logits, q_min = _relative_logits(s.whiten, buf.x, buf.valid, x)
-        lse_rel = jax.nn.logsumexp(logits)  # >= 0: the nearest point's term is exactly 1
-        w = jnp.exp(logits - jnp.where(has, lse_rel, 0.0))
-        mean = jnp.where(has, w @ jnp.where(buf.valid, buf.y, 0.0), 0.0)
-        lse = lse_rel - 0.5 * q_min  # log Σ_j exp(-½ q_j); -inf when q_m overflows (then the climatology caps)
-        sigma2, ase = residual_variance(s)
-        ybar, v_clim = window_climatology(s)
-        d_used, log_det_A = _used_dims(s.whiten)
-        if bounds == "asymptotic":
-            # ‖K‖₂² σ̂² / Σ_j K(A u_j) with the normalised kernel: the (2π)^{-d/2} cancel into 2^{-d/2}
-            log_var = jnp.log(sigma2) - 0.5 * d_used * math.log(2.0) - lse
-        elif bounds == "exact":
-            log_var = jnp.log(sigma2) + jax.nn.logsumexp(2.0 * logits) - 2.0 * lse_rel
-        else:  # eq. 4.43 as printed: ‖K‖₂² ASE / f̂(x), f̂ the normalised density (eq. 4.39)
-            log_f = lse - jnp.log(jnp.maximum(n, 1).astype(dt)) + log_det_A - 0.5 * d_used * math.log(2.0 * math.pi)
-            log_var = -0.5 * d_used * math.log(4.0 * math.pi) + jnp.log(ase) - log_f
-        conf = jnp.exp(jnp.minimum(log_var, math.log(cap)))
-        no_info = v_clim + (mean - ybar) ** 2  # the climatology's expected squared error about m̂(x)
-        if interval == "prediction":
-            var = jnp.minimum(conf + sigma2, jnp.maximum(no_info, sigma2))
-        else:
-            var = jnp.minimum(conf, no_info)
-        var = jnp.where(n >= 2, var, v_clim)  # fewer than two points: the climatology alone (module doc)
-        return Prediction(mean, jnp.where(jnp.isfinite(var) & (var > 0), var, cap))  # cap: target overflow only
-
-    alphas_static = tuple(float(a) for a in alphas_np)
-
-    def tune(s: KernelRegressionState):
-        buf = s.buffer
-        dt = buf.y.dtype
-        grid = jnp.asarray(alphas_static, dt)
-        scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
-        current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
-        scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
-        best = jnp.argmin(scores)  # first minimum, like Algorithm 4's strict '<'
-        better = (buf.count >= 2) & (scores[best] < current) & jnp.all(jnp.isfinite(A1))
-        A = jnp.where(better, A1 / jnp.sqrt(grid[best]), s.whiten)
-        Dn, Cn = window_sums(A, buf.x, buf.y, buf.valid)
-        return s._replace(whiten=A, density=jnp.where(better, Dn, s.density), contribution=jnp.where(better, Cn, s.contribution),
-                          bandwidth_scale=jnp.where(better, grid[best], s.bandwidth_scale))
-
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
-                        downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune))
+    return make_learner(init=_init, learn_one=learn_one, n_features=d, skip_nonfinite=True,
+                        predict_one=partial(predict_one, bounds=bounds, interval=interval),
+                        downdate=downdate, downdate_takes_item=False,
+                        tune=jax.jit(partial(tune, alphas=tuple(float(a) for a in alphas_np))))

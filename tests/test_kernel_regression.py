@@ -1,9 +1,12 @@
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import onlinejax as oj
+from onlinejax import kernel_regression as kr
 from onlinejax.kernel_regression import THESIS_ALPHAS, kernel_regression, loo_cv_scores, residual_variance, window_sums
 from onlinejax.evaluation.progressive import progressive_validation
 from conftest import DTYPE, X64, tol
@@ -346,3 +349,46 @@ def test_abstention_is_a_finite_climatology(rng):
         kernel_regression(2, 8, prior_var=0.0)
     with pytest.raises(ValueError, match="prior_var"):
         lrn.init(prior_var=-1.0)
+
+
+def _assert_trees_close(a, b, rtol):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("bounds,interval", [("asymptotic", "prediction"), ("exact", "confidence"),
+                                             ("thesis", "prediction")])
+def test_module_functions_are_the_learners_core(rng, bounds, interval):
+    # the pure functions of the module, called directly, give the Learner's states and predictions
+    d, W, n = 2, 6, 11
+    X = jnp.asarray(rng.uniform(size=(n, d)), DTYPE)
+    Y = jnp.asarray(5.0 * np.sin(6.0 * np.asarray(X[:, 0])) + 0.1 * rng.normal(size=n), DTYPE)
+    alphas = (0.1, 0.5, 1.0)
+    lrn = kr.kernel_regression(d, W, lengthscale=100.0, bounds=bounds, interval=interval, alphas=alphas)
+    s, t = lrn.init(), kr.init(d, W, lengthscale=100.0)
+    _assert_trees_close(s, t, 0.0)
+    learn = jax.jit(kr.learn_one)
+    opts = dict(bounds=bounds, interval=interval)
+    predict = jax.jit(jax.vmap(partial(kr.predict_one, **opts), in_axes=(None, 0)))
+    rtol = tol(1e-12, 1e-5)
+    for i in range(n):
+        s, t = lrn.learn(s, X[i], Y[i]), learn(t, X[i], Y[i])
+        if i == 7:
+            s, t = lrn.tune(s), jax.jit(partial(kr.tune, alphas=alphas))(t)
+            assert float(t.bandwidth_scale) > 0  # a lengthscale of 100 is far too wide: the tune moves
+    _assert_trees_close(s, t, rtol)
+    _assert_trees_close(lrn.predict(s, X[:3]), predict(t, X[:3]), rtol)
+    _assert_trees_close(lrn.downdate(s), jax.jit(kr.downdate)(t), rtol)
+    assert int(t.n_seen) == n and int(t.buffer.count) == W
+
+
+def test_nonfinite_item_changes_only_the_skip_counter(rng):
+    # the boundary (make_learner(skip_nonfinite=True)) owns the skip: state unchanged but n_skipped
+    lrn = kr.kernel_regression(2, 4)
+    s = lrn.learn(lrn.init(), rng.uniform(size=(5, 2)), rng.normal(size=5))
+    f = jax.jit(lrn.learn)
+    for x, y in (([np.nan, 1.0], 0.0), ([1.0, np.inf], 0.0), ([1.0, 2.0], -np.inf)):
+        t = f(s, jnp.asarray(x, DTYPE), jnp.asarray(y, DTYPE))
+        assert int(t.n_skipped) == int(s.n_skipped) + 1
+        _assert_trees_close(t._replace(n_skipped=s.n_skipped), s, 0.0)

@@ -1,9 +1,14 @@
+from functools import partial
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
 import onlinejax as oj
-from conftest import tol
+from onlinejax.linear import sgd
+from conftest import DTYPE, tol
 from reference import rel_err
 
 
@@ -37,3 +42,35 @@ def test_fixed_variance_and_errors():
         oj.sgd_linreg(2, noise_var=0.0)
     with pytest.raises(ValueError, match="decay"):
         oj.sgd_linreg(2, decay=1.0)
+
+
+def test_module_functions_are_the_learners_core(rng):
+    # the pure functions of the module, called directly, give the Learner's states and predictions
+    opt = optax.adam(0.05)
+    X, Y = jnp.asarray(rng.normal(size=(20, 2)), DTYPE), jnp.asarray(rng.normal(size=20), DTYPE)
+    lrn = oj.sgd_linreg(2, opt, decay=0.9, intercept=False)
+    s, t = lrn.init(), sgd.init(2, opt, decay=0.9)
+    learn = jax.jit(partial(sgd.learn_one, optimizer=opt))
+    for i in range(10):
+        s, t = lrn.learn(s, X[i], Y[i]), learn(t, X[i], Y[i])
+    s = lrn.learn(s, X[10:], Y[10:])
+    t = jax.jit(partial(sgd.learn_batch, optimizer=opt))(t, X[10:], Y[10:])
+    for u, v in zip(jax.tree.leaves(s), jax.tree.leaves(t)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-6))
+    p, q = lrn.predict(s, X[:3]), sgd.predict_batch(t, X[:3])
+    np.testing.assert_allclose(p.mean, q.mean, rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(p.var, q.var, rtol=tol(1e-12, 1e-5))
+    assert float(sgd.predict_one(t, X[0]).var) == float(t.resid_var)
+
+
+def test_nonfinite_item_and_batch_are_skipped(rng):
+    lrn = oj.sgd_linreg(2, optax.sgd(0.1))
+    s = lrn.learn(lrn.init(), rng.normal(size=(4, 2)), rng.normal(size=4))
+    f = jax.jit(lrn.learn)
+    t = f(s, jnp.asarray([np.nan, 1.0], DTYPE), jnp.asarray(0.5, DTYPE))  # one item: the boundary's skip
+    assert int(t.n_skipped) == 1 and int(t.n_seen) == 4
+    np.testing.assert_array_equal(t.weights, s.weights)
+    X = jnp.asarray(rng.normal(size=(3, 2)), DTYPE)
+    t = f(s, X, jnp.asarray([0.0, np.inf, 1.0], DTYPE))  # a batch is skipped whole by learn_batch
+    assert int(t.n_skipped) == 3 and int(t.n_seen) == 4
+    np.testing.assert_array_equal(t.weights, s.weights)

@@ -1,3 +1,5 @@
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,8 @@ from onlinejax.base import normal_quantile
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation
 from onlinejax.linear import adhoc_bounds
-from conftest import tol
+from onlinejax.linear.thesis import adhoc_init, adhoc_learn_one, adhoc_predict_one
+from conftest import DTYPE, tol
 from reference import rel_err
 
 
@@ -194,3 +197,32 @@ def test_burn_in_validated():
         oj.bayesian_mle_forgetting(2, burn_in=-1)
     with pytest.raises(ValueError, match="forgetting_factor"):
         oj.bayesian_mle_forgetting(2, forgetting_factor=1.0)
+
+
+@pytest.mark.parametrize("floor", ["residual", "none"])
+def test_adhoc_module_functions_are_the_learners_core(rng, floor):
+    d, burn = 2, 5
+    X, Y = jnp.asarray(rng.normal(size=(12, d)), DTYPE), jnp.asarray(rng.normal(size=12), DTYPE)
+    base = oj.bayes_linreg(d, alpha=0.5, beta=4.0, forgetting=0.95)
+    lrn = adhoc_bounds(base, burn_in=burn, level=0.9, floor=floor)
+    s, t = lrn.init(residual_forgetting=0.8), adhoc_init(base, 0.8)
+    opts = dict(learner=base, burn_in=burn, floor=floor)
+    learn = jax.jit(partial(adhoc_learn_one, **opts))
+    predict = jax.jit(partial(adhoc_predict_one, level=0.9, **opts))
+    for i in range(12):
+        p, q = lrn.predict(s, X[i]), predict(t, X[i])
+        np.testing.assert_allclose([p.mean, p.var], [q.mean, q.var], rtol=tol(1e-12, 1e-5))
+        s, t = lrn.learn(s, X[i], Y[i]), learn(t, X[i], Y[i])
+    for u, v in zip(jax.tree.leaves(s), jax.tree.leaves(t)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-6))
+
+
+def test_adhoc_nonfinite_item_is_counted_by_the_copies(rng):
+    # AdHocState has no counter of its own: the copies' boundaries skip and count the item
+    lrn = oj.bayesian_map_forgetting(2, burn_in=3)
+    s = lrn.learn(lrn.init(), rng.normal(size=(6, 2)), rng.normal(size=6))
+    t = jax.jit(lrn.learn)(s, jnp.asarray([np.nan, 1.0], DTYPE), jnp.asarray(0.5, DTYPE))
+    assert int(t.n_seen) == 6 and int(t.base.n_skipped) == 1
+    for u, v in zip(jax.tree.leaves(t._replace(base=s.base)), jax.tree.leaves(s)):
+        np.testing.assert_array_equal(u, v)
+    np.testing.assert_array_equal(t.base.mean, s.base.mean)

@@ -1,3 +1,5 @@
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -5,7 +7,8 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from conftest import X64, tol
+from onlinejax.linear import windowed
+from conftest import DTYPE, X64, tol
 from reference import blr_posterior, predictive, rel_err
 
 
@@ -324,3 +327,46 @@ def test_first_zero_target_gives_a_positive_variance():
         s = lrn.learn(lrn.init(), np.array([0.0, 0.0]), 0.0)
         v = float(lrn.predict(s, np.array([0.5, -0.3])).var)
         assert np.isfinite(v) and v > 0, make.__name__
+
+
+def _assert_trees_close(a, b, rtol):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("bounds", ["bayes", "asymptotic"])
+def test_module_functions_are_the_learners_core(rng, bounds):
+    # the pure functions of the module, called directly, give the Learner's states and predictions
+    d, W, n = 3, 5, 13
+    X, Y = _stream(rng, n, d)
+    X, Y = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=0.5, beta=2.0, bounds=bounds, capacity=7)
+    s, t = lrn.init(), windowed.init(d, 7, 0.5, 2.0, window=W)
+    _assert_trees_close(s, t, 0.0)
+    learn = jax.jit(partial(windowed.learn_one, bounds=bounds))
+    predict = jax.jit(jax.vmap(partial(windowed.predict_one, bounds=bounds), in_axes=(None, 0)))
+    rtol = tol(1e-12, 1e-5)
+    for i in range(n):
+        s, t = lrn.learn(s, X[i], Y[i]), learn(t, X[i], Y[i])
+        if i == 8:
+            s, t = lrn.tune(s, n_iter=20), jax.jit(partial(windowed.tune, n_iter=20, bounds=bounds))(t)
+    _assert_trees_close(s, t, rtol)
+    _assert_trees_close(lrn.predict(s, X[:4]), predict(t, X[:4]), rtol)
+    _assert_trees_close(lrn.downdate(s), jax.jit(partial(windowed.downdate, bounds=bounds))(t), rtol)
+    assert int(t.n_seen) == n and int(t.buffer.count) == W
+
+
+def test_nonfinite_item_changes_only_the_skip_counter(rng):
+    # the boundary (make_learner(skip_nonfinite=True)) owns the skip: state unchanged but n_skipped
+    lrn = oj.windowed_bayes_linreg(2, 4, bounds="asymptotic", intercept=True)
+    s = lrn.learn(lrn.init(), rng.normal(size=(5, 2)), rng.normal(size=5))
+    f = jax.jit(lrn.learn)
+    for x, y in (([np.nan, 1.0], 0.0), ([1.0, -np.inf], 0.0), ([1.0, 2.0], np.nan)):
+        t = f(s, jnp.asarray(x, DTYPE), jnp.asarray(y, DTYPE))
+        assert int(t.n_skipped) == int(s.n_skipped) + 1
+        _assert_trees_close(t._replace(n_skipped=s.n_skipped), s, 0.0)
+    # under vmap one stream skips while the other learns
+    xs, ys = jnp.asarray([[np.nan, 1.0], [0.5, 1.0]], DTYPE), jnp.asarray([0.0, 1.0], DTYPE)
+    v = jax.jit(jax.vmap(lrn.learn, in_axes=(None, 0, 0)))(s, xs, ys)
+    assert v.n_skipped.tolist() == [1, 0] and v.n_seen.tolist() == [5, 6]

@@ -46,9 +46,12 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
     if not isinstance(learner, str):
         raise TypeError(f"learner: expected a name or a callable, got {type(learner).__name__}")
     import onlinejax
-    from onlinejax import gp, kernel_regression as kr_mod
+    from onlinejax import gp
+    from onlinejax.kernel_regression import kernel_regression
 
-    for ns in (onlinejax, gp, kr_mod):
+    if learner == "kernel_regression":  # the module's other names (init, tune, ...) are its pure steps
+        return kernel_regression
+    for ns in (onlinejax, gp):
         f = getattr(ns, learner, None)
         if callable(f) and not isinstance(f, type):
             return f

@@ -19,18 +19,22 @@ Thesis sections 4.2, 5.4.1–5.4.2 (``003_89e17038b7e7160f.txt``):
   (:func:`~onlinejax.linear.features.thesis_features`); ``intercept=True``
   adds the constant feature the thesis code lacked.
 
-Coverage of the nominal 95 % intervals (median over the configurations' rows
-on two stratified samples of 48 thesis-grid streams, ``stratified_names(4,
-seed=2024)`` and ``seed=321``, float32): the thesis's ad-hoc bounds alone
-(``floor="none"``) cover 25–37 %, by design about ±0.5 noise standard
-deviations; with the default floor at the base learner's recursive residuals,
-94.5–97 % (float64: 94.5–97.5 %). The asymptotic bounds of the windowed
-variants inside the state machine (:func:`onlinejax.adaptive.adaptive`, with the
-one-step floor of :func:`~onlinejax.linear.windowed_bayes_linreg`) cover
-95–97.5 % (float64: 94–97.5 %).
+The ad-hoc bounds alone (``floor="none"``) are by construction about ±0.5
+noise standard deviations wide, far below a nominal 95 % (see
+:func:`adhoc_bounds`); the default floor at the base learner's recursive
+residuals and, for the windowed variants, the one-step floor of
+:func:`~onlinejax.linear.windowed_bayes_linreg` bring the intervals to their
+nominal level when the model fits.
+
+The ad-hoc learner in one place: :class:`AdHocState`, :func:`adhoc_init`,
+:func:`adhoc_learn_one`, :func:`adhoc_predict_one`; :func:`adhoc_bounds`
+binds them to a learner. The other factories configure
+:func:`~onlinejax.linear.bayes_linreg` and
+:func:`~onlinejax.linear.windowed_bayes_linreg`.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -46,6 +50,9 @@ Array = jax.Array
 __all__ = [
     "AdHocState",
     "adhoc_bounds",
+    "adhoc_init",
+    "adhoc_learn_one",
+    "adhoc_predict_one",
     "FLOORS",
     "bayesian_mle_forgetting",
     "bayesian_map_forgetting",
@@ -82,6 +89,80 @@ class AdHocState(NamedTuple):
 
 
 FLOORS = ("residual", "none")
+
+
+def adhoc_init(learner: Learner, residual_forgetting=0.99, **kw) -> AdHocState:
+    """Three identical copies of ``learner.init(**kw)``, zero counters and sums.
+
+    Args:
+      learner: the copied learner (static).
+      residual_forgetting: ``ρ ∈ (0, 1]`` of the residual floor's sums.
+      **kw: forwarded to ``learner.init``.
+    """
+    check_in_range(residual_forgetting, "residual_forgetting", 0.0, 1.0)
+    s = learner.init(**kw)
+    dt = state_dtype(s)
+    zero = jnp.zeros((), dt)
+    return AdHocState(s, s, s, jnp.zeros((), jnp.int32), zero, zero, zero, jnp.asarray(residual_forgetting, dt))
+
+
+def adhoc_learn_one(state: AdHocState, x: Array, y: Array, *, learner: Learner, burn_in: int = 50,
+                    floor: str = "residual") -> AdHocState:
+    """Learn ``(x [d], y [])`` by the thesis's rule (5.4.1.1) and update the residual floor's sums.
+
+    The base learns every item; after ``burn_in`` items the upper copy learns
+    only items above the lower copy's prediction, the lower copy only items
+    below the upper copy's (both predicted before learning). With
+    ``floor="residual"`` the base's squared standardised one-step error
+    ``z² = (y - μ)²/σ²`` enters ``z2_sum`` once the base has seen ``d`` items.
+    All options static.
+
+    A non-finite item is passed on to the copies, which skip it and count it
+    in their own ``n_skipped`` (the copies' boundaries own the skip, so this
+    state has no counter of its own); here it leaves ``n_seen`` and the
+    floor's sums unchanged.
+    """
+    s = state
+    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    hi = learner.predict(s.upper, x).mean
+    lo = learner.predict(s.lower, x).mean
+    warm = s.n_seen >= burn_in
+    base = learner.learn(s.base, x, y)
+    up = keep_if(~warm | (y > lo), learner.learn(s.upper, x, y), s.upper)
+    low = keep_if(~warm | (y < hi), learner.learn(s.lower, x, y), s.lower)
+    new = AdHocState(base, up, low, s.n_seen + ok, s.z2_sum, s.z2_weight, s.y2_sum, s.residual_forgetting)
+    if floor == "residual":
+        p = learner.predict(s.base, x)
+        use = ok & (s.n_seen >= learner.n_features)
+        z2 = jnp.where(use, (y - p.mean) ** 2 / p.var, 0.0)
+        rho = jnp.where(use, s.residual_forgetting, 1.0)
+        new = new._replace(z2_sum=rho * s.z2_sum + z2, z2_weight=rho * s.z2_weight + use,
+                           y2_sum=s.y2_sum + jnp.where(ok, y * y, 0.0))
+    return new
+
+
+def adhoc_predict_one(state: AdHocState, x: Array, *, learner: Learner, burn_in: int = 50, level: float = 0.95,
+                      floor: str = "residual") -> Prediction:
+    """``N(μ_base, max(v_rule, floor))`` at ``x: [d]`` (:func:`adhoc_bounds`; all options static).
+
+    ``v_rule = ((upper - lower)/(2 z_level))²`` after the burn-in, the base's
+    ``σ²`` before; the floor is ``c·σ²`` (``floor="residual"``, ``c`` the
+    weighted mean ``z2_sum/z2_weight``, ``max(σ², Σy²/n)`` until three ``z²``
+    are in) or ``eps·σ²`` (``"none"``).
+    """
+    s = state
+    p = learner.predict(s.base, x)
+    hi = learner.predict(s.upper, x).mean
+    lo = learner.predict(s.lower, x).mean
+    v_rule = jnp.where(s.n_seen >= burn_in, ((hi - lo) / (2.0 * normal_quantile(level))) ** 2, p.var)
+    eps = jnp.finfo(p.var.dtype).eps
+    if floor == "residual":
+        c = s.z2_sum / jnp.maximum(s.z2_weight, jnp.finfo(p.var.dtype).tiny)
+        early = jnp.maximum(p.var, s.y2_sum / jnp.maximum(s.n_seen, 1).astype(p.var.dtype))
+        lo_var = jnp.where(s.n_seen >= learner.n_features + 3, jnp.maximum(c, eps) * p.var, early)
+    else:
+        lo_var = eps * p.var
+    return Prediction(p.mean, jnp.maximum(v_rule, lo_var))
 
 
 def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, floor: str = "residual",
@@ -137,7 +218,8 @@ def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, fl
       residual_forgetting: default ``ρ ∈ (0, 1]`` of ``c`` (an array in the
         state: ``init(residual_forgetting=)``); 0.99 remembers ~100 items.
     Returns:
-      A :class:`Learner` with state :class:`AdHocState`; ``init(**kw)``
+      A :class:`Learner` over :func:`adhoc_init`, :func:`adhoc_learn_one` and
+      :func:`adhoc_predict_one` with state :class:`AdHocState`; ``init(**kw)``
       forwards ``kw`` (except ``residual_forgetting``) to ``learner.init``.
     """
     if int(burn_in) != burn_in or burn_in < 0:
@@ -145,50 +227,14 @@ def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, fl
     if floor not in FLOORS:
         raise ValueError(f"floor: must be one of {FLOORS}, got {floor!r}")
     check_in_range(residual_forgetting, "residual_forgetting", 0.0, 1.0)
-    z = normal_quantile(level)
-    resid = floor == "residual"
-    n_min = learner.n_features
+    normal_quantile(level)  # validates level
 
     def _init(residual_forgetting=residual_forgetting, **kw):
-        check_in_range(residual_forgetting, "residual_forgetting", 0.0, 1.0)
-        s = learner.init(**kw)
-        dt = state_dtype(s)
-        zero = jnp.zeros((), dt)
-        return AdHocState(s, s, s, jnp.zeros((), jnp.int32), zero, zero, zero, jnp.asarray(residual_forgetting, dt))
+        return adhoc_init(learner, residual_forgetting, **kw)
 
-    def learn_one(s: AdHocState, x, y):
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        hi = learner.predict(s.upper, x).mean
-        lo = learner.predict(s.lower, x).mean
-        warm = s.n_seen >= burn_in
-        base = learner.learn(s.base, x, y)
-        up = keep_if(~warm | (y > lo), learner.learn(s.upper, x, y), s.upper)
-        low = keep_if(~warm | (y < hi), learner.learn(s.lower, x, y), s.lower)
-        new = AdHocState(base, up, low, s.n_seen + ok, s.z2_sum, s.z2_weight, s.y2_sum, s.residual_forgetting)
-        if resid:
-            p = learner.predict(s.base, x)
-            use = ok & (s.n_seen >= n_min)
-            z2 = jnp.where(use, (y - p.mean) ** 2 / p.var, 0.0)
-            rho = jnp.where(use, s.residual_forgetting, 1.0)
-            new = new._replace(z2_sum=rho * s.z2_sum + z2, z2_weight=rho * s.z2_weight + use,
-                               y2_sum=s.y2_sum + jnp.where(ok, y * y, 0.0))
-        return new
-
-    def predict_one(s: AdHocState, x):
-        p = learner.predict(s.base, x)
-        hi = learner.predict(s.upper, x).mean
-        lo = learner.predict(s.lower, x).mean
-        v_rule = jnp.where(s.n_seen >= burn_in, ((hi - lo) / (2.0 * z)) ** 2, p.var)
-        eps = jnp.finfo(p.var.dtype).eps
-        if resid:
-            c = s.z2_sum / jnp.maximum(s.z2_weight, jnp.finfo(p.var.dtype).tiny)
-            early = jnp.maximum(p.var, s.y2_sum / jnp.maximum(s.n_seen, 1).astype(p.var.dtype))
-            lo_var = jnp.where(s.n_seen >= n_min + 3, jnp.maximum(c, eps) * p.var, early)
-        else:
-            lo_var = eps * p.var
-        return Prediction(p.mean, jnp.maximum(v_rule, lo_var))
-
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=learner.n_features)
+    opts = dict(learner=learner, burn_in=burn_in, floor=floor)
+    return make_learner(init=_init, learn_one=partial(adhoc_learn_one, **opts),
+                        predict_one=partial(adhoc_predict_one, level=level, **opts), n_features=learner.n_features)
 
 
 def _feature_map(n_features, mapped, intercept):
@@ -245,10 +291,9 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False
     Nothing of the model is tuned (thesis 5.4.1.5): ``tune`` only re-standardises
     the features on the window and rebuilds the factor, keeping the prior
     ``kI`` on the raw weights and ``beta = 1`` (``tune_evidence=False`` of
-    :func:`~onlinejax.linear.windowed_bayes_linreg`). Without it the factor of
-    the raw mapped features (inputs of scale 50–100: features spanning 1–10⁴)
-    was silently wrong in float32 on the thesis grid: NaN or SMSE up to 1e15 on
-    69 of the 5 × 576 mapped (stream, window) runs, none in float64.
+    :func:`~onlinejax.linear.windowed_bayes_linreg`). Without it the float32
+    factor of the raw mapped features (inputs of scale 50–100: features
+    spanning 1–10⁴) loses all precision.
 
     ``capacity`` (static, ``>= window``) sizes the ring buffer; the window
     length is ``init(window=)`` (default ``window``), so windows up to the

@@ -1,9 +1,26 @@
 """Sliding-window Bayesian linear regression with exact rank-1 downdates.
 
-The posterior is always that of the last ``W`` items (thesis 5.2.2 and
+The posterior is always that of the last ``w`` items (thesis 5.2.2 and
 5.4.1.4, eq. 5.8–5.11): each ``learn`` evicts the oldest item of a fixed-size
 ring buffer by a rank-1 *downdate* of the square-root covariance and absorbs
-the new item by a rank-1 update, both ``O(d²)``.
+the new item by a rank-1 update, both ``O(d²)``. Model and posterior are
+Bishop's (ch. 3, eq. 3.53–3.54) on the window's items::
+
+    w ~ N(0, diag(alpha)⁻¹),   y | x, w ~ N(xᵀw, 1/beta)
+    S⁻¹ = diag(alpha) + beta Σ_window x_i x_iᵀ,   m = beta S Σ_window x_i y_i
+
+The learner in one file
+-----------------------
+* :class:`WindowedBayesState`: the state;
+* :func:`init`: the prior state (empty window);
+* :func:`learn_one`: slide the window by one item (downdate the oldest, update the new);
+* :func:`predict_one`: the predictive ``N(xᵀm, s²(1 + beta xᵀSx))`` (Bishop eq.
+  3.58–3.59, or thesis eq. 4.17's ``s²``);
+* :func:`downdate`: evict the oldest item;
+* :func:`tune`: re-standardise, type-II ML (Bishop 3.5.2) and refit on the window;
+* :func:`windowed_bayes_linreg`: validates the static options, binds them and
+  returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
+  (``make_learner(skip_nonfinite=True)``): the pure functions assume finite items.
 
 What keeps the downdates accurate over millions of items
 --------------------------------------------------------
@@ -38,22 +55,20 @@ of an item scored before it was learned, which for a correct model has the
 same mean as the noise variance (Brown, Durbin & Evans 1975, JRSS B 37:149).
 A ``tune`` refits the window and clears it, so in the thesis's state machine
 (:func:`onlinejax.adaptive.adaptive`) it acts in the cold-start and
-high-error phases, where the window is changing. The asymptotic bounds then
-cover 95–97.5 % (median of the nominal 95 % intervals over 48 stratified
-thesis-grid streams, each thesis configuration; see
-:mod:`onlinejax.linear.thesis`); the items they still miss badly are the first (the prior's
-prediction) and those that a model frozen in a stable phase predicts at a change,
-before the alarm.
+high-error phases, where the window is changing. The items the bounds still
+miss badly are the first (the prior's prediction) and those that a model
+frozen in a stable phase predicts at a change, before the alarm.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import Learner, Prediction, check_positive, default_float_dtype, make_learner
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -64,6 +79,11 @@ Array = jax.Array
 __all__ = [
     "WindowedBayesState",
     "windowed_bayes_linreg",
+    "init",
+    "learn_one",
+    "predict_one",
+    "downdate",
+    "tune",
     "window_stats",
     "BOUNDS",
 ]
@@ -72,11 +92,12 @@ BOUNDS = ("bayes", "asymptotic")
 
 
 class WindowedBayesState(NamedTuple):
-    """State of :func:`windowed_bayes_linreg`.
+    """State of :func:`windowed_bayes_linreg` (``d`` features, buffer capacity ``W``).
 
     Attributes:
-      buffer: :class:`~onlinejax.window.RingBuffer` with the window's items.
-      mean: ``[d]``; cov_sqrt: ``[d, d]``: posterior of the window's items.
+      buffer: :class:`~onlinejax.window.RingBuffer` with the window's items
+        (``x [W, d]`` raw, unscaled; ``y [W]``).
+      mean: ``[d]``; cov_sqrt: ``[d, d]``: posterior ``N(m, WWᵀ)`` of the window's items.
       shadow_mean: ``[d]``; shadow_cov_sqrt: ``[d, d]``: posterior of the
         newest ``n_shadow`` items, built by updates only (see module doc).
       n_shadow: ``[]`` int32.
@@ -88,7 +109,7 @@ class WindowedBayesState(NamedTuple):
         features' weights); ``tune_evidence=False`` rebuilds ``alpha`` from them.
       scale: ``[d]`` the feature scales ``s`` fixed at the last ``tune``: the
         learner works on ``x / s`` (all 1 before the first tune and with
-        ``standardize=False``); see :func:`windowed_bayes_linreg`.
+        ``standardize=False``); see :func:`tune`.
       resid_var: ``[]`` ``s² = RSS/(n - d)`` of the window's residuals under the
         current mean (thesis eq. 4.17); ``Σy²/n`` while ``n <= d + 2``, ``1/beta``
         on an empty window (:func:`_resid_var`).
@@ -96,7 +117,7 @@ class WindowedBayesState(NamedTuple):
         ``(y - μ)²/(1 + β xᵀSx)`` of the items learned in the current and the
         previous epoch of ``window`` learned items since the last ``tune``,
         each scored before it was learned; onestep_n: ``[2]`` their counts (see
-        :func:`windowed_bayes_linreg`).
+        the module doc).
       n_seen, n_skipped: ``[]`` int32 counters.
     """
 
@@ -155,6 +176,23 @@ def _onestep_var(s) -> Array:
     return (s.onestep_sum[0] + s.onestep_sum[1]) / jnp.maximum(n, 1.0)
 
 
+def _onestep_sums(s: WindowedBayesState, xs: Array, y: Array) -> tuple[Array, Array]:
+    """``(onestep_sum, onestep_n)`` after scoring ``(xs, y)`` (``xs`` scaled) before it is learned.
+
+    The item's one-step error is taken under the posterior that predicts it
+    (before the eviction) and counted once that posterior rests on ``>= d``
+    items (before, the error measures the prior). Epochs of ``window`` learned
+    items roll over, so an error counts for one to two windows.
+    """
+    f = s.cov_sqrt.T @ xs
+    use = (s.buffer.count >= s.mean.shape[-1]).astype(xs.dtype)
+    r2 = use * (y - xs @ s.mean) ** 2 / (1.0 + s.beta * (f @ f))
+    osum, on = s.onestep_sum, s.onestep_n
+    roll = on[0] >= s.window
+    return (jnp.where(roll, jnp.stack([r2, osum[0]]), osum.at[0].add(r2)),
+            jnp.where(roll, jnp.stack([use, on[0]]), on.at[0].add(use)))
+
+
 def _ridge_floor(n: Array, beta: Array) -> Array:
     """Smallest prior precision of a standardised weight: ``sqrt(eps)·β·n`` (``n`` valid items).
 
@@ -163,15 +201,16 @@ def _ridge_floor(n: Array, beta: Array) -> Array:
     noise in the dtype (jitter from the dtype, as in tinygp): the floor keeps
     the condition number of ``Λ`` under ``1/sqrt(eps)``, so its factor's relative
     error ``~ d·eps·κ`` stays small (``100·eps`` would allow ``κ ~ 10⁶`` and
-    errors of order 1 in float32 at ``d = 22``). Without the floor
-    the thesis's BayesianMLE (prior ``10⁻⁴`` on raw weights, i.e. ~10⁻¹² on the
-    scaled ``x²`` weights) on 22 collinear mapped features and 32 items
-    predicted errors of 10³ target standard deviations in float32.
+    errors of order 1 in float32 at ``d = 22``). It binds for priors far weaker
+    than the data, such as the thesis's BayesianMLE (prior ``10⁻⁴`` on raw
+    weights, i.e. ~10⁻¹² on the scaled ``x²`` weights) on collinear mapped
+    features, whose float32 factor would otherwise be rounding noise.
     """
     return jnp.sqrt(jnp.finfo(beta.dtype).eps) * beta * jnp.maximum(n, 1.0)
 
 
 def _maybe_swap(s: WindowedBayesState) -> WindowedBayesState:
+    """Promote the shadow to the main factor once it holds every item of the window (module doc)."""
     swap = s.n_shadow == s.buffer.count
     W0 = prior_sqrt_cov(s.alpha)
     m0 = jnp.zeros_like(s.mean)
@@ -184,21 +223,169 @@ def _maybe_swap(s: WindowedBayesState) -> WindowedBayesState:
     )
 
 
-def windowed_bayes_linreg(
-    n_features: int,
-    window: int,
-    *,
-    alpha=1.0,
-    beta=1.0,
-    bounds: str = "bayes",
-    intercept: bool = False,
-    standardize: bool = True,
-    tune_evidence: bool = True,
-    capacity: int | None = None,
-    onestep_floor: bool = True,
-    dtype=None,
-) -> Learner:
-    """Bayesian linear regression on the last ``window`` items.
+def _finish(s: WindowedBayesState, bounds: str) -> WindowedBayesState:
+    """After the window changed: the shadow swap, and eq. 4.17's ``s²`` for the asymptotic bounds."""
+    s = _maybe_swap(s)
+    if bounds == "asymptotic":
+        s = s._replace(resid_var=_resid_var(s.buffer, s.mean, s.beta, s.mean.shape[-1], s.scale))
+    return s
+
+
+def _check_window(window, capacity: int) -> None:
+    if not isinstance(window, jax.core.Tracer):
+        wv = np.asarray(window)
+        if wv.shape != () or not np.issubdtype(wv.dtype, np.integer) or not 1 <= int(wv) <= capacity:
+            raise ValueError(f"window: must be an integer in [1, capacity = {capacity}], got {window!r}")
+
+
+def init(n_features: int, capacity: int, alpha=1.0, beta=1.0, window=None, dtype=None) -> WindowedBayesState:
+    """The prior state: an empty window, posterior ``N(0, diag(alpha)⁻¹)``, shadow = prior.
+
+    Args:
+      n_features: ``d`` (static; the intercept column included).
+      capacity: the ring buffer's size ``W`` (static).
+      alpha: prior precision, ``[]`` or ``[d]``, > 0.
+      beta: noise precision ``[]``, > 0.
+      window: the window length ``w``, an integer in ``[1, W]`` (an array in
+        the state, so it vmaps); default ``W``.
+      dtype: floating dtype; default float32 (float64 when x64 is enabled).
+    Raises:
+      ValueError: naming the argument, for out-of-range concrete values.
+    """
+    check_positive(alpha, "alpha")
+    check_positive(beta, "beta")
+    window = capacity if window is None else window
+    _check_window(window, capacity)
+    dt = dtype or default_float_dtype()
+    a = jnp.broadcast_to(jnp.asarray(alpha, dt), (n_features,))
+    b = jnp.asarray(beta, dt)
+    W0 = prior_sqrt_cov(a)
+    z = jnp.zeros((n_features,), dt)
+    return WindowedBayesState(
+        buffer=ring_init(capacity, n_features, dt), mean=z, cov_sqrt=W0, shadow_mean=z, shadow_cov_sqrt=W0,
+        n_shadow=jnp.zeros((), jnp.int32), window=jnp.asarray(window, jnp.int32), alpha=a, prior_alpha=a, beta=b,
+        scale=jnp.ones((n_features,), dt), resid_var=1.0 / b, onestep_sum=jnp.zeros((2,), dt),
+        onestep_n=jnp.zeros((2,), dt), n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
+    )
+
+
+def learn_one(state: WindowedBayesState, x: Array, y: Array, *, bounds: str = "bayes",
+              onestep_floor: bool = True) -> WindowedBayesState:
+    """Slide the window by one finite item (``x: [d]`` raw, ``y: []``) in ``O(d²)``.
+
+    Thesis eq. 5.8–5.11 as square-root rank-1 operations on the scaled input
+    ``x/s``: when the window is full the oldest item is downdated out,
+    ``S⁻¹ ← S⁻¹ - βx_oldx_oldᵀ``, then the new item is updated in,
+    ``S⁻¹ ← S⁻¹ + βxxᵀ`` (Bishop eq. 3.53–3.54 recursively), to the main factor
+    and to the shadow; the buffer stores the raw item and the shadow replaces
+    the main factor once it holds the whole window (module doc).
+
+    Args:
+      state: the current state.
+      x: ``[d]`` raw input; y: ``[]`` target. Both finite: the Learner's
+        boundary skips non-finite items before this runs.
+      bounds: (static) ``"asymptotic"`` also refreshes eq. 4.17's ``s²`` (``O(Wd)``).
+      onestep_floor: (static) score the item's recursive residual before
+        learning it (:func:`_onestep_sums`).
+    Returns:
+      The state with the window moved on by one item.
+    """
+    s = state
+    full = s.buffer.count >= s.window
+    xo, yo, _ = ring_oldest(s.buffer)
+    xo = jnp.where(full, xo, 0.0) / s.scale  # zero vector = exact no-op downdate
+    xs = x / s.scale
+    r = 1.0 / s.beta
+    osum, on = _onestep_sums(s, xs, y) if onestep_floor else (s.onestep_sum, s.onestep_n)
+    Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, r, -1.0)
+    Wm, m = sqrt_cov_rank1(Wm, m, xs, y, r, 1.0)
+    Ws, ms = sqrt_cov_rank1(s.shadow_cov_sqrt, s.shadow_mean, xs, y, r, 1.0)
+    new = s._replace(
+        buffer=ring_push(s.buffer, x, y, window=s.window), mean=m, cov_sqrt=Wm, shadow_mean=ms, shadow_cov_sqrt=Ws,
+        n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1, onestep_sum=osum, onestep_n=on,
+    )
+    return _finish(new, bounds)
+
+
+def downdate(state: WindowedBayesState, *, bounds: str = "bayes") -> WindowedBayesState:
+    """Evict the oldest item of the window (thesis eq. 5.8–5.11, a rank-1 downdate); no-op on an empty window.
+
+    ``bounds`` (static): as in :func:`learn_one`.
+    """
+    s = state
+    xo, yo, present = ring_oldest(s.buffer)
+    xo = jnp.where(present, xo, 0.0) / s.scale  # zero vector = exact no-op downdate
+    Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, 1.0 / s.beta, -1.0)
+    return _finish(s._replace(buffer=ring_pop_oldest(s.buffer), cov_sqrt=Wm, mean=m), bounds)
+
+
+def predict_one(state: WindowedBayesState, x: Array, *, bounds: str = "bayes", onestep_floor: bool = True) -> Prediction:
+    """Predictive ``N(x'ᵀm, s²(1 + β x'ᵀSx'))`` for a raw ``x: [d]``, ``x' = x/s`` the scaled input.
+
+    ``bounds="bayes"``: ``s² = 1/β``, Bishop eq. 3.58–3.59; ``"asymptotic"``:
+    ``s²`` the window's ``RSS/(n - d)``, thesis eq. 4.17 (``βS`` standing for
+    ``(XXᵀ)⁻¹``). ``onestep_floor``: ``s²`` is at least the mean squared
+    recursive residual since the last ``tune`` (module doc). Both static.
+    """
+    x = x / state.scale
+    f = state.cov_sqrt.T @ x
+    q = f @ f
+    s2 = state.resid_var if bounds == "asymptotic" else 1.0 / state.beta
+    if onestep_floor:
+        s2 = jnp.maximum(s2, _onestep_var(state))
+    return Prediction(x @ state.mean, s2 * (1.0 + state.beta * q))
+
+
+def _feature_scale(buf: RingBuffer) -> Array:
+    """``[d]`` root mean square of each feature over the window; 1 for a feature that is 0 on the whole window."""
+    v = buf.valid.astype(buf.x.dtype)
+    ms = jnp.sum(v[:, None] * buf.x ** 2, 0) / jnp.maximum(jnp.sum(v), 1.0)
+    rms = jnp.sqrt(ms)
+    return jnp.where(rms > jnp.finfo(rms.dtype).tiny, rms, 1.0)  # a zero feature's weight stays at the prior
+
+
+def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = True, tune_evidence: bool = True,
+         bounds: str = "bayes") -> WindowedBayesState:
+    """Refit the model on the window and rebuild both factors from the buffer (``O(Wd² + d³)``).
+
+    1. ``standardize``: fix the scales ``s`` at the features' RMS over the window.
+    2. ``tune_evidence``: re-estimate a shared ``alpha`` and ``beta`` by type-II
+       ML on the window's statistics of ``x/s`` (Bishop 3.5.2,
+       :func:`~onlinejax.linear.evidence.evidence_fixed_point`); otherwise keep
+       ``beta`` and ``init``'s prior on the raw weights, ``prior_alpha/s²`` on
+       the scaled ones.
+    3. ``standardize``: floor ``alpha`` at :func:`_ridge_floor`.
+    4. Posterior from the statistics (Bishop eq. 3.53–3.54); the shadow
+       restarts from the prior and the one-step sums are cleared.
+
+    Args:
+      state: the current state.
+      n_iter: fixed-point iterations of the evidence maximisation (static).
+      standardize, tune_evidence, bounds: static options of :func:`windowed_bayes_linreg`.
+    """
+    s = state
+    if standardize:
+        s = s._replace(scale=_feature_scale(s.buffer))
+    st = window_stats(s.buffer._replace(x=s.buffer.x / s.scale))
+    if tune_evidence:
+        a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
+        alpha = jnp.broadcast_to(a, s.alpha.shape)
+    else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
+        alpha, b = s.prior_alpha * s.scale ** -2, s.beta
+    if standardize:
+        alpha = jnp.maximum(alpha, _ridge_floor(st.n, b))
+    Wm, m = posterior_from_stats(st, alpha, b)
+    s = s._replace(alpha=alpha, beta=b, mean=m, cov_sqrt=Wm, shadow_mean=jnp.zeros_like(m),
+                   shadow_cov_sqrt=prior_sqrt_cov(alpha), n_shadow=jnp.zeros_like(s.n_shadow),
+                   onestep_sum=jnp.zeros_like(s.onestep_sum), onestep_n=jnp.zeros_like(s.onestep_n))
+    # an empty window: main = shadow = prior, consistent with the swap rule
+    return s._replace(resid_var=_resid_var(s.buffer, m, b, m.shape[-1], s.scale)) if bounds == "asymptotic" else s
+
+
+def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, bounds: str = "bayes",
+                          intercept: bool = False, standardize: bool = True, tune_evidence: bool = True,
+                          capacity: int | None = None, onestep_floor: bool = True, dtype=None) -> Learner:
+    """Bayesian linear regression on the last ``window`` items, as a :class:`~onlinejax.Learner`.
 
     Args:
       n_features: ``d`` (static).
@@ -221,15 +408,13 @@ def windowed_bayes_linreg(
         root mean square of feature ``j`` over the window and work on
         ``x / s`` until the next tune (``alpha`` is then the prior precision
         of the scaled features' weights, as in ridge regression on
-        standardised inputs). Without it, float32 failed on the thesis grid:
-        mapped features of inputs of scale 50–100 span 1–10⁴, the
-        square-root covariance lost all precision and predictions reached
-        1e23 (finite, then inf) on noise-free quadratic streams; with it the
-        same streams match float64. The tune also floors the prior precision
-        at ``sqrt(eps)·β·n`` (:func:`_ridge_floor`; float32: 3.5e-4 of the data
-        precision, float64: 1.5e-8), the price being a bias of ~1e-5 SMSE where
-        a noise-free stream is fitted exactly. ``False`` keeps the raw features (the
-        thesis's model; fine in float64 or for inputs of order 1).
+        standardised inputs). Why: mapped features of inputs of scale 50–100
+        span 1–10⁴, and a float32 square-root covariance of such features
+        loses all precision. The tune also floors the prior precision at
+        ``sqrt(eps)·β·n`` (:func:`_ridge_floor`; float32: 3.5e-4 of the data
+        precision, float64: 1.5e-8), at the price of a small bias where a
+        noise-free stream would be fitted exactly. ``False`` keeps the raw
+        features (the thesis's model; fine in float64 or for inputs of order 1).
       tune_evidence: ``tune`` re-estimates ``alpha``/``beta`` (type-II ML).
         ``False``: ``tune`` keeps the model — ``beta`` and ``init``'s prior on
         the *raw* features' weights (``prior_alpha / s²`` on the scaled ones,
@@ -244,10 +429,12 @@ def windowed_bayes_linreg(
         ``tune`` (module doc). ``False``: the bounds exactly as above.
       dtype: default floating dtype.
     Returns:
-      A :class:`Learner`: ``init(alpha=, beta=, window=, dtype=)``; ``downdate(state)``
+      A :class:`Learner` over :func:`init`, :func:`learn_one`,
+      :func:`predict_one`, :func:`downdate` and :func:`tune` with these options
+      bound: ``init(alpha=, beta=, window=, dtype=)``; ``downdate(state)``
       evicts the oldest item; ``tune(state, n_iter=100)`` re-estimates
       ``alpha``/``beta`` on the window by type-II ML and rebuilds the factor
-      from the buffer.
+      from the buffer. A non-finite item is skipped (``n_skipped`` counts it).
     """
     d = int(n_features)
     if d < 1:
@@ -263,109 +450,16 @@ def windowed_bayes_linreg(
     check_positive(alpha, "alpha")
     check_positive(beta, "beta")
     dm = d + int(bool(intercept))
-    asym = bounds == "asymptotic"
 
     def _init(alpha=alpha, beta=beta, window=w_default, dtype=dtype):
-        check_positive(alpha, "alpha")
-        check_positive(beta, "beta")
-        if not isinstance(window, jax.core.Tracer):
-            wv = np.asarray(window)
-            if wv.shape != () or not np.issubdtype(wv.dtype, np.integer) or not 1 <= int(wv) <= W_cap:
-                raise ValueError(f"window: must be an integer in [1, capacity = {W_cap}], got {window!r}")
-        dt = dtype or default_float_dtype()
-        a = jnp.broadcast_to(jnp.asarray(alpha, dt), (dm,))
-        b = jnp.asarray(beta, dt)
-        W0 = prior_sqrt_cov(a)
-        z = jnp.zeros((dm,), dt)
-        return WindowedBayesState(
-            buffer=ring_init(W_cap, dm, dt), mean=z, cov_sqrt=W0, shadow_mean=z, shadow_cov_sqrt=W0,
-            n_shadow=jnp.zeros((), jnp.int32), window=jnp.asarray(window, jnp.int32), alpha=a, prior_alpha=a, beta=b, scale=jnp.ones((dm,), dt),
-            resid_var=1.0 / b, onestep_sum=jnp.zeros((2,), dt), onestep_n=jnp.zeros((2,), dt),
-            n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
-        )
-
-    def _finish(s):
-        s = _maybe_swap(s)
-        if asym:
-            s = s._replace(resid_var=_resid_var(s.buffer, s.mean, s.beta, dm, s.scale))
-        return s
-
-    def evict(s: WindowedBayesState) -> WindowedBayesState:
-        xo, yo, present = ring_oldest(s.buffer)
-        xo = jnp.where(present, xo, 0.0) / s.scale  # zero vector = exact no-op downdate
-        Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, 1.0 / s.beta, -1.0)
-        return s._replace(buffer=ring_pop_oldest(s.buffer), cov_sqrt=Wm, mean=m)
-
-    def learn_one(s: WindowedBayesState, x, y):
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        x0, y0 = jnp.where(ok, x, 0.0), jnp.where(ok, y, 0.0)
-        full = s.buffer.count >= s.window
-        xo, yo, _ = ring_oldest(s.buffer)
-        xo = jnp.where(full, xo, 0.0) / s.scale
-        xs = x0 / s.scale
-        r = 1.0 / s.beta
-        osum, on = s.onestep_sum, s.onestep_n
-        if onestep_floor:
-            # the item's one-step error under the posterior that predicted it (before eviction),
-            # counted once the posterior rests on >= d items (before, the error measures the prior)
-            f = s.cov_sqrt.T @ xs
-            use = (s.buffer.count >= dm).astype(xs.dtype)
-            r2 = use * (y0 - xs @ s.mean) ** 2 / (1.0 + s.beta * (f @ f))
-            # epochs of `window` learned items: an error counts for one to two windows
-            roll = on[0] >= s.window
-            osum = jnp.where(roll, jnp.stack([r2, osum[0]]), osum.at[0].add(r2))
-            on = jnp.where(roll, jnp.stack([use, on[0]]), on.at[0].add(use))
-        Wm, m = sqrt_cov_rank1(s.cov_sqrt, s.mean, xo, yo, r, -1.0)
-        Wm, m = sqrt_cov_rank1(Wm, m, xs, y0, r, 1.0)
-        Ws, ms = sqrt_cov_rank1(s.shadow_cov_sqrt, s.shadow_mean, xs, y0, r, 1.0)
-        new = s._replace(
-            buffer=ring_push(s.buffer, x0, y0, window=s.window), mean=m, cov_sqrt=Wm, shadow_mean=ms, shadow_cov_sqrt=Ws,
-            n_shadow=s.n_shadow + 1, n_seen=s.n_seen + 1,
-            onestep_sum=osum, onestep_n=on,
-        )
-        new = _finish(new)
-        return keep_if(ok, new, s._replace(n_skipped=s.n_skipped + 1))
-
-    def downdate(s: WindowedBayesState):
-        return _finish(evict(s))
-
-    def predict_one(s: WindowedBayesState, x):
-        x = x / s.scale
-        f = s.cov_sqrt.T @ x
-        q = f @ f
-        s2 = s.resid_var if asym else 1.0 / s.beta
-        if onestep_floor:
-            s2 = jnp.maximum(s2, _onestep_var(s))
-        return Prediction(x @ s.mean, s2 * (1.0 + s.beta * q))
-
-    def tune(s: WindowedBayesState, n_iter: int = 100):
-        if standardize:
-            v = s.buffer.valid.astype(s.mean.dtype)
-            ms = jnp.sum(v[:, None] * s.buffer.x ** 2, 0) / jnp.maximum(jnp.sum(v), 1.0)
-            rms = jnp.sqrt(ms)
-            # a feature that is 0 on the whole window keeps scale 1 (its weight stays at the prior)
-            s = s._replace(scale=jnp.where(rms > jnp.finfo(rms.dtype).tiny, rms, 1.0))
-        st = window_stats(s.buffer._replace(x=s.buffer.x / s.scale))
-        if tune_evidence:
-            a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
-            alpha = jnp.broadcast_to(a, s.alpha.shape)
-        else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
-            alpha, b = s.prior_alpha * s.scale ** -2, s.beta
-        if standardize:
-            alpha = jnp.maximum(alpha, _ridge_floor(st.n, b))
-        Wm, m = posterior_from_stats(st, alpha, b)
-        W0 = prior_sqrt_cov(alpha)
-        s = s._replace(alpha=alpha, beta=b, mean=m, cov_sqrt=Wm, shadow_mean=jnp.zeros_like(m),
-                       shadow_cov_sqrt=W0, n_shadow=jnp.zeros_like(s.n_shadow),
-                       onestep_sum=jnp.zeros_like(s.onestep_sum), onestep_n=jnp.zeros_like(s.onestep_n))
-        # an empty window: main = shadow = prior, consistent with the swap rule
-        return s._replace(resid_var=_resid_var(s.buffer, m, b, dm, s.scale)) if asym else s
+        return init(dm, W_cap, alpha, beta, window, dtype)
 
     learner = make_learner(
-        init=_init, learn_one=learn_one, predict_one=predict_one, n_features=dm,
-        downdate=downdate, downdate_takes_item=False,
-        tune=jax.jit(tune, static_argnames="n_iter"),
+        init=_init, n_features=dm, skip_nonfinite=True,
+        learn_one=partial(learn_one, bounds=bounds, onestep_floor=onestep_floor),
+        predict_one=partial(predict_one, bounds=bounds, onestep_floor=onestep_floor),
+        downdate=partial(downdate, bounds=bounds), downdate_takes_item=False,
+        tune=jax.jit(partial(tune, standardize=standardize, tune_evidence=tune_evidence, bounds=bounds),
+                     static_argnames="n_iter"),
     )
-    if intercept:
-        learner = map_features(intercept_features(d), learner)
-    return learner
+    return map_features(intercept_features(d), learner) if intercept else learner
