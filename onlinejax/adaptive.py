@@ -16,15 +16,20 @@ Every item's outcome is kept in ``state.last`` (``COLD_START``, ``STABLE``,
 ``HIGH_ERROR``, or ``TUNE`` on the item after which a tune ran) so plots can
 shade the phases: ``progressive_validation(..., record=record_mode)``.
 
+The module's anatomy: :class:`AdaptiveState` (with :class:`DetectorState`)
+and the static :class:`AdaptiveOptions`; :func:`init` / :func:`wrap_state`;
+:func:`detect` (the alarm rule); :func:`step_one` (one item through the
+machine); :func:`learn_one`, :func:`predict_one`, :func:`tune_inner`; the
+factory :func:`adaptive` binds the inner learner and the options to them.
+
 Drift detection
 ---------------
 The thesis compared each error with a reference frozen at the end of the
 last learning phase; that reference includes the large errors of the
 learning phase itself (cold start, or the first items after a drift), so a
-later drift of the same size stays under it and is missed (the issue reports
-SMSE 0.75–0.95 on drifting streams). Our reading of that rule is available
-as ``detector="frozen"`` (alarm when ``|e| > frozen_factor × mean |e|`` of
-the last learning phase).
+later drift of the same size stays under it and is missed. Our reading of
+that rule is available as ``detector="frozen"`` (alarm when ``|e| >
+frozen_factor × mean |e|`` of the last learning phase).
 
 The default ``detector="cusum"`` is a one-sided CUSUM (Page, 1954; the
 Page–Hinkley form) on the **standardised** squared residual
@@ -35,42 +40,37 @@ scale-free by dividing by its running mean in the current stable phase
 ``g > threshold``. At the defaults (``clip=10``) one item adds at most 8.5
 against a threshold of 20, so it takes three large residuals close together
 to alarm; a single outlier cannot (it could with ``clip >= threshold + 1 +
-drift``, as with the earlier default 25). Why: with the model frozen in a
-stable phase and i.i.d. inputs, the ``z²`` of a misspecified learner (a GP
-extrapolating at the window's edge, a discontinuity) are heavy-tailed, and
-single outliers raised most alarms — the W = 64 GP tuned 7.2 times per
-2000-item stream, 5 times on streams without drift. Measured on 48
-stratified thesis-grid streams per case (``stratified_names(4)``, seeds
-5/11/12), clip 25 → 10: GP W = 64 (OLS mean) tunes −47 % / −45 %, mean SMSE
-0.088 → 0.077 / 0.085 → 0.066 (17 streams better by > 10 %, 5 worse); GP
-W = 128 tunes −42 %, mean SMSE 0.070 → 0.068, median 0.038 → 0.044 (8
-better, 10 worse); kernel regression W = 64 tunes −38 %, SMSE unchanged
-(0.080 → 0.077); windowed mapped MAP W = 64 tunes −10 %, SMSE 0.067 → 0.069.
-A real drift saturates ``r`` at ``clip``, so it is still caught within
-about three items.
+drift``). Why: with the model frozen in a stable phase and i.i.d. inputs,
+the ``z²`` of a misspecified learner (a GP extrapolating at the window's
+edge, a discontinuity) are heavy-tailed, and with a clip above the threshold
+single outliers raise most alarms — each one a needless tune, and a model
+refitted to the few items after the outlier. A real drift saturates ``r`` at
+``clip``, so it is still caught within about three items.
 Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
 a calibrated learner (``z² ~ χ²₁``) raises a false alarm about once per
 ``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the defaults), while a
-drift that multiplies the squared error by ``k`` is detected after about ``threshold/(k - 1 - drift)`` items. Because the test
-is relative to the phase's own mean, a learner whose intervals are too wide
-or too narrow by a constant factor is handled too. The first ``warmup``
-stable items only estimate the mean.
+drift that multiplies the squared error by ``k`` is detected after about
+``threshold/(k - 1 - drift)`` items. Because the test is relative to the
+phase's own mean, a learner whose intervals are too wide or too narrow by a
+constant factor is handled too. The first ``warmup`` stable items only
+estimate the mean.
 
 Under ``vmap`` the learning step and the tune run through
 :func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
 that tune on that item (``tune_batch`` at a time), not for every stream on
-every item — a vmapped ``lax.cond`` would do the latter (measured: 258 s
-instead of a few seconds for 576 kernel-regression streams).
+every item, which is what a vmapped ``lax.cond`` would do (it becomes a
+``select`` that evaluates both branches).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, check_int, check_positive, keep_if, make_learner, state_dtype
+from .base import Learner, Prediction, check_int, check_positive, keep_if, make_learner, state_dtype
 from .batching import cond_if_any
 
 Array = jax.Array
@@ -78,8 +78,15 @@ Array = jax.Array
 __all__ = [
     "AdaptiveState",
     "DetectorState",
+    "AdaptiveOptions",
     "adaptive",
+    "init",
     "wrap_state",
+    "detect",
+    "step_one",
+    "learn_one",
+    "predict_one",
+    "tune_inner",
     "record_mode",
     "COLD_START",
     "STABLE",
@@ -140,6 +147,32 @@ class AdaptiveState(NamedTuple):
     n_skipped: Array
 
 
+class AdaptiveOptions(NamedTuple):
+    """The static options of :func:`adaptive` (Python values; see its Args).
+
+    Attributes:
+      detector: ``"cusum"`` or ``"frozen"``.
+      threshold, drift, warmup, clip: the CUSUM's alarm level ``λ``, allowance
+        ``δ``, estimation-only items and clip of ``r``.
+      shock: ``None`` or the one-item alarm ratio of ``z²`` to the phase's mean ``z²``.
+      frozen_factor: the frozen rule's multiple of the reference error.
+      always_learn: learn on stable items too.
+      tune: call the inner learner's ``tune`` at the end of each learning phase.
+      tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
+    """
+
+    detector: str = "cusum"
+    threshold: float = 20.0
+    drift: float = 0.5
+    warmup: int = 20
+    clip: float = 10.0
+    shock: Optional[float] = 1e3
+    frozen_factor: float = 3.0
+    always_learn: bool = False
+    tune: bool = True
+    tune_batch: Optional[int] = 1
+
+
 def _fresh_detector(dt) -> DetectorState:
     return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=jnp.zeros((), dt))
 
@@ -159,9 +192,137 @@ def wrap_state(inner_state, phase_length) -> AdaptiveState:
     )
 
 
+def init(learner: Learner, phase_length: int, /, window=None, **inner_kwargs) -> AdaptiveState:
+    """The cold-start state around ``learner.init(**inner_kwargs)``.
+
+    Args:
+      learner: the wrapped (windowed) learner.
+      phase_length: the default phase length ``W`` (the factory's ``window``).
+      window: ``None``, or a window that is passed on to ``learner.init``
+        (learners whose window is an init value) and becomes the phase length.
+      **inner_kwargs: passed on to ``learner.init``.
+    """
+    if window is None:
+        return wrap_state(learner.init(**inner_kwargs), phase_length)
+    return wrap_state(learner.init(window=window, **inner_kwargs), window)
+
+
 def record_mode(state: AdaptiveState) -> Array:
     """``state.last``: pass as ``progressive_validation(..., record=record_mode)`` to get the per-item phases."""
     return state.last
+
+
+def detect(options: AdaptiveOptions, det: DetectorState, z2: Array, abs_err: Array,
+           reference: Array) -> tuple[DetectorState, Array]:
+    """One stable item through the drift detector (module doc, "Drift detection").
+
+    ``"cusum"`` (Page 1954, Page–Hinkley form, on the relative standardised
+    squared residual): ``r = min(z²/mean(z²), clip)``,
+    ``g ← max(0, g + r - 1 - drift)`` once ``warmup`` items estimated the
+    mean, alarm when ``g > threshold`` or (with ``shock``) when
+    ``z²/mean(z²) > shock``; the mean is updated with ``r·mean`` (so one item
+    moves it by at most the factor ``clip``). ``"frozen"`` (the thesis's rule,
+    5.3): alarm when ``|e| > frozen_factor · reference``, no state.
+
+    Args:
+      options: :class:`AdaptiveOptions` (static).
+      det: :class:`DetectorState` of the current stable phase.
+      z2: ``[]`` ``(y - μ)²/σ²``; abs_err: ``[]`` ``|y - μ|``.
+      reference: ``[]`` the mean ``|e|`` of the last learning phase.
+    Returns:
+      ``(det, alarm)``: the new detector state and a ``[]`` bool.
+    """
+    o = options
+    if o.detector == "frozen":
+        return det, abs_err > o.frozen_factor * reference
+    dt = det.mean_z2.dtype
+    tiny = jnp.finfo(dt).tiny
+    ratio = z2 / jnp.maximum(det.mean_z2, tiny)
+    shocked = (ratio > o.shock) if o.shock is not None else False
+    r = jnp.minimum(ratio, o.clip)
+    warm = det.n >= o.warmup
+    g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - o.drift), 0.0)
+    nf = det.n.astype(dt)
+    mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
+    return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > o.threshold)) | shocked
+
+
+def _learn_item(learner: Learner, args):
+    s, x, y = args
+    return learner.learn(s, x, y), x, y
+
+
+def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
+             y: Array) -> tuple[AdaptiveState, Prediction]:
+    """Predict ``y`` from ``x``, then run the state machine on the item (thesis 5.3, Fig. 5.3).
+
+    Stable: the detector (:func:`detect`) sees the residual; an alarm switches
+    to high error. Cold start / high error (and ``always_learn``): the inner
+    learner learns the item; after ``phase_length`` items learned in the
+    phase, the inner learner is tuned and the machine becomes stable with a
+    fresh detector and the phase's mean ``|e|`` as the frozen reference.
+    Learning and tuning run through :func:`~onlinejax.batching.cond_if_any`
+    (lazy under ``vmap``). The item is assumed finite (the factory's
+    boundary skips non-finite items, :func:`~onlinejax.base.skip_nonfinite`).
+
+    Args:
+      learner: the inner learner; options: :class:`AdaptiveOptions` (both static).
+      s: :class:`AdaptiveState`; x: ``[d]``; y: ``[]``.
+    Returns:
+      ``(state, prediction)``: the inner learner's prediction made before learning.
+    """
+    inner_tune = learner.tune if (options.tune and learner.tune is not None) else None
+    pred = learner.predict(s.inner, x)
+    dt = pred.mean.dtype
+    e = y - pred.mean
+    z2 = e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny)
+    abs_err = jnp.abs(e)
+    stable = s.mode == STABLE
+    det, alarm = detect(options, s.detector, z2, abs_err, s.reference)
+    alarm = stable & alarm
+    det = keep_if(stable, det, s.detector)
+    mode = jnp.where(alarm, HIGH_ERROR, s.mode)
+    in_phase = mode != STABLE
+    learning = in_phase | options.always_learn
+    inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y))[0]
+    n_phase = jnp.where(alarm, 0, s.n_phase) + in_phase
+    phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
+    phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
+    end = in_phase & (n_phase >= s.phase_length)
+    if inner_tune is not None:
+        inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(end, inner)
+    new = AdaptiveState(
+        inner=inner,
+        mode=jnp.where(end, STABLE, mode).astype(jnp.int32),
+        last=jnp.where(end, TUNE, mode).astype(jnp.int32),
+        n_phase=jnp.where(end, 0, n_phase),
+        phase_length=s.phase_length,
+        detector=keep_if(end, _fresh_detector(dt), det),
+        phase_abs_err=jnp.where(end, 0.0, phase_abs),
+        phase_n=jnp.where(end, 0, phase_n),
+        reference=jnp.where(end, phase_abs / jnp.maximum(phase_n, 1).astype(dt), s.reference),
+        n_learned=s.n_learned + learning,
+        n_tunes=s.n_tunes + (end & (inner_tune is not None)),
+        n_alarms=s.n_alarms + alarm,
+        n_seen=s.n_seen + 1,
+        n_skipped=s.n_skipped,
+    )
+    return new, pred
+
+
+def learn_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array) -> AdaptiveState:
+    """:func:`step_one` without the prediction."""
+    return step_one(learner, options, s, x, y)[0]
+
+
+def predict_one(learner: Learner, s: AdaptiveState, x: Array) -> Prediction:
+    """The inner learner's prediction (the machine changes only what is learned)."""
+    return learner.predict(s.inner, x)
+
+
+def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
+    """Tune the inner learner now (unchanged when it has no ``tune``); the machine's phase is kept."""
+    return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s
 
 
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
@@ -192,16 +353,16 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         a time (``None``: the whole batch whenever any stream tunes); see
         :func:`onlinejax.batching.cond_if_any`. Default 1: on a CPU a
         vmapped tune of ``k`` windows costs about ``k`` single tunes, and
-        streams alarm at different items, so each tune event with ``k = 8``
-        paid for eight (GP W = 64, 8 thesis-grid streams: 175 s with 8, 24 s
-        with 1). On a GPU a larger ``k`` can pay off.
+        streams alarm at different items, so a tune event with ``k > 1``
+        mostly pays for streams that do not need it. On a GPU a larger ``k``
+        can pay off.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
       phase length, for learners whose window is an init value, e.g.
-      :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` = the inner learner's, and ``learn`` /
-      ``step`` running the state machine; see :func:`wrap_state`,
-      :func:`record_mode`.
+      :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
+      the inner learner's, and ``learn`` / ``step`` running the state machine (:func:`step_one`; a non-finite item
+      only counts in ``n_skipped``); see :func:`wrap_state`, :func:`record_mode`.
     """
     W = check_int(window, "window", 1)
     if detector not in DETECTORS:
@@ -216,83 +377,11 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         if not float(shock) > 1.0:
             raise ValueError(f"shock: must be > 1, got {shock!r}")
         shock = float(shock)
-    threshold, drift, clip, frozen_factor = float(threshold), float(drift), float(clip), float(frozen_factor)
-    inner_tune = learner.tune if (tune and learner.tune is not None) else None
-
-    def _learn(args):
-        s, x, y = args
-        return learner.learn(s, x, y), x, y
-
-    learn_lazily = cond_if_any(_learn)
-    tune_lazily = cond_if_any(inner_tune, max_batch=tune_batch) if inner_tune is not None else None
-
-    def _detect(det: DetectorState, z2, abs_err, reference):
-        if detector == "frozen":
-            return det, abs_err > frozen_factor * reference
-        dt = det.mean_z2.dtype
-        tiny = jnp.finfo(dt).tiny
-        ratio = z2 / jnp.maximum(det.mean_z2, tiny)
-        shocked = (ratio > shock) if shock is not None else False
-        r = jnp.minimum(ratio, clip)
-        warm = det.n >= warmup
-        g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - drift), 0.0)
-        nf = det.n.astype(dt)
-        mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
-        return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > threshold)) | shocked
-
-    def step_one(s: AdaptiveState, x, y):
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        pred = learner.predict(s.inner, x)
-        dt = pred.mean.dtype
-        e = y - pred.mean
-        z2 = e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny)
-        abs_err = jnp.abs(e)
-        stable = s.mode == STABLE
-        det, alarm = _detect(s.detector, z2, abs_err, s.reference)
-        alarm = stable & alarm
-        det = keep_if(stable, det, s.detector)
-        mode = jnp.where(alarm, HIGH_ERROR, s.mode)
-        in_phase = mode != STABLE
-        learning = in_phase | always_learn
-        inner = learn_lazily(learning, (s.inner, x, y))[0]
-        n_phase = jnp.where(alarm, 0, s.n_phase) + in_phase
-        phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
-        phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
-        end = in_phase & (n_phase >= s.phase_length)
-        if tune_lazily is not None:
-            inner = tune_lazily(end, inner)
-        new = AdaptiveState(
-            inner=inner,
-            mode=jnp.where(end, STABLE, mode).astype(jnp.int32),
-            last=jnp.where(end, TUNE, mode).astype(jnp.int32),
-            n_phase=jnp.where(end, 0, n_phase),
-            phase_length=s.phase_length,
-            detector=keep_if(end, _fresh_detector(dt), det),
-            phase_abs_err=jnp.where(end, 0.0, phase_abs),
-            phase_n=jnp.where(end, 0, phase_n),
-            reference=jnp.where(end, phase_abs / jnp.maximum(phase_n, 1).astype(dt), s.reference),
-            n_learned=s.n_learned + learning,
-            n_tunes=s.n_tunes + (end & (tune_lazily is not None)),
-            n_alarms=s.n_alarms + alarm,
-            n_seen=s.n_seen + 1,
-            n_skipped=s.n_skipped,
-        )
-        return keep_if(ok, new, s._replace(n_skipped=s.n_skipped + 1)), pred
-
-    def learn_one(s, x, y):
-        return step_one(s, x, y)[0]
-
-    def predict_one(s: AdaptiveState, x):
-        return learner.predict(s.inner, x)
-
-    def _init(window=None, **kwargs):
-        if window is None:
-            return wrap_state(learner.init(**kwargs), W)
-        # a window given to init is the wrapped learner's window and the phases' length
-        return wrap_state(learner.init(window=window, **kwargs), window)
-
-    def _tune(s: AdaptiveState):
-        return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s
-
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, step_one=step_one,
-                        n_features=learner.n_features, tune=jax.jit(_tune))
+    if tune and learner.tune is not None and tune_batch is not None:
+        tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
+    opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
+                           always_learn, tune, tune_batch)
+    return make_learner(init=partial(init, learner, W), learn_one=partial(learn_one, learner, opts),
+                        predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, opts),
+                        n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
+                        skip_nonfinite=True)

@@ -17,9 +17,14 @@ learns the first ``n_train`` items, is tuned once (when it has a ``tune``)
 and is frozen afterwards. Score it only from item ``n_train`` on (the grid
 runner's ``score_from``), as the thesis tests batch learners on the items
 after their training set.
+
+Each baseline's state, ``init``, ``learn`` and ``predict`` are module-level
+functions (``climatology_*``, ``train_once_*``, ``recorded_*``); the
+factories bind them into learners.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -29,8 +34,9 @@ from .base import (Learner, Prediction, check_int, check_positive, default_float
                    welford_update)
 from .batching import cond_if_any
 
-__all__ = ["TrainOnceState", "train_once", "ClimatologyState", "climatology", "climatology_init",
-           "climatology_learn", "climatology_predict", "RecordedState", "recorded"]
+__all__ = ["TrainOnceState", "train_once", "train_once_init", "train_once_learn", "train_once_predict",
+           "ClimatologyState", "climatology", "climatology_init", "climatology_learn", "climatology_predict",
+           "RecordedState", "recorded", "recorded_init", "recorded_learn", "recorded_predict"]
 
 
 class ClimatologyState(NamedTuple):
@@ -61,6 +67,7 @@ def climatology_init(prior_var=1.0, dtype=None) -> ClimatologyState:
 
 def climatology_learn(s: ClimatologyState, y: jax.Array) -> ClimatologyState:
     """Welford's update of the running mean and squared deviations (Welford 1962); a non-finite ``y`` is skipped."""
+    # not skip_nonfinite: the inputs are ignored (a non-finite x is harmless) and metrics call this on targets alone
     ok = jnp.isfinite(y)
     n, mean, m2 = welford_update(s.n, s.mean, s.m2, jnp.where(ok, y, s.mean))
     return keep_if(ok, s._replace(n=n, mean=mean, m2=m2), s._replace(n_skipped=s.n_skipped + 1))
@@ -114,6 +121,44 @@ class TrainOnceState(NamedTuple):
     n_learned: jax.Array
 
 
+def train_once_init(learner: Learner, /, **inner_kwargs) -> TrainOnceState:
+    """``learner.init(**inner_kwargs)`` with nothing learned yet."""
+    return TrainOnceState(learner.init(**inner_kwargs), jnp.zeros((), jnp.int32))
+
+
+def _learn_item(learner: Learner, args):
+    s, x, y = args
+    return learner.learn(s, x, y), x, y
+
+
+def train_once_learn(learner: Learner, n_train: int, tune: bool, s: TrainOnceState, x: jax.Array,
+                     y: jax.Array) -> TrainOnceState:
+    """Learn ``(x, y)`` while fewer than ``n_train`` items were learned; tune once after the ``n_train``-th.
+
+    The thesis's batch baselines (6.2.1): fit on a training set, never update.
+    Learning and the tune run through :func:`~onlinejax.batching.cond_if_any`,
+    so under ``vmap`` they cost nothing once every stream has its training set.
+
+    Args:
+      learner: the inner learner; n_train: training-set size; tune: call
+        ``learner.tune`` (when it has one) after the last training item (all static).
+      s: :class:`TrainOnceState`; x: ``[d]``; y: ``[]``.
+    """
+    inner_tune = learner.tune if (tune and learner.tune is not None) else None
+    # not skip_nonfinite: a non-finite item must not count as a training item, and the state has no n_skipped
+    ok = (s.n_learned < n_train) & jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    inner = cond_if_any(partial(_learn_item, learner))(ok, (s.inner, x, y))[0]
+    n = s.n_learned + ok.astype(jnp.int32)
+    if inner_tune is not None:
+        inner = cond_if_any(inner_tune)(ok & (n == n_train), inner)
+    return TrainOnceState(inner, n)
+
+
+def train_once_predict(learner: Learner, s: TrainOnceState, x: jax.Array) -> Prediction:
+    """The inner learner's prediction for ``x: [d]``."""
+    return learner.predict(s.inner, x)
+
+
 def train_once(learner: Learner, n_train: int, *, tune: bool = True) -> Learner:
     """Wrap ``learner`` so that it learns only its first ``n_train`` items.
 
@@ -123,31 +168,13 @@ def train_once(learner: Learner, n_train: int, *, tune: bool = True) -> Learner:
       tune: call ``learner.tune`` once, right after the ``n_train``-th item
         (under ``vmap`` the tune runs once for the batch, not per item).
     Returns:
-      A learner with state :class:`TrainOnceState`; ``init(**kw)`` forwards
-      to ``learner.init``.
+      A learner with state :class:`TrainOnceState` (:func:`train_once_learn`);
+      ``init(**kw)`` forwards to ``learner.init``.
     """
     n_train = check_int(n_train, "n_train", 1)
-    inner_tune = learner.tune if (tune and learner.tune is not None) else None
-    tune_lazily = cond_if_any(inner_tune) if inner_tune is not None else None
-    # lazy under vmap: once every stream has its training set, learning costs nothing
-    learn_lazily = cond_if_any(lambda a: (learner.learn(*a), a[1], a[2]))
-
-    def _init(**kw):
-        return TrainOnceState(learner.init(**kw), jnp.zeros((), jnp.int32))
-
-    def learn_one(s: TrainOnceState, x, y):
-        # non-finite items are skipped (as every learner here does) and do not count
-        ok = (s.n_learned < n_train) & jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        inner = learn_lazily(ok, (s.inner, x, y))[0]
-        n = s.n_learned + ok.astype(jnp.int32)
-        if tune_lazily is not None:
-            inner = tune_lazily(ok & (n == n_train), inner)
-        return TrainOnceState(inner, n)
-
-    def predict_one(s: TrainOnceState, x):
-        return learner.predict(s.inner, x)
-
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=learner.n_features)
+    return make_learner(init=partial(train_once_init, learner),
+                        learn_one=partial(train_once_learn, learner, n_train, tune),
+                        predict_one=partial(train_once_predict, learner), n_features=learner.n_features)
 
 
 class RecordedState(NamedTuple):
@@ -156,6 +183,26 @@ class RecordedState(NamedTuple):
     mean: jax.Array
     var: jax.Array
     t: jax.Array
+
+
+def recorded_init(mean, var, dtype=None) -> RecordedState:
+    """A recording of ``[n]`` predictive means and variances, at its first item."""
+    dt = dtype or default_float_dtype()
+    mean, var = jnp.asarray(mean, dt), jnp.asarray(var, dt)
+    if mean.ndim != 1 or var.shape != mean.shape:
+        raise ValueError(f"mean, var: expected two [n] arrays, got shapes {mean.shape} and {var.shape}")
+    return RecordedState(mean, var, jnp.zeros((), jnp.int32))
+
+
+def recorded_learn(s: RecordedState, x: jax.Array, y: jax.Array) -> RecordedState:
+    """Move to the next item (the item itself is ignored)."""
+    return s._replace(t=s.t + 1)
+
+
+def recorded_predict(s: RecordedState, x: jax.Array) -> Prediction:
+    """``N(mean[t], var[t])`` (the last recorded item once the recording is exhausted)."""
+    t = jnp.minimum(s.t, s.mean.shape[0] - 1)
+    return Prediction(s.mean[t], s.var[t])
 
 
 def recorded(n_features: int = 1) -> Learner:
@@ -168,17 +215,4 @@ def recorded(n_features: int = 1) -> Learner:
     without running the learner again.
     """
     d = check_int(n_features, "n_features", 1)
-
-    def _init(mean, var, dtype=None):
-        dt = dtype or default_float_dtype()
-        mean, var = jnp.asarray(mean, dt), jnp.asarray(var, dt)
-        if mean.ndim != 1 or var.shape != mean.shape:
-            raise ValueError(f"mean, var: expected two [n] arrays, got shapes {mean.shape} and {var.shape}")
-        return RecordedState(mean, var, jnp.zeros((), jnp.int32))
-
-    def predict_one(s: RecordedState, x):
-        t = jnp.minimum(s.t, s.mean.shape[0] - 1)
-        return Prediction(s.mean[t], s.var[t])
-
-    return make_learner(init=_init, learn_one=lambda s, x, y: s._replace(t=s.t + 1), predict_one=predict_one,
-                        n_features=d)
+    return make_learner(init=recorded_init, learn_one=recorded_learn, predict_one=recorded_predict, n_features=d)

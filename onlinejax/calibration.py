@@ -93,11 +93,19 @@ not stored). Labels that are not finite, and items whose prediction is not
 finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
 information" value), leave the calibrators unchanged (``n_skipped`` counts
 them); an abstaining prediction is returned as it is.
+
+The wrappers' anatomy: :class:`CalibratedState`, the static
+:class:`RecalibrationOptions` / :class:`ConformalOptions`, :func:`init`,
+:func:`correct` (``N(μ, c_t² σ²)``), :func:`update` (the calibrators'
+step), :func:`step_one`, :func:`learn_one`, :func:`predict_one` and
+:func:`output` (the Gaussian or Student-t returned), each taking the inner
+learner and the options as leading arguments that the factory binds.
 """
 from __future__ import annotations
 
 import functools
 import inspect
+from functools import partial
 import statistics
 from typing import Any, NamedTuple, Optional
 
@@ -150,6 +158,18 @@ __all__ = [
     "quantile_var_scale",
     "interval_miss",
     "CalibratedState",
+    "RecalibrationOptions",
+    "ConformalOptions",
+    "init",
+    "correct",
+    "output",
+    "update",
+    "step_one",
+    "learn_one",
+    "predict_one",
+    "tune_inner",
+    "downdate_item",
+    "downdate_oldest",
     "recalibrate",
     "conformal",
 ]
@@ -354,7 +374,8 @@ def upper_normal_quantile(a: Array) -> Array:
     Returns:
       ``[...]`` quantiles, dtype of ``a``.
     """
-    # a table, not ndtri: an ndtri per item nearly doubled the cost of a wrapped bayes_linreg(8) step
+    # a table, not ndtri: a rational approximation with logs and square roots per item would cost more
+    # than the wrapped learner's own step
     a = jnp.asarray(a)
     dt = a.dtype
     k = _TABLE_BITS
@@ -519,14 +540,32 @@ class CalibratedState(NamedTuple):
     t_ratio: Optional[Array] = None
 
 
-class _Recal(NamedTuple):
+class RecalibrationOptions(NamedTuple):
+    """Static options of the variance recalibrator in a wrapper (see :func:`recalibrate`).
+
+    Attributes:
+      decay: the default ``ρ``; clip: :data:`RECALIBRATION_CLIP`'s role;
+      max_scale: ``s`` stays in ``[1/max_scale, max_scale]``;
+      error_cap: ``None`` or the cap's multiple of the mean squared error.
+    """
+
     decay: float
     clip: float
     max_scale: float
     error_cap: Optional[float]
 
 
-class _Conf(NamedTuple):
+class ConformalOptions(NamedTuple):
+    """Static options of the conformal calibrator in a wrapper (see :func:`conformal`).
+
+    Attributes:
+      method: ``"aci"`` or ``"quantile"``; level, gamma, lr: the defaults of
+        the calibrated level and the steps; window: ``W`` of the range-scaled
+        step or ``None``; gain: ``None`` (no integrator) or the default
+        ``K_I``; saturation: the default ``C_sat``; max_scale: ``c²``'s clip;
+        df: ``None`` (Gaussian output) or the Student-t output's ``ν``.
+    """
+
     method: str
     level: float
     gamma: float
@@ -538,96 +577,173 @@ class _Conf(NamedTuple):
     df: Optional[float] = None
 
 
-def _calibrated(learner: Learner, rc: Optional[_Recal], cc: Optional[_Conf]) -> Learner:
+def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], /,
+         recalibration=None, conformal=None, **inner_kwargs) -> CalibratedState:
+    """The inner learner's initial state with calibrated calibrators (``c_1 = 1``).
+
+    Args:
+      learner: the wrapped learner; recal, conf: the options, or ``None`` for
+        a wrapper without that calibrator (static).
+      recalibration: ``None`` or a dict overriding :func:`recalibration_init`'s
+        ``decay`` (arrays vmap).
+      conformal: ``None`` or a dict overriding :func:`aci_init`'s ``level`` /
+        ``gamma`` or :func:`quantile_init`'s ``level`` / ``lr`` / ``gain`` / ``saturation``.
+      **inner_kwargs: passed on to ``learner.init``.
+    Raises:
+      ValueError: an override for a calibrator the wrapper does not have.
+    """
+    inner = learner.init(**inner_kwargs)
+    dt = state_dtype(inner)
+    r = c = None
+    if recal is not None:
+        r = recalibration_init(**{"decay": recal.decay, **(recalibration or {})}, dtype=dt)
+    elif recalibration is not None:
+        raise ValueError("recalibration: this learner does not recalibrate")
+    if conf is not None:
+        kw = dict(conformal or {})
+        if conf.method == "aci":
+            c = aci_init(**{"level": conf.level, "gamma": conf.gamma, **kw}, dtype=dt)
+        else:
+            c = quantile_init(**{"level": conf.level, "lr": conf.lr, "gain": conf.gain or 0.0,
+                                 "saturation": conf.saturation, **kw}, window=conf.window, dtype=dt)
+    elif conformal is not None:
+        raise ValueError("conformal: this learner has no conformal calibrator")
+    ratio = None
+    if conf is not None and conf.df is not None:
+        ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(conf.df, dt))
+    return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio)
+
+
+def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
+            pred: Prediction) -> tuple[Prediction, Array, Array]:
+    """Scale the inner prediction: ``N(μ, c_t² σ²)`` (module doc).
+
+    ``c_t²`` is the recalibrated scale ``s_{t-1}`` (:func:`recalibrated_variance`)
+    times the conformal multiplier (:func:`aci_var_scale` or
+    :func:`quantile_var_scale`). A prediction that is not informative
+    (:func:`is_informative`) is returned as it is; an overflow is capped at
+    ``finfo.max``, an underflow keeps the learner's own variance.
+
+    Args:
+      recal, conf: the options or ``None`` (static).
+      s: :class:`CalibratedState`; pred: the inner prediction (``[]`` or ``[b]`` leaves).
+    Returns:
+      ``(corrected prediction, the recalibrated variance σ²s (before the conformal
+      multiplier), informative)``.
+    """
+    mean, var = pred.mean, pred.var
+    v0 = var if recal is None else recalibrated_variance(s.recalibration, var, recal.error_cap)
+    v = v0
+    if conf is not None:
+        if conf.method == "aci":
+            v = v0 * aci_var_scale(s.conformal, conf.max_scale)
+        else:
+            v = v0 * quantile_var_scale(s.conformal, conf.max_scale, conf.gain is not None)
+    info = is_informative(mean, var)
+    big = np.finfo(var.dtype).max
+    v = jnp.where(info, jnp.minimum(v, big), var)
+    v = jnp.where(v > 0, v, var)  # an underflow keeps the learner's own variance
+    return Prediction(mean, v), v0, info
+
+
+def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction):
+    """The corrected Gaussian, or (with ``conf.df``) the Student-t with the same central ``level`` interval.
+
+    Scale ``σ_c · Φ⁻¹(1 - α/2)/t_ν(1 - α/2)`` (``s.t_ratio``), so the two share
+    the calibrated interval.
+    """
+    if conf is None or conf.df is None:
+        return pred
+    return StudentTPrediction(pred.mean, jnp.sqrt(pred.var) * s.t_ratio, jnp.full_like(pred.mean, conf.df))
+
+
+def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState, inner,
+           x: Array, y: Array, pred: Prediction):
+    """Correct ``pred``, then update the calibrators with the label ``y``.
+
+    Recalibration: :func:`recalibration_update` on the unscaled ``N(μ, σ²)``.
+    ACI (Gibbs & Candès 2021, eq. 2): :func:`aci_update` with ``err_t`` the
+    miss of the returned interval (:func:`interval_miss`). Quantile tracking
+    (Angelopoulos, Candès & Tibshirani 2023, Sec. 2): :func:`quantile_update`
+    with the score ``|y - μ|/σ`` (``σ`` recalibrated).
+
+    Args:
+      recal, conf: the options or ``None`` (static).
+      s: :class:`CalibratedState` before the item; inner: the inner state after it.
+      x: ``[d]``; y: ``[]``; pred: the inner prediction of ``y`` made before learning it.
+    Returns:
+      ``(state, the returned prediction)`` (:func:`output`).
+    """
+    out, v0, info = correct(recal, conf, s, pred)
+    # not skip_nonfinite: the inner learner skips non-finite items itself (its own n_skipped), and this
+    # n_skipped counts every label the calibrators did not use, abstaining predictions included
+    ok = info & jnp.isfinite(y) & jnp.all(jnp.isfinite(x))
+    r, c = s.recalibration, s.conformal
+    if recal is not None:
+        r = recalibration_update(r, pred.mean, pred.var, y, ok=ok, clip=recal.clip, max_scale=recal.max_scale,
+                                 track_error=recal.error_cap is not None)
+    if conf is not None:
+        err = interval_miss(c.z_alpha, out.mean, out.var, y)
+        if conf.method == "aci":
+            c = aci_update(c, err, ok)
+        else:
+            score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
+            c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None)
+    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio), output(conf, s, out)
+
+
+def step_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
+             s: CalibratedState, x: Array, y: Array):
+    """One inner ``step`` (the prediction made before learning ``y``), then :func:`update`.
+
+    Args:
+      learner: the inner learner; recal, conf: the options or ``None`` (static).
+      s: :class:`CalibratedState`; x: ``[d]``; y: ``[]``.
+    Returns:
+      ``(state, corrected prediction)``.
+    """
+    inner, pred = learner.step(s.inner, x, y)
+    return update(recal, conf, s, inner, x, y, pred)
+
+
+def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
+              s: CalibratedState, x: Array, y: Array) -> CalibratedState:
+    """:func:`step_one` without the prediction (with delayed labels: calibrate from the prediction of now)."""
+    return step_one(learner, recal, conf, s, x, y)[0]
+
+
+def predict_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
+                s: CalibratedState, x: Array):
+    """The corrected prediction of the inner learner's prediction for ``x: [d]`` (:func:`correct`, :func:`output`)."""
+    return output(conf, s, correct(recal, conf, s, learner.predict(s.inner, x))[0])
+
+
+def tune_inner(learner: Learner, s: CalibratedState, **options) -> CalibratedState:
+    """``learner.tune`` on the inner state (the calibrators are not tuned)."""
+    return s._replace(inner=learner.tune(s.inner, **options))
+
+
+def downdate_item(learner: Learner, s: CalibratedState, x: Array, y: Array) -> CalibratedState:
+    """``learner.downdate(inner, x, y)`` (the calibrators are not downdated)."""
+    return s._replace(inner=learner.downdate(s.inner, x, y))
+
+
+def downdate_oldest(learner: Learner, s: CalibratedState) -> CalibratedState:
+    """``learner.downdate(inner)`` for a windowed inner learner (the calibrators are not downdated)."""
+    return s._replace(inner=learner.downdate(s.inner))
+
+
+def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Optional[ConformalOptions]) -> Learner:
+    """The wrapper learner of :func:`recalibrate` / :func:`conformal`: the functions above, bound."""
     if not isinstance(learner, Learner):
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
-    integrate = cc is not None and cc.gain is not None
-
-    def _init(recalibration=None, conformal=None, **inner_kwargs):
-        inner = learner.init(**inner_kwargs)
-        dt = state_dtype(inner)
-        r = c = None
-        if rc is not None:
-            r = recalibration_init(**{"decay": rc.decay, **(recalibration or {})}, dtype=dt)
-        elif recalibration is not None:
-            raise ValueError("recalibration: this learner does not recalibrate")
-        if cc is not None:
-            kw = dict(conformal or {})
-            if cc.method == "aci":
-                c = aci_init(**{"level": cc.level, "gamma": cc.gamma, **kw}, dtype=dt)
-            else:
-                c = quantile_init(**{"level": cc.level, "lr": cc.lr, "gain": cc.gain or 0.0,
-                                     "saturation": cc.saturation, **kw}, window=cc.window, dtype=dt)
-        elif conformal is not None:
-            raise ValueError("conformal: this learner has no conformal calibrator")
-        ratio = None
-        if cc is not None and cc.df is not None:
-            ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(cc.df, dt))
-        return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio)
-
-    def _output(s: CalibratedState, pred: Prediction):
-        """The Gaussian ``N(μ, c²σ²)``, or the Student-t with the same central ``level`` interval."""
-        if cc is None or cc.df is None:
-            return pred
-        return StudentTPrediction(pred.mean, jnp.sqrt(pred.var) * s.t_ratio, jnp.full_like(pred.mean, cc.df))
-
-    def _correct(s: CalibratedState, pred):
-        """``(N(μ, c²σ²), the recalibrated variance, informative)`` for the inner prediction."""
-        mean, var = pred.mean, pred.var
-        v0 = var if rc is None else recalibrated_variance(s.recalibration, var, rc.error_cap)
-        v = v0
-        if cc is not None:
-            if cc.method == "aci":
-                v = v0 * aci_var_scale(s.conformal, cc.max_scale)
-            else:
-                v = v0 * quantile_var_scale(s.conformal, cc.max_scale, integrate)
-        info = is_informative(mean, var)
-        big = np.finfo(var.dtype).max
-        v = jnp.where(info, jnp.minimum(v, big), var)
-        v = jnp.where(v > 0, v, var)  # an underflow keeps the learner's own variance
-        return Prediction(mean, v), v0, info
-
-    def _update(s: CalibratedState, inner, x, y, pred):
-        out, v0, info = _correct(s, pred)
-        ok = info & jnp.isfinite(y) & jnp.all(jnp.isfinite(x))
-        r, c = s.recalibration, s.conformal
-        if rc is not None:
-            r = recalibration_update(r, pred.mean, pred.var, y, ok=ok, clip=rc.clip, max_scale=rc.max_scale,
-                                     track_error=rc.error_cap is not None)
-        if cc is not None:
-            err = interval_miss(c.z_alpha, out.mean, out.var, y)
-            if cc.method == "aci":
-                c = aci_update(c, err, ok)
-            else:
-                score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
-                c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=cc.window is not None)
-        return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio), _output(s, out)
-
-    def step_one(s: CalibratedState, x, y):
-        inner, pred = learner.step(s.inner, x, y)  # one inner prediction, made before learning y
-        return _update(s, inner, x, y, pred)
-
-    def learn_one(s, x, y):
-        return step_one(s, x, y)[0]
-
-    def predict_one(s: CalibratedState, x):
-        return _output(s, _correct(s, learner.predict(s.inner, x))[0])
-
-    tune = None
-    if learner.tune is not None:
-        def tune(s: CalibratedState, **options):
-            return s._replace(inner=learner.tune(s.inner, **options))
-
-    out = make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, step_one=step_one,
-                       n_features=learner.n_features, tune=tune)
+    out = make_learner(init=partial(init, learner, rc, cc), learn_one=partial(learn_one, learner, rc, cc),
+                       predict_one=partial(predict_one, learner, rc, cc), step_one=partial(step_one, learner, rc, cc),
+                       n_features=learner.n_features,
+                       tune=None if learner.tune is None else partial(tune_inner, learner))
     if learner.downdate is not None:
-        if len(inspect.signature(learner.downdate).parameters) == 3:
-            def downdate(s: CalibratedState, x, y):
-                return s._replace(inner=learner.downdate(s.inner, x, y))
-        else:
-            def downdate(s: CalibratedState):
-                return s._replace(inner=learner.downdate(s.inner))
-        out = out._replace(downdate=downdate)
+        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
+        out = out._replace(downdate=partial(downdate_item if takes_item else downdate_oldest, learner))
     return out
 
 
@@ -641,7 +757,8 @@ def _check_recal(decay, clip, max_scale, error_cap, prefix=""):
         raise ValueError(f"{prefix}max_scale: must be > 1, got {max_scale!r}")
     if error_cap is not None:
         check_positive(error_cap, prefix + "error_cap")
-    return _Recal(float(decay), float(clip), float(max_scale), None if error_cap is None else float(error_cap))
+    cap = None if error_cap is None else float(error_cap)
+    return RecalibrationOptions(float(decay), float(clip), float(max_scale), cap)
 
 
 def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
@@ -745,8 +862,9 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
         if not float(df) > 2.0:
             raise ValueError(f"df: must be > 2 (a finite variance), got {df!r}")
         df = float(df)
-    cc = _Conf(method, float(level), float(gamma), float(lr), w,
-               None if integrator_gain is None else float(integrator_gain), float(saturation), float(max_scale), df)
+    gain = None if integrator_gain is None else float(integrator_gain)
+    cc = ConformalOptions(method, float(level), float(gamma), float(lr), w, gain, float(saturation), float(max_scale),
+                          df)
     return _calibrated(learner, rc, cc)
 
 

@@ -37,11 +37,20 @@ the targets' running mean moves for hundreds of items. ``warmup=F`` takes
 the statistics of the first ``F`` items, then fixes them and refits the
 learner once on those items, so every item it holds shares one coordinate
 system. Centred targets also need an intercept in a linear model.
+
+The module's anatomy: the statistics (:class:`ScalerState`,
+:func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
+:func:`to_inner`), the wrapper's :class:`StandardizeState` and static
+:class:`StandardizeOptions`, and its :func:`init`, :func:`learn_one`,
+:func:`predict_one`, :func:`refit`, :func:`downdate_item` /
+:func:`downdate_oldest` and :func:`tune_inner`, each taking the inner learner
+(and the options) as leading arguments that :func:`standardize` binds.
 """
 from __future__ import annotations
 
 import inspect
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +63,9 @@ from .base import (Learner, Prediction, check_in_range, check_int, check_positiv
 
 Array = jax.Array
 
-__all__ = ["ScalerState", "StandardizeState", "scaler_init", "scaler_update", "scales", "standardize"]
+__all__ = ["ScalerState", "StandardizeState", "StandardizeOptions", "scaler_init", "scaler_update", "scales",
+           "to_inner", "init", "predict_one", "learn_one", "refit", "downdate_item", "downdate_oldest", "tune_inner",
+           "standardize"]
 
 
 class ScalerState(NamedTuple):
@@ -147,7 +158,15 @@ def scales(s: ScalerState) -> tuple[Array, Array]:
     return _scale(s.x_m2, s.n, s.x_mean), _scale(s.y_m2, s.n, s.y_mean)
 
 
-def _to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):
+def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):
+    """The inner learner's coordinates: ``x̃ = (x - x̄)/s_x`` (clipped to ``[-clip, clip]``), ``ỹ = (y - ȳ)/s_y``.
+
+    Args:
+      s: the statistics; x: ``[d]`` or ``[b, d]``; y: ``None``, ``[]`` or ``[b]``;
+      clip: ``None`` or the clip of the standardised inputs (static).
+    Returns:
+      ``x̃``, or ``(x̃, ỹ)`` when ``y`` is given.
+    """
     sx, sy = scales(s)
     xt = (x - s.x_mean) / sx
     if clip is not None:
@@ -155,15 +174,97 @@ def _to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | No
     return xt if y is None else (xt, (y - s.y_mean) / sy)
 
 
-def _refit(learner: Learner, clip):
+class StandardizeOptions(NamedTuple):
+    """The static options of :func:`standardize` (see its Args).
+
+    Attributes:
+      decay: the default weight of the past (``init(decay=)`` overrides it).
+      clip: ``None`` or the clip of the standardised inputs.
+      warmup: ``None`` or the number ``F`` of items whose statistics are kept.
+    """
+
+    decay: float = 1.0
+    clip: Optional[float] = None
+    warmup: Optional[int] = None
+
+
+def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_kwargs) -> StandardizeState:
+    """No item seen: ``learner.init(**inner_kwargs)`` and :func:`scaler_init`.
+
+    Args:
+      learner: the inner learner; options: :class:`StandardizeOptions` (static).
+      decay: ``None`` (``options.decay``) or the statistics' weight of the past in ``(0, 1]``.
+      **inner_kwargs: passed on to ``learner.init``.
+    Returns:
+      the state; with ``warmup=F`` it also holds the initial inner state and
+      zeroed ``[F, d]`` / ``[F]`` buffers for the warm-up items.
+    """
+    decay = options.decay if decay is None else decay
+    d, warmup = learner.n_features, options.warmup
+    inner = learner.init(**inner_kwargs)
+    dt = state_dtype(inner)
+    if warmup is None:
+        return StandardizeState(inner, scaler_init(d, decay, dt))
+    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
+                            jnp.zeros((warmup,), dt))
+
+
+def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
+    """The inner prediction ``N(μ̃, σ̃²)`` of ``x̃`` mapped back: ``N(ȳ + s_y μ̃, s_y² σ̃²)``; ``x: [d]``."""
+    p = learner.predict(s.inner, to_inner(s.scaler, x, clip=options.clip))
+    sy = scales(s.scaler)[1]
+    return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
+
+
+def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) -> StandardizeState:
     """The inner learner refitted from its initial state on the warm-up items, in the final coordinates."""
+    xt, yt = to_inner(s.scaler, s.warm_x, s.warm_y, options.clip)
+    inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
+    return s._replace(inner=inner)
 
-    def refit(s: StandardizeState) -> StandardizeState:
-        xt, yt = _to_inner(s.scaler, s.warm_x, s.warm_y, clip)
-        inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
-        return s._replace(inner=inner)
 
-    return refit
+def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
+              y: Array) -> StandardizeState:
+    """Update the statistics with ``(x, y)`` (:func:`scaler_update`), then learn ``(x̃, ỹ)`` in the new coordinates.
+
+    With ``warmup=F`` the item is also stored while the statistics take it,
+    and on the ``F``-th item the inner learner is :func:`refit` (through
+    :func:`~onlinejax.batching.cond_if_any`: lazily under ``vmap``).
+
+    Args:
+      learner: the inner learner; options: :class:`StandardizeOptions` (static).
+      s: :class:`StandardizeState`; x: ``[d]``; y: ``[]``.
+    """
+    sc = scaler_update(s.scaler, x, y)
+    # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
+    # to be skipped (and counted) there; the warm-up counts only the items the statistics took
+    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    xt, yt = to_inner(sc, x, y, options.clip)
+    out = s._replace(inner=learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), scaler=sc)
+    warmup = options.warmup
+    if warmup is None:
+        return out
+    new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
+    i = jnp.minimum(s.scaler.seen, warmup - 1)
+    out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
+                       warm_y=out.warm_y.at[i].set(jnp.where(new, y, out.warm_y[i])))
+    return cond_if_any(partial(refit, learner, options))(new & (sc.seen == warmup), out)
+
+
+def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
+                  y: Array) -> StandardizeState:
+    """``learner.downdate`` of the raw item ``(x, y)`` in the current coordinates."""
+    return s._replace(inner=learner.downdate(s.inner, *to_inner(s.scaler, x, y, options.clip)))
+
+
+def downdate_oldest(learner: Learner, s: StandardizeState) -> StandardizeState:
+    """``learner.downdate(inner)``: a windowed inner learner evicts its oldest item."""
+    return s._replace(inner=learner.downdate(s.inner))
+
+
+def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeState:
+    """``learner.tune`` on the inner state, in the current coordinates."""
+    return s._replace(inner=learner.tune(s.inner, **options))
 
 
 def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
@@ -211,49 +312,12 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         clip = float(clip)
     if warmup is not None:
         warmup = check_int(warmup, "warmup", 1)
-        refit = cond_if_any(_refit(learner, clip))
-    d = learner.n_features
-
-    def _init(decay=decay, **kw):
-        inner = learner.init(**kw)
-        dt = state_dtype(inner)
-        if warmup is None:
-            return StandardizeState(inner, scaler_init(d, decay, dt))
-        return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
-                                jnp.zeros((warmup,), dt))
-
-    def predict_one(s: StandardizeState, x):
-        p = learner.predict(s.inner, _to_inner(s.scaler, x, clip=clip))
-        sy = scales(s.scaler)[1]
-        return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
-
-    def learn_one(s: StandardizeState, x, y):
-        sc = scaler_update(s.scaler, x, y)
-        # a non-finite item leaves the scaler as it was and reaches the learner as it came, to be skipped there
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        xt, yt = _to_inner(sc, x, y, clip)
-        out = s._replace(inner=learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), scaler=sc)
-        if warmup is None:
-            return out
-        new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
-        i = jnp.minimum(s.scaler.seen, warmup - 1)
-        out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
-                           warm_y=out.warm_y.at[i].set(jnp.where(new, y, out.warm_y[i])))
-        return refit(new & (sc.seen == warmup), out)
+    opts = StandardizeOptions(decay, clip, warmup)
     dd, takes_item = None, True
     if learner.downdate is not None:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3
-        if takes_item:
-            def dd(s: StandardizeState, x, y):
-                return s._replace(inner=learner.downdate(s.inner, *_to_inner(s.scaler, x, y, clip)))
-        else:
-            def dd(s: StandardizeState):
-                return s._replace(inner=learner.downdate(s.inner))
-
-    tune = None
-    if learner.tune is not None:
-        def tune(s: StandardizeState, **options):
-            return s._replace(inner=learner.tune(s.inner, **options))
-
-    return make_learner(init=_init, learn_one=learn_one, predict_one=predict_one, n_features=d,
-                        downdate=dd, downdate_takes_item=takes_item, tune=tune)
+        dd = partial(downdate_item, learner, opts) if takes_item else partial(downdate_oldest, learner)
+    return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),
+                        predict_one=partial(predict_one, learner, opts), n_features=learner.n_features, downdate=dd,
+                        downdate_takes_item=takes_item,
+                        tune=None if learner.tune is None else partial(tune_inner, learner))

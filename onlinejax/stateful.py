@@ -3,11 +3,10 @@
 The functional API (``state = learner.learn(state, x, y)``) is what runs
 inside ``jit``/``scan``/``vmap``. From a plain Python loop, however, every
 call pays JAX's dispatch cost, which grows with the number of arrays passed
-in and out (measured on a 2-core CPU: ~30 µs for one array, ~60 µs for
-twelve). :class:`StatefulLearner` keeps the state packed in one flat device
-buffer and sends ``x`` and ``y`` as one array, so each item costs one
-compiled call with two arrays in and two out — the regime of research code
-that calls a learner item by item.
+in and out (each leaf of the state is one). :class:`StatefulLearner` keeps
+the state packed in one flat device buffer and sends ``x`` and ``y`` as one
+array, so each item costs one compiled call with two arrays in and two out —
+the regime of research code that calls a learner item by item.
 It only wraps the functional core: ``.state`` gives the pytree back.
 """
 from __future__ import annotations

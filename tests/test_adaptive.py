@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import COLD_START, HIGH_ERROR, STABLE, TUNE, adaptive, record_mode
+from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, adaptive, detect,
+                                record_mode, step_one)
+from onlinejax.adaptive import init as adaptive_init
 from onlinejax.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
@@ -201,9 +203,9 @@ def test_drift_detected_and_error_recovers(d, name):
     """Issue 4: detected within 2W items; the error after 2W items back within 20 % of the pre-drift level.
 
     The 20 % is checked on the error pooled over the streams: a single stream's MSE over ~900
-    items of a model tuned on 64 points varies by about ±20 % from one tuning window to the next
-    (measured: 100-item MSEs between 0.84 and 2.2 within one stable phase, GP d = 4); each stream
-    must still be within 50 % (a missed drift gives 2.5–5×).
+    items of a model tuned on 64 points varies from one tuning window to the next (the 64 points
+    are one noisy sample of the function); each stream must still be within 50 % (a missed drift
+    costs several times the pre-drift error).
     """
     Y, M, modes = _drift_runs(d, INNER[name], "cusum")
     posts, pres = [], []
@@ -245,3 +247,76 @@ def test_one_shock_alarms_at_once_and_a_moderate_outlier_does_not():
         assert int(s_mild.mode) == STABLE and int(s_jump.mode) == want
     with pytest.raises(ValueError, match="shock"):
         adaptive(inner, W, shock=0.5)
+
+
+# ---------------------------------------------------------------- the module-level functions
+def _leaves_equal(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_pure_step_one_equals_the_learner(rng):
+    """``step_one`` driven by hand (inner learner and options passed explicitly) is the Learner's step, bit for bit."""
+    W = 10
+    inner = oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True)
+    X, Y = _two_concepts(rng)
+    X, Y = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
+    lrn = adaptive(inner, W, threshold=15.0, shock=None)
+    opts = AdaptiveOptions(threshold=15.0, shock=None)
+    pure = jax.jit(lambda s0: jax.lax.scan(lambda s, xy: step_one(inner, opts, s, *xy), s0, (X, Y)))
+    s_pure, p_pure = pure(adaptive_init(inner, W))
+    s_lrn, p_lrn = jax.jit(lambda s0: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), s0, (X, Y)))(lrn.init())
+    _leaves_equal((s_pure, p_pure), (s_lrn, p_lrn))
+    assert int(s_pure.n_alarms) == 1 and int(s_pure.n_tunes) == 2
+    # init forwards a window to the inner learner and makes it the phase length
+    assert int(adaptive_init(oj.bayesian_map_windowed(1, 8, capacity=16), 16, window=8).phase_length) == 8
+
+
+def test_boundary_skips_nonfinite_items():
+    """Inside jit a non-finite item changes nothing but ``n_skipped`` (the boundary's skip_nonfinite)."""
+    W = 4
+    lrn = adaptive(oj.windowed_bayes_linreg(1, W, intercept=True), W)
+    s = lrn.init()
+    for t in range(6):
+        s = lrn.learn(s, [0.1 * t], 0.2 * t)
+    learn = jax.jit(lrn.learn)
+    for x, y in (([np.nan], 1.0), ([0.3], np.inf)):
+        s2 = learn(s, jnp.asarray(x, DTYPE), jnp.asarray(y, DTYPE))
+        assert int(s2.n_skipped) == int(s.n_skipped) + 1
+        _leaves_equal(s2._replace(n_skipped=s.n_skipped), s)
+
+
+def _np_cusum(z2s, threshold, drift, warmup, clip, shock):
+    n, mean, g, alarms = 0, 1.0, 0.0, []
+    for z2 in z2s:
+        ratio = z2 / mean
+        r = min(ratio, clip)
+        warm = n >= warmup
+        g = max(0.0, g + r - 1.0 - drift) if warm else 0.0
+        mean = (mean * (n + 1) + r * mean) / (n + 2)
+        n += 1
+        alarms.append((warm and g > threshold) or (shock is not None and ratio > shock))
+    return mean, g, alarms
+
+
+@pytest.mark.parametrize("shock", [None, 50.0])
+def test_detect_is_the_relative_cusum(shock):
+    """``detect``: Page's CUSUM on r = min(z²/mean z², clip), the mean updated with r·mean (float64 reference)."""
+    opts = AdaptiveOptions(threshold=6.0, drift=0.5, warmup=3, clip=10.0, shock=shock)
+    z2s = [0.5, 2.0, 1.0, 4.0, 30.0, 0.2, 80.0, 30.0, 0.1, 500.0]
+    det = DetectorState(jnp.zeros((), jnp.int32), jnp.ones((), DTYPE), jnp.zeros((), DTYPE))
+    alarms = []
+    for z2 in z2s:
+        det, alarm = detect(opts, det, jnp.asarray(z2, DTYPE), jnp.asarray(0.0, DTYPE), jnp.asarray(1.0, DTYPE))
+        alarms.append(bool(alarm))
+    mean, g, want = _np_cusum(z2s, 6.0, 0.5, 3, 10.0, shock)
+    assert alarms == want and any(want)
+    assert int(det.n) == len(z2s)
+    np.testing.assert_allclose([float(det.mean_z2), float(det.cusum)], [mean, g], rtol=tol(1e-12, 1e-5))
+    # the frozen rule: |e| > factor × reference, no state
+    frozen = AdaptiveOptions(detector="frozen", frozen_factor=3.0)
+    for e, want in ((2.9, False), (3.1, True)):
+        d2, alarm = detect(frozen, det, jnp.asarray(1e6, DTYPE), jnp.asarray(e, DTYPE), jnp.asarray(1.0, DTYPE))
+        assert bool(alarm) == want and d2 is det

@@ -8,8 +8,10 @@ from scipy.special import ndtri
 
 from onlinejax.adaptive import AdaptiveState, adaptive
 from onlinejax.base import Prediction, make_learner
-from onlinejax.calibration import (CalibratedState, aci_init, conformal, quantile_init, recalibrate, recalibration_init,
-                                   recalibration_update, upper_normal_quantile)
+from onlinejax.calibration import (CalibratedState, ConformalOptions, RecalibrationOptions, aci_init, conformal, correct,
+                                   quantile_init, recalibrate, recalibration_init, recalibration_update, step_one,
+                                   upper_normal_quantile)
+from onlinejax.calibration import init as calibrated_init
 from onlinejax.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.evaluation.delayed import ANSWER, schedule_from_delays
@@ -472,3 +474,37 @@ def test_student_t_output_keeps_the_calibrated_interval():
     assert float(pt.log_prob(y)[150]) > -30 > -1000 > float(pg.log_prob(y)[150])
     with pytest.raises(ValueError, match="df"):
         conformal(bayes_linreg(2), df=2.0)
+
+
+# --------------------------------------------------------------------------
+# The module-level functions
+# --------------------------------------------------------------------------
+def test_pure_step_one_equals_the_learner():
+    """``step_one`` with the inner learner and the options passed by hand is ``conformal(...).step``, bit for bit."""
+    X, Y = _hostile_stream(1200, seed=3)
+    rc = RecalibrationOptions(0.99, 25.0, 1e6, None)
+    for method, window in (("quantile", 100), ("aci", 100)):
+        cc = ConformalOptions(method, 0.9, 0.005, 0.01, window, None, 1.0, 1e4, 4.0)
+        lrn = conformal(ORACLE, 0.9, method, recalibrate=0.99, df=4.0)
+        pure = jax.jit(lambda s0, X, Y: jax.lax.scan(lambda s, xy: step_one(ORACLE, rc, cc, s, *xy), s0, (X, Y)))
+        got = pure(calibrated_init(ORACLE, rc, cc), jnp.asarray(X), jnp.asarray(Y))
+        want = _scan(lrn, lrn.init(), X, Y)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert int(got[0].n_skipped) == 2  # the abstaining prediction and the NaN label
+
+
+def test_correct_is_the_identity_when_calibrated_and_keeps_abstentions():
+    """Fresh calibrators (c = 1) return the inner prediction; an abstaining one is returned as it is."""
+    rc = RecalibrationOptions(0.99, 25.0, 1e6, None)
+    cc = ConformalOptions("aci", 0.95, 0.005, 0.01, None, None, 1.0, 1e4)
+    s = calibrated_init(ORACLE, rc, cc)
+    pred = Prediction(jnp.asarray([0.3, 1.0], DTYPE), jnp.asarray([2.0, BIG], DTYPE))
+    out, v0, info = correct(rc, cc, s, pred)
+    # c = 1 up to the tabulated quantile's error (upper_normal_quantile: relative 5e-6)
+    np.testing.assert_allclose(np.asarray(out.var), np.asarray(pred.var), rtol=2e-5)
+    assert np.asarray(out.var)[1] == np.asarray(pred.var)[1]
+    assert list(np.asarray(info)) == [True, False]
+    np.testing.assert_array_equal(np.asarray(v0), np.asarray(pred.var))
+    with pytest.raises(ValueError, match="conformal"):
+        calibrated_init(ORACLE, rc, None, conformal={"gamma": 0.1})

@@ -6,7 +6,9 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.standardize import scaler_init, scaler_update, scales, standardize
+from onlinejax.standardize import (StandardizeOptions, learn_one, predict_one, scaler_init, scaler_update, scales,
+                                   standardize, to_inner)
+from onlinejax.standardize import init as standardize_init
 from conftest import X64, tol
 
 
@@ -180,3 +182,30 @@ def test_warmup_skips_nonfinite_items_and_vmaps(rng):
     assert int(res.state.scaler.seen[1]) == F
     with pytest.raises(ValueError, match="warmup"):
         standardize(oj.bayes_linreg(2), warmup=0)
+
+
+def test_module_level_functions_equal_the_learner(rng):
+    """``learn_one`` / ``predict_one`` with the inner learner and options passed by hand are the Learner's, bit for bit."""
+    n, F = 40, 12
+    X = jnp.asarray(rng.normal(size=(n, 2)) * [10.0, 0.01] + [300.0, 5.0])
+    Y = jnp.asarray(np.asarray(X) @ np.array([0.5, 80.0]) + rng.normal(size=n))
+    inner = oj.windowed_bayes_linreg(2, 8, intercept=True)
+    opts = StandardizeOptions(decay=0.99, clip=4.0, warmup=F)
+    lrn = standardize(inner, decay=0.99, clip=4.0, warmup=F)
+
+    def pure(s, xy):
+        return learn_one(inner, opts, s, *xy), predict_one(inner, opts, s, xy[0])
+
+    got = jax.jit(lambda s0: jax.lax.scan(pure, s0, (X, Y)))(standardize_init(inner, opts))
+    want = jax.jit(lambda s0: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), s0, (X, Y)))(lrn.init())
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # to_inner is (x - x̄)/s_x clipped, (y - ȳ)/s_y
+    sc = got[0].scaler
+    sx, sy = scales(sc)
+    xt, yt = to_inner(sc, X[0], Y[0], 4.0)
+    want_x = np.clip((np.asarray(X[0]) - np.asarray(sc.x_mean)) / np.asarray(sx), -4.0, 4.0)
+    np.testing.assert_allclose(np.asarray(xt), want_x, rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(float(yt), (float(Y[0]) - float(sc.y_mean)) / float(sy), rtol=tol(1e-12, 1e-5))
+    # init's decay overrides the options' default
+    assert float(standardize_init(inner, opts, decay=0.5).scaler.decay) == 0.5
