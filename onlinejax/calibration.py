@@ -189,8 +189,9 @@ METHODS = ("aci", "quantile")
 def is_informative(mean: Array, var: Array) -> Array:
     """A usable prediction: finite mean, variance in ``(0, sqrt(finfo.max))``, elementwise.
 
-    ``sqrt(finfo.max)`` is the library's "no information" variance (kernel
-    regression with fewer than two items or no window point near ``x``).
+    A variance of ``sqrt(finfo.max)`` or more means "no information": a
+    learner's overflow guard, or a wrapper abstaining; calibrators and weight
+    rules leave such predictions out.
     """
     cap = float(np.sqrt(np.finfo(var.dtype).max))
     return jnp.isfinite(mean) & jnp.isfinite(var) & (var > 0) & (var < cap)

@@ -61,11 +61,12 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
       made *before* each item was learned, the metric values and the records.
 
     Many streams and many hyperparameter values run as one program with
-    ``vmap`` (close over the learner; it is static)::
+    :func:`~onlinejax.evaluation.evaluate_streams` (one flat ``vmap`` over the
+    (stream, setting) pairs; a nested ``vmap`` would make every pair pay for
+    every other pair's lazy branches)::
 
-        pv = lambda s, X, Y: progressive_validation(learner, s, X, Y).predictions
-        states = jax.vmap(lambda a: learner.init(alpha=a))(alphas)            # H states
-        preds = jax.vmap(jax.vmap(pv, (0, None, None)), (None, 0, 0))(states, Xs, Ys)  # [S, H, n]
+        res = evaluate_streams(learner, Xs, Ys, hyper={"alpha": alphas}, keep_predictions=True)
+        res.metrics["smse"], res.predictions["mean"]                          # [H, S], [H, S, n]
     """
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X")
