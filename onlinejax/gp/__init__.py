@@ -1,4 +1,13 @@
-"""Sliding-window Gaussian-process regression."""
-from .kernels import KERNELS, GPParams, gp_params, gram, lengthscales, matern32, matern52, noise_var, signal_var, squared_exponential
+"""Sliding-window Gaussian-process regression.
+
+:mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
+state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
+``learn_one``, ``downdate``, ``tune`` (and :func:`tune_hyperparameters` in
+named pieces) and the factory :func:`gp_window`. The pair kernels and
+:class:`GPParams` are in :mod:`onlinejax.gp.kernels`, the masked mean
+functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
+"""
+from .kernels import (KERNELS, GPParams, cross, gp_params, gram, lengthscales, matern32, matern52, noise_var,
+                      resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
-from .window import GPWindowState, gp_window, latent, tune_hyperparameters
+from .window import GPWindowState, gp_window, latent, tune_hyperparameters, window_scale

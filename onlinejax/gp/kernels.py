@@ -9,6 +9,10 @@ unconstrained (logs), so they vmap and differentiate:
   ``σ_f² (1 + √5 r + 5r²/3) exp(-√5 r)``, with ``r² = Σ_j (x_j - x'_j)²/ℓ_j²``
   (Rasmussen & Williams eq. 4.17).
 
+Any function with the same signature, ``kernel(p, x1, x2) -> []``, is a
+kernel too (:func:`resolve_kernel` checks one; :func:`cross` and
+:func:`gram` lift it with ``vmap``, the built-ins take a faster matrix path).
+
 The Matérn kernels use a guarded ``r = sqrt(r²)`` whose gradient is finite at
 ``r = 0`` (duplicate inputs), where the exact derivative in ``r²`` is used.
 """
@@ -24,8 +28,8 @@ from ..base import check_positive, default_float_dtype
 
 Array = jax.Array
 
-__all__ = ["GPParams", "gp_params", "signal_var", "noise_var", "lengthscales", "KERNELS", "gram", "cross",
-           "squared_exponential", "matern32", "matern52", "noise_floor_rel"]
+__all__ = ["GPParams", "gp_params", "signal_var", "noise_var", "lengthscales", "KERNELS", "resolve_kernel", "gram",
+           "cross", "squared_exponential", "matern32", "matern52", "noise_floor_rel"]
 
 
 class GPParams(NamedTuple):
@@ -60,22 +64,14 @@ def noise_floor_rel(dtype) -> float:
     factor (:mod:`onlinejax.gp.window`) accurate: the inverse-Cholesky
     update's error grows like ``u·κ^1.8`` (``u`` the unit roundoff), faster
     than a direct solve's ``u·κ``, and it compounds over the steps a window
-    stays ill-conditioned. Measured on the worst case (lengthscale 3–10× the
-    inputs' range, so ``K`` is close to rank one and ``κ`` reaches the bound;
-    600 steps, every 20th checked against a float64 direct solve;
-    ``tests/test_gp.py::test_long_lengthscale_window_stays_accurate``):
-
-    * float32, floor ``2.4e-4`` (the previous value, ``2048·eps``): the factor
-      lost all accuracy within ~20 steps at every ``W`` from 32 to 128
-      (``‖RK_yRᵀ - I‖`` up to 10⁶, predictions off by 10³–10⁶ on targets of
-      scale 10) — silently wrong, with small predictive variances. It also
-      happened on the thesis grid with tuned hyperparameters (W = 128,
-      ``SYNTH_ND_NCD_2000_1_10_1_11``: errors of 5·10⁸);
-    * float32, ``1e-3``: ``‖RK_yRᵀ - I‖ <= 4.6e-2``, predictions off by up to 0.9;
-      ``4e-3``: ``<= 3e-3``, off by at most 0.09 (about 1 % of the targets'
-      standard deviation), independently of ``W``; ``8e-3``: 8e-4 and 0.02;
-    * float64, ``100·eps`` (the previous value): NaN; ``1e-10``: off by 10⁹;
-      ``1e-8``: 0.47; ``1e-6``: ``‖RK_yRᵀ - I‖ <= 3e-5``, off by 1.2e-4.
+    stays ill-conditioned. The worst case is a lengthscale several times the
+    inputs' range, where ``K`` is close to rank one and ``κ`` reaches the
+    bound on every step
+    (``tests/test_gp.py::test_long_lengthscale_window_stays_accurate``): with
+    floors of a few hundred or thousand ``eps`` the factor there loses all
+    accuracy within a few steps — silently, with small predictive variances
+    — while these floors keep ``‖RK_yRᵀ - I‖`` and the predictions' error
+    small against the targets' spread, independently of ``W``.
 
     So the noise standard deviation is at least 6.3 % (float32) or 0.1 %
     (float64) of the signal standard deviation. On data with less noise
@@ -102,7 +98,7 @@ def lengthscales(p: GPParams) -> Array:
 
 def _r2(p, x1, x2):
     z = (x1 - x2) / lengthscales(p)
-    return jnp.sum(z * z)  # not z @ z: a batched dot under vmap, 3x slower to differentiate on CPU
+    return jnp.sum(z * z)  # not z @ z: that is a batched dot under vmap, slower to differentiate on a CPU
 
 
 def _safe_r(r2):
@@ -130,31 +126,59 @@ def squared_exponential(p: GPParams, x1: Array, x2: Array) -> Array:
 
 
 def matern32(p: GPParams, x1: Array, x2: Array) -> Array:
-    """Matérn 3/2 for one pair."""
+    """Matérn 3/2 for one pair ``x1, x2: [d]`` (R&W eq. 4.17 with ν = 3/2)."""
     return signal_var(p) * _matern32_profile(_r2(p, x1, x2))
 
 
 def matern52(p: GPParams, x1: Array, x2: Array) -> Array:
-    """Matérn 5/2 for one pair."""
+    """Matérn 5/2 for one pair ``x1, x2: [d]`` (R&W eq. 4.17 with ν = 5/2)."""
     return signal_var(p) * _matern52_profile(_r2(p, x1, x2))
 
 
 # k(x, x') = σ_f² f(r²) for the built-in kernels: gram() evaluates f on the whole matrix of
-# scaled squared distances instead of vmapping the pair kernel (same formula; its gradient,
-# needed ~30 times per tune, cost 190 µs vmapped vs 32 µs as a matrix at W = 64 on CPU)
+# scaled squared distances instead of vmapping the pair kernel (the same formula; its gradient,
+# needed on every iteration of a tune, is much cheaper as one matrix expression)
 _PROFILES = {squared_exponential: _se_profile, matern32: _matern32_profile, matern52: _matern52_profile}
 
 
 KERNELS: dict[str, Callable] = {"se": squared_exponential, "matern32": matern32, "matern52": matern52}
 
 
+def resolve_kernel(kernel, n_features: int) -> Callable:
+    """The pair kernel named by ``kernel`` (a key of :data:`KERNELS`), or ``kernel`` itself if it is one.
+
+    A callable must have the built-ins' signature, ``kernel(p, x1, x2) -> []``
+    with ``p`` a :class:`GPParams` of ``n_features`` lengthscales and
+    ``x1, x2: [d]`` (tinygp style); it is checked by tracing it once
+    (``jax.eval_shape``, nothing is computed). :func:`cross` and :func:`gram`
+    lift it with ``vmap``.
+
+    Raises:
+      ValueError: naming ``kernel``, for an unknown name, a non-callable, or a
+        callable that fails on (or does not return a scalar for) one pair.
+    """
+    if isinstance(kernel, str) or not callable(kernel):
+        if isinstance(kernel, str) and kernel in KERNELS:
+            return KERNELS[kernel]
+        raise ValueError(f"kernel: must be one of {tuple(KERNELS)} or a pair kernel k(params, x1, x2), got {kernel!r}")
+    dt = default_float_dtype()
+    scalar, vec = jax.ShapeDtypeStruct((), dt), jax.ShapeDtypeStruct((int(n_features),), dt)
+    try:
+        out = jax.eval_shape(kernel, GPParams(scalar, scalar, vec), vec, vec)
+    except Exception as e:  # noqa: BLE001  (any failure of a user's function is a bad argument)
+        raise ValueError(f"kernel: calling kernel(params, x1, x2) on one pair of [{n_features}] inputs failed: "
+                         f"{type(e).__name__}: {e}") from e
+    if getattr(out, "shape", None) != ():
+        raise ValueError(f"kernel: must return a scalar k(x1, x2) for one pair, got {out!r}")
+    return kernel
+
+
 def _scaled_sq_dist(p: GPParams, X1: Array, X2: Array) -> Array:
     """``[n, m]`` ``r²_ij = Σ_k ((X1_ik - X2_jk)/ℓ_k)²``, summed feature by feature.
 
     Differences, not ``|a|² + |b|² - 2aᵀb`` (which cancels for near-duplicate
-    inputs in float32). One ``[n, m]`` term per feature: reducing a
-    ``[n, m, d]`` array over its short minor axis cost XLA:CPU 55 µs at
-    W = 64, d = 2 (82 µs with the gradient), the per-feature sum 7 µs (18 µs).
+    inputs in float32). One ``[n, m]`` term per feature for ``d <= 16``:
+    XLA:CPU reduces a ``[n, m, d]`` array over its short minor axis slowly.
     """
     ls = jnp.broadcast_to(lengthscales(p), X1.shape[-1:])
     Z1, Z2 = X1 / ls, X2 / ls

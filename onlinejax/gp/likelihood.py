@@ -75,12 +75,17 @@ def _ols_coefficients(X: Array, y: Array, w: Array, n: Array) -> Array:
     affinely independent points the slopes are not identified and the
     minimum-norm least-squares solution of ``[X, 1]`` (an SVD) is returned,
     as before; under ``lax.map`` or outside ``vmap`` that branch runs only
-    then. The QR path cost 3.2 µs per call inside a scan at W = 64, d = 2, the
-    SVD 7.2 µs.
+    then (the QR is the cheaper of the two). A non-finite window gives NaN
+    coefficients.
     """
     def min_norm(_):
         Z = jnp.concatenate([X, jnp.ones((X.shape[0], 1), X.dtype)], axis=1) * w[:, None]
-        return jnp.linalg.lstsq(Z, w * y)[0]
+        b = w * y
+        # LAPACK's SVD never returns on an infinite entry (and a non-finite item the learner will skip
+        # still reaches this fit inside jit): solve a finite stand-in and answer NaN
+        finite = jnp.all(jnp.isfinite(Z)) & jnp.all(jnp.isfinite(b))
+        coef = jnp.linalg.lstsq(jnp.where(finite, Z, 0.0), jnp.where(finite, b, 0.0))[0]
+        return jnp.where(finite, coef, jnp.nan)
 
     if X.shape[0] <= X.shape[1]:  # a window no longer than the input dimension: never identified
         return min_norm(None)
@@ -149,10 +154,10 @@ def gaussian_log_density_from_cov(K: Array, r: Array) -> Array:
     """``log N(r; 0, K) = -½ rᵀK⁻¹r - ½ log|K| - W/2 log 2π`` by Cholesky, ``K: [W, W]``, ``r: [W]``.
 
     Its gradient is written in closed form (Rasmussen & Williams eq. 5.9, thesis
-    eq. 4.30–4.33): ``∂/∂K = ½(ααᵀ - K⁻¹)``, ``∂/∂r = -α`` with ``α = K⁻¹r``;
-    autodiff through the Cholesky factorisation cost 4-5× the value (measured
-    at W = 64); this, with ``K⁻¹ = L⁻ᵀL⁻¹`` from one triangular inverse, costs
-    about 3× (W = 128 inside a loop on a CPU: 0.44 ms against 0.13 ms).
+    eq. 4.30–4.33): ``∂/∂K = ½(ααᵀ - K⁻¹)``, ``∂/∂r = -α`` with ``α = K⁻¹r``,
+    and ``K⁻¹ = L⁻ᵀL⁻¹`` from one triangular inverse: cheaper than autodiff
+    through the Cholesky factorisation, which the tuner would otherwise pay
+    on every iteration.
     """
     return _gauss_fwd(K, r)[0]
 
@@ -166,8 +171,8 @@ def _gauss_fwd(K, r):
 
 def _gauss_bwd(res, g):
     L, a = res
-    # K⁻¹ = L⁻ᵀL⁻¹ from one (blocked) triangular inverse and a product: cho_solve with an identity
-    # right-hand side (two triangular solves) took 3x as long on a CPU (W = 128: 1.1 ms vs 0.37 ms)
+    # K⁻¹ = L⁻ᵀL⁻¹ from one (blocked) triangular inverse and a product: cheaper on a CPU than
+    # cho_solve with an identity right-hand side (two triangular solves)
     Linv = lower_triangular_inverse(L)
     Kinv = Linv.T @ Linv
     return g * 0.5 * (jnp.outer(a, a) - Kinv), -g * a

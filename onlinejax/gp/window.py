@@ -1,14 +1,43 @@
 """Sliding-window Gaussian-process regression with incremental Cholesky updates.
 
-Thesis 4.3.1 and 5.4.3 (predict / update / tune, eq. 5.12–5.15). The thesis
-kept the explicit inverse of ``K + σ_n²I`` and updated it with block-inverse
-formulas; in float32 that is silently wrong once the kernel matrix is
-ill-conditioned (issue 3 measured errors up to 18 on unit-scale targets).
-Here the window is kept in **time order** (oldest first, empty slots as
-decoupled identity rows at the front) with the **inverse Cholesky factor**
-``R = L⁻¹`` of ``K_y = K + σ_n²I = LLᵀ`` (so ``K_y⁻¹ = RᵀR`` and every solve
-is a matrix-vector product — XLA:CPU's triangular solves cost 1–5 µs each at
-W = 64):
+Thesis 4.3.1 and 5.4.3 (predict / update / tune, eq. 5.12–5.15).
+
+The module's anatomy (the GP's state, init, learn, predict and formulas are
+all here; the helpers they call are named in each docstring):
+
+* :class:`GPWindowState` — the window, its inverse Cholesky factor, the
+  whitened residuals, the mean function and the hyperparameters;
+* :func:`init` — the empty window;
+* :func:`predict_one` — the predictive at one input (R&W eq. 2.25–2.26);
+* :func:`step_one` — predict one item, then slide the window onto it;
+  :func:`learn_one` is its state; :func:`downdate` evicts the oldest item;
+* :func:`tune` — type-II MAP hyperparameters (:func:`tune_hyperparameters`,
+  itself :func:`tune_window`, :func:`tune_objective`, :func:`tune_start`,
+  :func:`tune_restart` and :func:`select_restart`) and one rebuild of the
+  factor;
+* :func:`window_scale`, :func:`latent` — the scale-free variance and the
+  latent-function predictive;
+* the factory :func:`gp_window` validates the static options, binds them to
+  the functions above (``functools.partial``) and hands them to
+  :func:`~onlinejax.base.make_learner`, whose boundary skips an item whose
+  ``x`` or ``y`` is not finite (``skip_nonfinite=True``).
+
+The kernels (SE-ARD, thesis eq. 4.27; Matérn, R&W eq. 4.17) and the
+hyperparameters :class:`~onlinejax.gp.kernels.GPParams` are in
+:mod:`onlinejax.gp.kernels`; the masked mean functions, kernel matrix and
+log marginal likelihood (thesis eq. 4.29, R&W eq. 2.30) in
+:mod:`onlinejax.gp.likelihood`; the factor's update in
+:mod:`onlinejax.linalg`.
+
+The factor
+----------
+The thesis kept the explicit inverse of ``K + σ_n²I`` and updated it with
+block-inverse formulas; in float32 that is silently wrong once the kernel
+matrix is ill-conditioned (issue 3). Here the window is kept in **time
+order** (oldest first, empty slots as decoupled identity rows at the front)
+with the **inverse Cholesky factor** ``R = L⁻¹`` of ``K_y = K + σ_n²I = LLᵀ``
+(so ``K_y⁻¹ = RᵀR`` and every solve is a matrix-vector product, which on a
+CPU is cheaper than a triangular solve):
 
 * *evict the oldest* = drop the first row/column: the trailing block's
   factor is ``chol(L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ)``, a rank-1 **update** (never a
@@ -25,34 +54,34 @@ W = 64):
   row and column of ``K̂`` and appending adds an exact new row and column,
   so a perturbation ``Δ_ij`` made on one step survives only while both
   items ``i`` and ``j`` stay in the window: ``Δ`` is the rounding of the
-  last ``W`` steps at most, never an accumulation over the stream (measured
-  in float32: the errors after 10⁶ items equal those after 5·10³, see
-  ``benchmarks/RESULTS.md``; ``tests/test_gp.py`` checks 10⁵ items). The windowed *linear* learner differs: its
-  downdates subtract from a posterior that carries the whole history, so it
-  keeps a shadow factor (:mod:`onlinejax.linear.windowed`);
-* the noise variance is floored at ``4e-3·σ_f²`` in float32, ``1e-6·σ_f²`` in float64 (see
-  :func:`~onlinejax.gp.kernels.noise_floor_rel`), which bounds the condition
-  number whatever the tuner proposes. The argument above bounds how long a
-  rounding error survives, not how much it is amplified: the factor's error
-  grows like ``u·κ^1.8``, so on a nearly rank-one window it compounds over
-  the steps until the floor stops it. With the earlier floors (``2048·eps``,
-  ``100·eps``) a long-lengthscale window lost all accuracy in ~20 steps.
+  last ``W`` steps at most, never an accumulation over the stream
+  (``tests/test_gp.py`` checks 10⁵ items). The windowed *linear* learner
+  differs: its downdates subtract from a posterior that carries the whole
+  history, so it keeps a shadow factor (:mod:`onlinejax.linear.windowed`);
+* the noise variance is floored at ``4e-3·σ_f²`` in float32, ``1e-6·σ_f²``
+  in float64 (see :func:`~onlinejax.gp.kernels.noise_floor_rel`), which
+  bounds the condition number whatever the tuner proposes. The argument
+  above bounds how long a rounding error survives, not how much it is
+  amplified: the factor's error grows like ``u·κ^1.8``, so on a nearly
+  rank-one window it compounds over the steps until the floor stops it.
 
 Per item (:func:`onlinejax.linalg.inv_chol_slide`): the eviction and the
 append are one fused step that reads ``R`` three times (matrix-vector
-products) and writes it once, with one prefix sum over rows. The state keeps the
-*whitened residuals* ``z = Rr`` rather than ``K_y⁻¹r``, so a prediction needs
-one matrix-vector product, ``v = Rk``: mean ``m(x) + vᵀz``, latent variance
-``k(x, x) - vᵀv``; ``step`` (predict then learn) shares ``k`` and ``v``
-between the two. Predictions return the
-*observed* variance (latent + noise), so intervals cover targets, not just the
-latent function (the thesis's excluded the noise; its "99.9 %" intervals
-covered 48–97 %); :func:`latent` removes the noise term.
+products) and writes it once, with one prefix sum over rows. The state keeps
+the *whitened residuals* ``z = Rr`` rather than ``K_y⁻¹r``, so a prediction
+needs one matrix-vector product, ``v = Rk``: mean ``m(x) + vᵀz``, latent
+variance ``k(x, x) - vᵀv``; :func:`step_one` (predict then learn) shares
+``k`` and ``v`` between the two. Predictions return the *observed* variance
+(latent + noise), so intervals cover targets, not just the latent function
+(the thesis's excluded the noise and under-covered); :func:`latent` removes
+the noise term.
 
-Scale-free uncertainty. The default hyperparameters (1, 0.1, 1) are
-unit-scale guesses, and a tune fits one window; three mechanisms made tuned
-windows on raw data overconfident by factors of 10²–10⁷ (issue 23), each
-handled here without knowing the data's scale in advance:
+Scale-free uncertainty
+----------------------
+The default hyperparameters (1, 0.1, 1) are unit-scale guesses, and a tune
+fits one window; three mechanisms made tuned windows on raw data
+overconfident (issue 23), each handled here without knowing the data's scale
+in advance:
 
 * until the first tune, and while a new concept fills the window after a
   drift, the hyperparameters do not describe the targets. The predictive
@@ -68,35 +97,37 @@ handled here without knowing the data's scale in advance:
 * with a smooth kernel on a window with a jump, or on noise-free targets,
   the tuned noise sat at the dtype's floor of the signal variance (itself
   collapsed when an OLS mean explained the targets), so the next jump or
-  drift scored ``z`` up to 10⁷. A tune keeps the noise variance at least
+  drift scored huge ``z``. A tune keeps the noise variance at least
   ``noise_floor`` times the window's target variance.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import partial
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.scipy.linalg import solve_triangular
 
 from ..base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse
-from .kernels import KERNELS, GPParams, cross, gp_params, noise_var, signal_var
+from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential
 from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
                          residual_log_marginal_likelihood)
 
 Array = jax.Array
 
-#: Default ``gp_window(noise_floor=)``: the noise standard deviation is at least 3.2 % of the
-#: window's target standard deviation after a tune. Chosen on stratified thesis-grid samples
-#: (W = 64, three means): the best log score of 1e-4, 1e-3, 1e-2; 1e-2 widens intervals further.
+#: Default ``gp_window(noise_floor=)``: after a tune the noise standard deviation is at least 3.2 % of
+#: the window's target standard deviation. A larger floor widens the intervals of well-fitted
+#: windows; a smaller one lets a tune on a noise-free or jumping window become overconfident.
 NOISE_FLOOR = 1e-3
 #: Default ``gp_window(lengthscale_prior=)``: a lengthscale 10× off the input spread costs 0.66 nats.
 LENGTHSCALE_PRIOR = 2.0
 
-__all__ = ["GPWindowState", "gp_window", "latent", "tune_hyperparameters", "window_scale", "mean_dof"]
+__all__ = ["GPWindowState", "gp_window", "init", "predict_one", "step_one", "learn_one", "downdate", "tune",
+           "latent", "window_scale", "mean_dof", "tune_hyperparameters", "TuneWindow", "tune_window",
+           "tune_objective", "tune_start", "tune_restart", "select_restart", "NOISE_FLOOR", "LENGTHSCALE_PRIOR"]
 
 
 class GPWindowState(NamedTuple):
@@ -113,11 +144,11 @@ class GPWindowState(NamedTuple):
       params: :class:`~onlinejax.gp.kernels.GPParams`.
       n_seen, n_skipped, n_tunes: ``[]`` int32.
       mean_kind: ``[]`` int32 index into :data:`~onlinejax.gp.likelihood.MEANS`
-        (``0`` zero, ``1`` average, ``2`` OLS); read only by a learner built
-        with ``mean_from_state=True``.
+        (``0`` zero, ``1`` average, ``2`` OLS); read only by the functions
+        called with ``mean=None`` (``gp_window(..., mean_from_state=True)``).
       scale: ``[]`` the window's estimate ``ĉ >= 1`` of the overall scale of
         ``K_y`` (:func:`window_scale`), which multiplies the predictive
-        variance; 1 with ``gp_window(..., adapt_scale=False)``.
+        variance; 1 with ``adapt_scale=False``.
     """
 
     X: Array
@@ -134,8 +165,66 @@ class GPWindowState(NamedTuple):
     scale: Array
 
 
+# --------------------------------------------------------------------------
+# init
+# --------------------------------------------------------------------------
+def _mean_kind(mean) -> Array:
+    """``[]`` int32 index into :data:`MEANS` of a name, an int or a (possibly traced, possibly float) array."""
+    if isinstance(mean, (str, int)):
+        return jnp.asarray(mean_index(mean), jnp.int32)
+    if not isinstance(mean, jax.core.Tracer):  # a concrete one is checked, not silently read as "zero"
+        if jnp.ndim(mean) != 0:
+            raise ValueError(f"mean: expected a name or a scalar index, got shape {jnp.shape(mean)}")
+        mean_index(float(mean))
+    return jnp.asarray(mean).astype(jnp.int32)
+
+
+def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, dtype=None, *,
+         mean="average") -> GPWindowState:
+    """The empty window.
+
+    Args:
+      n_features: ``d`` (static); window: capacity ``W`` (static).
+      signal_std, noise_std: ``σ_f``, ``σ_n`` (``[]``, > 0); lengthscale: ``ℓ``, ``[]`` or ``[d]``, > 0
+        (stored as logs, :func:`~onlinejax.gp.kernels.gp_params`).
+      dtype: floating dtype; default float32 (float64 when x64 is enabled).
+      mean: the mean function stored in ``mean_kind``: a name of :data:`MEANS`, its index, or a
+        ``[]`` array index (under ``vmap``).
+    Returns:
+      :class:`GPWindowState` with every slot empty: ``inv_chol = I`` (the
+      decoupled identity rows), ``z = 0``, ``m = 0``, ``scale = 1``.
+    Raises:
+      ValueError: naming the argument, for a bad ``mean`` or a non-positive hyperparameter.
+    """
+    d, W = int(n_features), int(window)
+    kind = _mean_kind(mean)
+    dt = dtype or default_float_dtype()
+    p = gp_params(d, signal_std, noise_std, lengthscale, dt)
+    return GPWindowState(
+        X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=jnp.eye(W, dtype=dt),
+        white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
+        params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
+        n_tunes=jnp.zeros((), jnp.int32), mean_kind=kind, scale=jnp.ones((), dt),
+    )
+
+
+def _learner_init(n_features: int, window: int, default_mean: str, mean_from_state: bool, signal_std, noise_std,
+                  lengthscale, dtype, /, **kw) -> GPWindowState:
+    """:func:`init` behind ``gp_window(...).init``: ``mean=`` only with ``mean_from_state``."""
+    if kw and (set(kw) != {"mean"} or not mean_from_state):
+        raise TypeError(f"init: unexpected arguments {sorted(kw)}"
+                        + ("" if mean_from_state else " (mean= needs gp_window(..., mean_from_state=True))"))
+    return init(n_features, window, signal_std, noise_std, lengthscale, dtype, mean=kw.get("mean", default_mean))
+
+
+# --------------------------------------------------------------------------
+# predict
+# --------------------------------------------------------------------------
 def latent(state: GPWindowState, pred: Prediction) -> Prediction:
-    """The latent-function predictive (noise variance removed) of an observed-``y`` prediction made from ``state``."""
+    """The latent-function predictive (noise variance removed) of an observed-``y`` prediction made from ``state``.
+
+    ``var - ĉ·σ_n²`` floored at 0 (``ĉ = state.scale``), the shapes of ``pred``.
+    """
     return Prediction(pred.mean, jnp.maximum(pred.var - state.scale * noise_var(state.params), 0.0))
 
 
@@ -146,6 +235,29 @@ def _predictive(s: GPWindowState, x: Array, v: Array, kxx: Array) -> Prediction:
     return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, s.scale * var)
 
 
+def predict_one(state: GPWindowState, x: Array, *, kernel: Callable = squared_exponential) -> Prediction:
+    """The predictive distribution of ``y`` at ``x: [d]`` from the window (``mean``, ``var``: ``[]``).
+
+    Thesis eq. 5.12–5.13, R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``: with
+    ``k = k(X, x)`` (:func:`~onlinejax.gp.kernels.cross`, zero on empty slots)
+    and ``v = Rk``,
+
+        mean = m(x) + vᵀz,     var = ĉ·(max(k(x, x) - vᵀv, 0) + σ_n²)
+
+    (observed ``y``: noise included; ``ĉ = state.scale``, :func:`window_scale`).
+
+    Args:
+      state: :class:`GPWindowState`; x: ``[d]``.
+      kernel: a pair kernel ``kernel(params, x1, x2) -> []`` (static), as in
+        :mod:`onlinejax.gp.kernels`.
+    """
+    v = state.inv_chol @ (cross(kernel, state.params, state.X, x) * state.valid)
+    return _predictive(state, x, v, kernel(state.params, x, x))
+
+
+# --------------------------------------------------------------------------
+# learn
+# --------------------------------------------------------------------------
 def mean_dof(mean, n_features: int):
     """Coefficients the mean function fits: 0 (zero), 1 (average), ``d + 1`` (OLS); an array for a traced index."""
     if isinstance(mean, str):
@@ -167,7 +279,7 @@ def window_scale(s: GPWindowState, dof_mean) -> Array:
     is the mean of their squares, O(W) per step. Here, with one prior
     pseudo-observation at ``c = 1`` and the mean function's ``p``
     coefficients taken off the degrees of freedom (REML-style,
-    ``p = mean_dof``)::
+    ``p = dof_mean``, :func:`mean_dof`)::
 
         ĉ = max(1, (1 + |z|²) / (1 + n - p)).
 
@@ -195,9 +307,125 @@ def window_scale(s: GPWindowState, dof_mean) -> Array:
     return jnp.maximum(jnp.where(dof >= 1.0, c_fit, c_spread), 1.0)
 
 
+def _mean_of(s: GPWindowState, mean: Optional[str]):
+    """The static mean function's name, or the state's traced ``mean_kind`` when ``mean`` is None."""
+    return s.mean_kind if mean is None else mean
+
+
+def _with_scale(s: GPWindowState, mean: Optional[str], adapt_scale: bool) -> GPWindowState:
+    """``s`` with ``scale = ĉ`` (:func:`window_scale`) when ``adapt_scale``, else ``s`` unchanged."""
+    if not adapt_scale:
+        return s
+    return s._replace(scale=window_scale(s, mean_dof(_mean_of(s, mean), s.X.shape[1])))
+
+
 def _refresh(mean, s: GPWindowState) -> GPWindowState:
+    """Refit the mean function on the window and recompute ``z = R(y - m(X))``."""
     coef, r = mean_residuals(mean, s.X, s.y, s.valid)
     return s._replace(mean_coef=coef, white_resid=s.inv_chol @ r)
+
+
+def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squared_exponential,
+             mean: Optional[str] = "average", adapt_scale: bool = True,
+             freeze_when_full: bool = False) -> tuple[GPWindowState, Prediction]:
+    """Predict ``y`` at ``x`` from the current window, then slide the window onto ``(x, y)``.
+
+    The prediction is :func:`predict_one`'s; the update (thesis eq.
+    5.14–5.15, done on the inverse factor) evicts the oldest slot and
+    appends the item in one fused step,
+    :func:`onlinejax.linalg.inv_chol_slide`: with ``k = k(X, x)`` and ``v = Rk``
+    (shared with the prediction), the new factor is that of ``K_y`` without its
+    first row and column and bordered by ``[k'; k(x, x) + σ_n²]``; the mean
+    function is refitted on the new window
+    (:func:`~onlinejax.gp.likelihood.mean_residuals`), ``z = Rr`` recomputed
+    and ``ĉ`` updated (:func:`window_scale`).
+
+    Args:
+      state: :class:`GPWindowState`; x: ``[d]``; y: ``[]`` — finite (the
+        learner's boundary skips a non-finite item,
+        :func:`onlinejax.base.skip_nonfinite`).
+      kernel: pair kernel (static). mean: a name of :data:`MEANS`, or None to
+        read ``state.mean_kind`` (static). adapt_scale: keep ``ĉ``, else 1
+        (static). freeze_when_full: return the state unchanged once the window
+        is full (the batch-GP baseline; static).
+    Returns:
+      ``(state, Prediction)`` with ``mean``, ``var``: ``[]``.
+    """
+    s = state
+    p = s.params
+    nv = noise_var(p)
+    k = cross(kernel, p, s.X, x) * s.valid
+    kxx = kernel(p, x, x)
+    X = jnp.concatenate([s.X[1:], x[None]])
+    Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
+    V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
+    coef, r = mean_residuals(_mean_of(s, mean), X, Y, V)
+    # evict the front row (a rank-1 update; identity if empty) and append, fused
+    R, z, v = inv_chol_slide(s.inv_chol, k, kxx + nv, nv, r)
+    pred = _predictive(s, x, v, kxx)
+    new = _with_scale(s._replace(X=X, y=Y, valid=V, inv_chol=R, white_resid=z, mean_coef=coef,
+                                 n_seen=s.n_seen + 1), mean, adapt_scale)
+    if freeze_when_full:
+        new = keep_if(~jnp.all(s.valid), new, s)
+    return new, pred
+
+
+def learn_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squared_exponential,
+              mean: Optional[str] = "average", adapt_scale: bool = True,
+              freeze_when_full: bool = False) -> GPWindowState:
+    """Slide the window onto one finite item (``x: [d]``, ``y: []``): :func:`step_one`'s state.
+
+    Same static options as :func:`step_one` (the prediction is not computed once compiled).
+    """
+    return step_one(state, x, y, kernel=kernel, mean=mean, adapt_scale=adapt_scale,
+                    freeze_when_full=freeze_when_full)[0]
+
+
+def downdate(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale: bool = True) -> GPWindowState:
+    """Evict the oldest item of the window (no-op on an empty window).
+
+    The oldest valid slot ``j`` is rotated to the front, the valid block's
+    factor loses its first row and column
+    (:func:`onlinejax.linalg.inv_chol_drop_first`, a rank-1 update) and the
+    slot becomes an empty identity row; the mean function, ``z`` and ``ĉ``
+    are refreshed. Static ``mean`` / ``adapt_scale`` as in :func:`step_one`.
+    """
+    s = state
+    W = s.valid.shape[0]
+    count = jnp.sum(s.valid.astype(jnp.int32))
+    j = W - count  # position of the oldest item; the slots before it are empty (identity)
+    R = jnp.roll(jnp.roll(s.inv_chol, -j, axis=0), -j, axis=1)  # valid block first, empty slots last
+    R = jnp.eye(W, dtype=R.dtype).at[:-1, :-1].set(inv_chol_drop_first(R))
+    R = jnp.roll(jnp.roll(R, j + 1, axis=0), j + 1, axis=1)
+    V = jnp.roll(jnp.roll(s.valid, -j).at[0].set(False), j)
+    new = s._replace(inv_chol=jnp.where(count > 0, R, s.inv_chol), valid=jnp.where(count > 0, V, s.valid))
+    return _with_scale(_refresh(_mean_of(new, mean), new), mean, adapt_scale)
+
+
+# --------------------------------------------------------------------------
+# tune: type-II MAP hyperparameters of the window
+# --------------------------------------------------------------------------
+class TuneWindow(NamedTuple):
+    """The window's constants in the tune's objective (:func:`tune_window`; arrays, so a tune vmaps).
+
+    Attributes:
+      X: ``[W, d]``; valid: ``[W]`` bool; r: ``[W]`` residuals ``y - m(X)`` of
+        the mean function (0 on empty slots; ``m`` does not depend on ``θ``).
+      n: ``[]`` valid items (at least 1).
+      floor, log_floor, has_floor: ``[]`` the absolute noise-variance floor
+        ``f·var(y)``, its log (finite) and ``floor > 0``.
+      spread: ``[d]`` bool ``sd(x_j) > 0``; log_sd_x: ``[d]`` ``log sd(x_j)`` (0 without spread).
+    """
+
+    X: Array
+    valid: Array
+    r: Array
+    n: Array
+    floor: Array
+    log_floor: Array
+    has_floor: Array
+    spread: Array
+    log_sd_x: Array
 
 
 def _window_moments(X, y, valid):
@@ -210,25 +438,173 @@ def _window_moments(X, y, valid):
     return n, sd_x, jnp.sum(w * (y - ym) ** 2) / n
 
 
+def tune_window(mean, X: Array, y: Array, valid: Array, noise_floor=0.0, dtype=None) -> TuneWindow:
+    """:class:`TuneWindow` of the window ``X: [W, d]``, ``y: [W]``, ``valid: [W]``.
+
+    The mean function is fitted once here (an SVD for ``"ols"``), not per
+    evaluation of the objective; ``noise_floor = f`` (static, >= 0) gives the
+    absolute floor ``f·var(y)`` of the window's population target variance.
+    """
+    dt = dtype or X.dtype
+    n, sd_x, var_y = _window_moments(X, y, valid)
+    floor = jnp.asarray(noise_floor, dt) * var_y  # absolute noise-variance floor for this window
+    log_floor = jnp.log(jnp.maximum(floor, jnp.finfo(dt).tiny))
+    r = mean_residuals(mean, X, y, valid)[1]
+    spread = sd_x > 0
+    return TuneWindow(X, valid, r, n, floor, log_floor, floor > 0, spread, jnp.log(jnp.where(spread, sd_x, 1.0)))
+
+
+def excess_to_params(w: TuneWindow, t: GPParams) -> GPParams:
+    """Optimiser coordinates ``θ`` to :class:`GPParams`: ``σ_n² = exp(2θ_n) + floor`` (no floor: ``θ`` itself)."""
+    ln = jnp.where(w.has_floor, 0.5 * jnp.logaddexp(2.0 * t.log_noise_std, w.log_floor), t.log_noise_std)
+    return t._replace(log_noise_std=ln)
+
+
+def params_to_excess(w: TuneWindow, p: GPParams) -> GPParams:
+    """Inverse of :func:`excess_to_params`; the excess is kept at least ``1e-3·σ_n²``."""
+    v = jnp.exp(2.0 * p.log_noise_std)
+    return p._replace(log_noise_std=0.5 * jnp.log(jnp.maximum(v - w.floor, 1e-3 * v)))
+
+
+def _log_prior(w: TuneWindow, t: GPParams, lengthscale_prior: Optional[float]) -> Array:
+    """``Σ_j -½((log ℓ_j - log sd(x_j))/s)²`` over dimensions with spread; 0 without a prior (``s = None``)."""
+    if lengthscale_prior is None:
+        return jnp.zeros((), t.log_noise_std.dtype)
+    u = (t.log_lengthscale - w.log_sd_x) / lengthscale_prior
+    return -0.5 * jnp.sum(jnp.where(w.spread, u * u, 0.0))
+
+
+def tune_objective(t: GPParams, w: TuneWindow, kernel: Callable, lengthscale_prior: Optional[float] = None) -> Array:
+    """The tune's loss ``-(log p(r | X, θ) + log p(θ)) / n``: ``[]``, differentiable in ``t``.
+
+    ``log p(r | X, θ)`` is the window's log marginal likelihood (thesis eq.
+    4.29, R&W eq. 2.30;
+    :func:`~onlinejax.gp.likelihood.residual_log_marginal_likelihood`) at
+    :func:`excess_to_params` of ``t``; ``log p(θ)`` the log-normal
+    lengthscale prior (R&W eq. 5.5's numerator: type-II MAP).
+    """
+    lml = residual_log_marginal_likelihood(kernel, excess_to_params(w, t), w.X, w.r, w.valid)
+    return -(lml + _log_prior(w, t, lengthscale_prior)) / w.n
+
+
+def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool = False) -> GPParams:
+    """The tune's first start (optimiser coordinates): ``params``, or the window's statistics if better.
+
+    With ``from_data`` the data start is ``σ_f`` = root mean square of the
+    residuals, ``σ_n = 0.1σ_f``, ``ℓ_j = sd(x_j)`` (the current values where
+    these are 0); it is taken when its ``loss`` is finite and not worse.
+    """
+    base = params_to_excess(w, params)
+    if not from_data:
+        return base
+    dt = params.log_noise_std.dtype
+    rms = jnp.sqrt(jnp.sum(w.r * w.r) / w.n)
+    ok = rms > 0
+    data = GPParams(jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
+                    jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
+                    jnp.where(w.spread, w.log_sd_x, params.log_lengthscale).astype(dt))
+    l_data, l_base = loss(data), loss(base)
+    better = jnp.isfinite(l_data) & ~(l_base <= l_data)
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
+
+
+def _restart_starts(base: GPParams, restarts: int) -> GPParams:
+    """``restarts`` starts stacked on a leading axis: ``base``, then lengthscales ×0.3 / ×3 and noise ×10 / ×0.1."""
+    dt = base.log_noise_std.dtype
+    offs = jnp.asarray([[0.0, 0.0], [jnp.log(0.3), jnp.log(10.0)], [jnp.log(3.0), jnp.log(0.1)],
+                        [0.0, jnp.log(10.0)], [jnp.log(0.3), 0.0], [jnp.log(3.0), 0.0]], dt)
+    offs = offs[jnp.arange(restarts) % offs.shape[0]]
+    return jax.vmap(lambda o: base._replace(log_lengthscale=base.log_lengthscale + o[0],
+                                            log_noise_std=base.log_noise_std + o[1]))(offs)
+
+
+def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 30, method: str = "lbfgs",
+                 learning_rate: float = 0.05) -> tuple[GPParams, Array]:
+    """One restart: minimise ``loss`` from ``p0`` for at most ``steps`` iterations (``lax.while_loop``).
+
+    ``method="lbfgs"``: optax L-BFGS with its zoom line search, stopped once
+    an iteration no longer lowers the loss (relative change <= 10 eps; past
+    the optimum every line search fails after its full budget, so running on
+    would only spend time); ``"adam"``: ``steps`` Adam steps at
+    ``learning_rate``. A step to non-finite parameters is not taken. An
+    inactive restart (``active: []`` bool false) runs no iteration.
+
+    Returns:
+      ``(p, loss(p))``.
+    """
+    dt = p0.log_noise_std.dtype
+    opt = optax.lbfgs() if method == "lbfgs" else optax.adam(learning_rate)
+    vg = optax.value_and_grad_from_state(loss) if method == "lbfgs" else jax.value_and_grad(loss)
+    ftol = 10.0 * float(jnp.finfo(dt).eps)
+
+    def body(c):
+        i, p, st, _, v_old = c
+        if method == "lbfgs":
+            v, g = vg(p, state=st)
+            u, st = opt.update(g, st, p, value=v, grad=g, value_fn=loss)
+        else:
+            v, g = vg(p)
+            u, st = opt.update(g, st, p)
+        p_new = optax.apply_updates(p, u)
+        finite = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(p_new)]))
+        return i + 1, keep_if(finite, p_new, p), st, v_old, v
+
+    def cond(c):
+        i, _, _, v_prev, v = c
+        stalled = jnp.abs(v_prev - v) <= ftol * jnp.maximum(1.0, jnp.abs(v))
+        return active & (i < steps) & ~(stalled & (method == "lbfgs"))
+
+    inf, zero = jnp.asarray(jnp.inf, dt), jnp.zeros((), dt)  # |inf - 0| is not "stalled"
+    p = jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), p0, opt.init(p0), inf, zero))[1]
+    return p, loss(p)
+
+
+def select_restart(loss: Callable, w: TuneWindow, ps: GPParams, ls: Array, active: Array, base: GPParams,
+                   params: GPParams) -> GPParams:
+    """The tune's result from the restarts' ``ps`` (stacked) and final losses ``ls: [restarts]``.
+
+    The active restart with the lowest finite loss, if not worse than the
+    start ``base``; else ``base``; ``params`` itself when neither loss is
+    finite. Returned as :class:`GPParams` (:func:`excess_to_params`).
+    """
+    ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
+    best = jnp.argmin(ls)
+    cand = jax.tree_util.tree_map(lambda a: a[best], ps)
+    l_base = loss(base)
+    out = keep_if(jnp.isfinite(ls[best]) & ~(ls[best] > l_base), cand, base)
+    return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), excess_to_params(w, out), params)
+
+
+def _check_tune_options(method: str, noise_floor, lengthscale_prior) -> None:
+    if method not in ("lbfgs", "adam"):
+        raise ValueError(f"method: must be 'lbfgs' or 'adam', got {method!r}")
+    if not float(noise_floor) >= 0.0:
+        raise ValueError(f"noise_floor: must be >= 0, got {noise_floor!r}")
+    if lengthscale_prior is not None:
+        check_positive(lengthscale_prior, "lengthscale_prior")
+
+
 def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
                          learning_rate: float = 0.05, method: str = "lbfgs", n_active=None, noise_floor=0.0,
                          lengthscale_prior=None, from_data: bool = False) -> GPParams:
     """Maximise the window's log marginal likelihood (or posterior, with a prior) over ``params`` with optax.
 
-    The objective is ``log p(y | X, θ) + log p(θ)`` (Rasmussen & Williams
-    eq. 5.8 plus a hyperprior: the log of the numerator of their eq. 5.5,
-    i.e. type-II MAP), divided by the window's item count, where
+    The objective (:func:`tune_objective`) is ``log p(y | X, θ) + log p(θ)``
+    (Rasmussen & Williams eq. 5.8 plus a hyperprior: the log of the
+    numerator of their eq. 5.5, i.e. type-II MAP), divided by the window's
+    item count, where
 
     * ``noise_floor = f`` adds ``f·var(y)`` (the window's target variance) to
       the noise variance: the optimiser works on the excess
-      ``σ_n² - f·var(y)``, and the returned ``σ_n²`` includes it. A smooth
-      kernel fitted to a window with a jump, or to noise-free targets,
-      otherwise interpolates with the noise at the dtype's floor
-      (:func:`~onlinejax.gp.kernels.noise_floor_rel`): the predictive
-      standard deviation becomes a tiny fraction of the targets' spread and
-      the next jump or drift scores ``z`` of 10²–10⁷. A nugget relative to
-      the data's scale is the usual remedy in GP emulation (Gramacy & Lee
-      2012, "Cases for the nugget in modeling computer experiments");
+      ``σ_n² - f·var(y)`` (:func:`excess_to_params`), and the returned
+      ``σ_n²`` includes it. A smooth kernel fitted to a window with a jump,
+      or to noise-free targets, otherwise interpolates with the noise at the
+      dtype's floor (:func:`~onlinejax.gp.kernels.noise_floor_rel`): the
+      predictive standard deviation becomes a tiny fraction of the targets'
+      spread and the next jump or drift scores a huge ``z``. A nugget
+      relative to the data's scale is the usual remedy in GP emulation
+      (Gramacy & Lee 2012, "Cases for the nugget in modeling computer
+      experiments");
     * ``lengthscale_prior = s`` puts a log-normal prior on each lengthscale,
       ``log ℓ_j ~ N(log sd(x_j), s²)`` with ``sd(x_j)`` the window's input
       spread in dimension ``j`` (none where that spread is 0). The
@@ -237,161 +613,129 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
       optimiser drifts there to a white-noise fit; the prior pulls it back
       and costs only ``½(log 10/s)²`` nats for a lengthscale 10× off;
     * ``from_data=True`` also considers a start from the window's statistics
-      — ``σ_f`` = root mean square of the mean function's residuals,
-      ``ℓ_j = sd(x_j)``, ``σ_n`` = 10 % of ``σ_f`` — and begins from
-      whichever of it and ``params`` has the better objective. The default
-      hyperparameters (1, 0.1, 1) are unit-scale: on inputs of scale 50 and
-      targets of scale 10⁵, every pair of points is ~20 lengthscales apart,
-      the likelihood is flat in the lengthscales and L-BFGS stopped at a
-      white-noise fit (lengthscale where it started, ``σ_f`` orders of
-      magnitude short) that predicts the mean function everywhere.
+      (:func:`tune_start`) and begins from whichever of it and ``params`` has
+      the better objective. The default hyperparameters (1, 0.1, 1) are
+      unit-scale: on inputs of scale 50 and targets of scale 10⁵ every pair
+      of points is ~20 lengthscales apart, the likelihood is flat in the
+      lengthscales and L-BFGS stops at a white-noise fit that predicts the
+      mean function everywhere.
 
-    Runs ``restarts`` starts one after another (``lax.map``; vmapped, the
-    starts' L-BFGS line searches ran in lockstep and one W = 64 tune took
-    164 ms instead of 2 × 9 ms on a CPU): the start above and
-    copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for
-    at most ``steps`` iterations inside ``lax.while_loop`` (``method="lbfgs"``:
-    optax L-BFGS with its zoom line search, stopped early once an iteration
-    no longer lowers the loss; ``"adam"``: ``steps`` Adam steps at
-    ``learning_rate``), and
-    returns the start with the best final objective (NaN runs are ignored;
-    if all fail the start is returned, or ``params`` if the objective is not
-    finite there). One compiled call; vmaps over windows.
-    ``n_active`` (an int32 array, default ``restarts``) runs only the first
-    ``n_active`` starts and skips the others, so the number of starts can
-    change between calls without recompiling. With the defaults
-    (``noise_floor=0``, no prior, ``from_data=False``) this is maximum
-    likelihood from ``params``.
+    Runs ``restarts`` starts (:func:`tune_restart`) one after another
+    (``lax.map``: vmapped, the starts' L-BFGS line searches would run in
+    lockstep, each start paying for the slowest): the start above and
+    copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for at
+    most ``steps`` iterations, and returns the start with the best final
+    objective (:func:`select_restart`: NaN runs are ignored; if all fail the
+    start is returned, or ``params`` if the objective is not finite there).
+    One compiled call; vmaps over windows. ``n_active`` (an int32 array,
+    default ``restarts``) runs only the first ``n_active`` starts and skips
+    the others, so the number of starts can change between calls without
+    recompiling. With the defaults (``noise_floor=0``, no prior,
+    ``from_data=False``) this is maximum likelihood from ``params``.
+
+    Args:
+      kernel: pair kernel; mean: a name of :data:`MEANS` or a ``[]`` index (static or traced).
+      params: :class:`GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
+    Returns:
+      :class:`GPParams` (the same shapes as ``params``).
     """
-    if method not in ("lbfgs", "adam"):
-        raise ValueError(f"method: must be 'lbfgs' or 'adam', got {method!r}")
-    if not float(noise_floor) >= 0.0:
-        raise ValueError(f"noise_floor: must be >= 0, got {noise_floor!r}")
-    if lengthscale_prior is not None:
-        check_positive(lengthscale_prior, "lengthscale_prior")
-    dt = params.log_noise_std.dtype
-    n, sd_x, var_y = _window_moments(X, y, valid)
-    floor = jnp.asarray(noise_floor, dt) * var_y  # absolute noise-variance floor for this window
-    log_floor = jnp.log(jnp.maximum(floor, jnp.finfo(dt).tiny))
-    has_floor = floor > 0
-
-    # the mean function does not depend on p: fit it (an SVD for "ols") once, not per evaluation
-    r = mean_residuals(mean, X, y, valid)[1]
-
-    # θ: params whose log_noise_std is the log of the *excess* over the floor, σ_n² = exp(2θ_n) + floor
-    def to_params(t: GPParams) -> GPParams:
-        ln = jnp.where(has_floor, 0.5 * jnp.logaddexp(2.0 * t.log_noise_std, log_floor), t.log_noise_std)
-        return t._replace(log_noise_std=ln)
-
-    def from_params(p: GPParams) -> GPParams:
-        v = jnp.exp(2.0 * p.log_noise_std)
-        return p._replace(log_noise_std=0.5 * jnp.log(jnp.maximum(v - floor, 1e-3 * v)))
-
-    spread = sd_x > 0
-    log_sd_x = jnp.log(jnp.where(spread, sd_x, 1.0))
-
-    def log_prior(t: GPParams) -> Array:
-        if lengthscale_prior is None:
-            return jnp.zeros((), dt)
-        u = (t.log_lengthscale - log_sd_x) / lengthscale_prior
-        return -0.5 * jnp.sum(jnp.where(spread, u * u, 0.0))
-
-    def loss(t):
-        return -(residual_log_marginal_likelihood(kernel, to_params(t), X, r, valid) + log_prior(t)) / n
-
-    base = from_params(params)
-    if from_data:
-        rms = jnp.sqrt(jnp.sum(r * r) / n)
-        ok = rms > 0
-        data = GPParams(jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
-                        jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
-                        jnp.where(spread, log_sd_x, params.log_lengthscale).astype(dt))
-        l_data, l_base = loss(data), loss(base)
-        better = jnp.isfinite(l_data) & ~(l_base <= l_data)
-        base = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
-
-    offs = jnp.asarray([[0.0, 0.0], [jnp.log(0.3), jnp.log(10.0)], [jnp.log(3.0), jnp.log(0.1)],
-                        [0.0, jnp.log(10.0)], [jnp.log(0.3), 0.0], [jnp.log(3.0), 0.0]], dt)
-    offs = offs[jnp.arange(restarts) % offs.shape[0]]
-    starts = jax.vmap(lambda o: base._replace(log_lengthscale=base.log_lengthscale + o[0],
-                                              log_noise_std=base.log_noise_std + o[1]))(offs)
-    opt = optax.lbfgs() if method == "lbfgs" else optax.adam(learning_rate)
-    vg = optax.value_and_grad_from_state(loss) if method == "lbfgs" else jax.value_and_grad(loss)
-
-    # L-BFGS stops once an iteration no longer lowers the loss (relative change <= 10 eps): past
-    # the optimum every zoom line search fails after its full 15 evaluations, so a fixed-length
-    # scan spent most of its time there (W = 64: 115 ms -> 24 ms for one start, same optimum)
-    ftol = 10.0 * float(jnp.finfo(dt).eps)
-
-    def run(args):
-        p0, active = args
-
-        def body(c):
-            i, p, st, _, v_old = c
-            if method == "lbfgs":
-                v, g = vg(p, state=st)
-                u, st = opt.update(g, st, p, value=v, grad=g, value_fn=loss)
-            else:
-                v, g = vg(p)
-                u, st = opt.update(g, st, p)
-            p_new = optax.apply_updates(p, u)
-            finite = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(p_new)]))
-            return i + 1, keep_if(finite, p_new, p), st, v_old, v
-
-        def cond(c):
-            i, _, _, v_prev, v = c
-            stalled = jnp.abs(v_prev - v) <= ftol * jnp.maximum(1.0, jnp.abs(v))
-            return active & (i < steps) & ~(stalled & (method == "lbfgs"))
-
-        inf, zero = jnp.asarray(jnp.inf, dt), jnp.zeros((), dt)  # |inf - 0| is not "stalled"
-        p = jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), p0, opt.init(p0), inf, zero))[1]
-        return p, loss(p)
-
+    _check_tune_options(method, noise_floor, lengthscale_prior)
+    w = tune_window(mean, X, y, valid, noise_floor, params.log_noise_std.dtype)
+    loss = partial(tune_objective, w=w, kernel=kernel, lengthscale_prior=lengthscale_prior)
+    base = tune_start(loss, w, params, from_data)
     n_active = restarts if n_active is None else n_active
     active = jnp.arange(restarts) < n_active
-    ps, ls = jax.lax.map(run, (starts, active))
-    ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
-    best = jnp.argmin(ls)
-    cand = jax.tree_util.tree_map(lambda a: a[best], ps)
-    l_base = loss(base)
-    out = keep_if(jnp.isfinite(ls[best]) & ~(ls[best] > l_base), cand, base)
-    return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), to_params(out), params)
+    run = partial(tune_restart, loss, steps=steps, method=method, learning_rate=learning_rate)
+    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, restarts), active))
+    return select_restart(loss, w, ps, ls, active, base, params)
 
 
-def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "average", signal_std=1.0,
+def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: Optional[str] = "average",
+         steps: int = 30, restarts: int = 2, retune_restarts: int = 1, method: str = "lbfgs",
+         noise_floor: float = NOISE_FLOOR, lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR,
+         from_data: bool = True, adapt_scale: bool = True) -> GPWindowState:
+    """Re-estimate the hyperparameters on the window and rebuild the factor once.
+
+    :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) with
+    ``restarts`` starts on the first tune and ``min(retune_restarts,
+    restarts)`` afterwards (later tunes begin from parameters already fitted
+    to the stream; the count is an array, so it does not recompile); then
+    ``R = chol(K_y)⁻¹`` from scratch
+    (:func:`~onlinejax.gp.likelihood.masked_kernel_matrix`,
+    :func:`onlinejax.linalg.lower_triangular_inverse`), the mean function,
+    ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. All options are
+    static, their defaults :func:`gp_window`'s; ``kernel``, ``mean`` and
+    ``adapt_scale`` as in :func:`step_one`.
+    """
+    m = _mean_of(state, mean)
+    n_active = jnp.where(state.n_tunes == 0, restarts, min(retune_restarts, restarts))
+    p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, steps=steps,
+                             restarts=restarts, method=method, n_active=n_active, noise_floor=noise_floor,
+                             lengthscale_prior=lengthscale_prior, from_data=from_data)
+    L = jnp.linalg.cholesky(masked_kernel_matrix(kernel, p, state.X, state.valid))
+    R = lower_triangular_inverse(L)  # rebuilt once per tune
+    new = state._replace(params=p, inv_chol=R, n_tunes=state.n_tunes + 1)
+    return _with_scale(_refresh(m, new), mean, adapt_scale)
+
+
+# --------------------------------------------------------------------------
+# the learner
+# --------------------------------------------------------------------------
+def _check_static_options(n_features: int, mean: str, defaults: tuple, noise_floor, lengthscale_prior, method: str):
+    """Validate ``gp_window``'s mean, default hyperparameters ``(signal_std, noise_std, lengthscale)`` and tune
+    options; returns ``(noise_floor, lengthscale_prior)`` as Python floats."""
+    if mean not in MEANS:
+        raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
+    gp_params(n_features, *defaults)
+    if not (np.isfinite(noise_floor) and float(noise_floor) >= 0.0):
+        raise ValueError(f"noise_floor: must be finite and >= 0, got {noise_floor!r}")
+    if lengthscale_prior is not None:
+        check_positive(lengthscale_prior, "lengthscale_prior")
+        lengthscale_prior = float(lengthscale_prior)
+    if method not in ("lbfgs", "adam"):
+        raise ValueError(f"tune_method: must be 'lbfgs' or 'adam', got {method!r}")
+    return float(noise_floor), lengthscale_prior
+
+
+def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", signal_std=1.0,
               noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
               tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",
               mean_from_state: bool = False, noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR,
               tune_from_data: bool = True, adapt_scale: bool = True, dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
+    Binds the static options to :func:`init`, :func:`step_one`,
+    :func:`learn_one`, :func:`predict_one`, :func:`downdate` and :func:`tune`.
+
     Args:
       n_features: ``d`` (static).
       window: capacity ``W >= 2`` (static).
-      kernel: ``"se"`` (ARD squared exponential), ``"matern32"``, ``"matern52"``.
+      kernel: ``"se"`` (ARD squared exponential, thesis eq. 4.27),
+        ``"matern32"``, ``"matern52"`` (R&W eq. 4.17), or a pair kernel
+        ``kernel(params, x1, x2) -> []`` with ``params`` a
+        :class:`~onlinejax.gp.kernels.GPParams` and ``x1, x2: [d]`` (tinygp
+        style, like the built-ins in :mod:`onlinejax.gp.kernels`; lifted to
+        matrices with ``vmap``).
       mean: ``"zero"``, ``"average"`` (the default) or ``"ols"`` (thesis
         6.2.1 variants). The window's average keeps a GP on data that are not
         centred (raw real streams, a level shift after a drift) from
-        reverting to 0 away from the window; an OLS mean fitted on a window
-        of 64 items extrapolates linearly and blew up on real data with
-        d = 6-10 (``benchmarks/RESULTS.md``, calibration).
+        reverting to 0 away from the window; an OLS mean fitted on one window
+        extrapolates linearly, which is unstable on real data with many
+        inputs (``benchmarks/RESULTS.md``, calibration).
       mean_from_state: read the mean function from ``state.mean_kind``, set
         by ``init(mean=...)`` (a name or an index into ``MEANS``, an array
         under ``vmap``; default ``mean``), instead of fixing it at
         construction. The three variants then share one compiled program
         and vmap over the mean (the thesis grid evaluates them so: 15
         programs instead of 45); every learning step and tune fits all three
-        means and keeps the chosen one (the OLS fit costs about 3 µs at
-        W = 64, d = 2).
+        means and keeps the chosen one.
       signal_std, noise_std, lengthscale: default hyperparameters (``init`` overrides).
       freeze_when_full: stop learning once the window is full (the batch GP
         baseline trained once on the first ``W`` items).
       tune_steps, tune_restarts, tune_method: see :func:`tune_hyperparameters`.
       retune_restarts: starts used by every tune after the first (at most
         ``tune_restarts``): later tunes begin from parameters already fitted
-        to the stream. On 24 thesis-grid streams in the state machine
-        (W = 64, OLS mean) 1 instead of 2 gave the same SMSE (0.1056) in 70 %
-        of the time.
+        to the stream, so fewer starts find the same optimum.
       noise_floor: a tune keeps the noise variance at least this fraction
         of the window's target variance (static; 0 turns it off; see
         :func:`tune_hyperparameters`).
@@ -411,107 +755,32 @@ def gp_window(n_features: int, window: int, *, kernel: str = "se", mean: str = "
       ``downdate(state)`` evicts the oldest item; ``tune(state)`` maximises
       the window's log marginal likelihood plus the hyperprior (type-II
       MAP, see :func:`tune_hyperparameters`) and rebuilds the factor once.
-      ``noise_floor=0, lengthscale_prior=None, tune_from_data=False,
-      adapt_scale=False`` give the maximum-likelihood GP of the thesis.
+      An item whose ``x`` or ``y`` is not finite is skipped inside ``jit``
+      (``n_skipped`` counts it). ``noise_floor=0, lengthscale_prior=None,
+      tune_from_data=False, adapt_scale=False`` give the maximum-likelihood
+      GP of the thesis.
+    Raises:
+      ValueError: naming the argument, for a bad static option or default.
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
     n_starts = check_int(tune_restarts, "tune_restarts", 1)
     n_restarts = min(check_int(retune_restarts, "retune_restarts", 1), n_starts)
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: must be one of {tuple(KERNELS)}, got {kernel!r}")
-    if mean not in MEANS:
-        raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
-    kfn = KERNELS[kernel]
-    gp_params(d, signal_std, noise_std, lengthscale)  # validate defaults
-    if not (np.isfinite(noise_floor) and float(noise_floor) >= 0.0):
-        raise ValueError(f"noise_floor: must be finite and >= 0, got {noise_floor!r}")
-    noise_floor = float(noise_floor)
-    if lengthscale_prior is not None:
-        check_positive(lengthscale_prior, "lengthscale_prior")
-        lengthscale_prior = float(lengthscale_prior)
-    adapt_scale, tune_from_data = bool(adapt_scale), bool(tune_from_data)
-    static_mean = mean
-    mean_from_state = bool(mean_from_state)
+    kfn = resolve_kernel(kernel, d)
+    noise_floor, lengthscale_prior = _check_static_options(d, mean, (signal_std, noise_std, lengthscale), noise_floor,
+                                                           lengthscale_prior, tune_method)
+    core_mean = None if mean_from_state else mean  # None: read state.mean_kind
+    opts = dict(kernel=kfn, mean=core_mean, adapt_scale=bool(adapt_scale))
+    learn_opts = dict(opts, freeze_when_full=bool(freeze_when_full))
+    tune_ = partial(tune, **opts, steps=tune_steps, restarts=n_starts, retune_restarts=n_restarts,
+                    method=tune_method, noise_floor=noise_floor, lengthscale_prior=lengthscale_prior,
+                    from_data=bool(tune_from_data))
 
-    def mean_of(s: GPWindowState):
-        return s.mean_kind if mean_from_state else static_mean
+    def _init(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype, **kw):
+        return _learner_init(d, W, mean, bool(mean_from_state), signal_std, noise_std, lengthscale, dtype, **kw)
 
-    def with_scale(s: GPWindowState) -> GPWindowState:
-        if not adapt_scale:
-            return s
-        return s._replace(scale=window_scale(s, mean_dof(mean_of(s), d)))
-
-    def _init_kwargs(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype, **kw):
-        if kw and (set(kw) != {"mean"} or not mean_from_state):
-            raise TypeError(f"init: unexpected arguments {sorted(kw)}"
-                            + ("" if mean_from_state else " (mean= needs gp_window(..., mean_from_state=True))"))
-        m = kw.get("mean", static_mean)
-        if isinstance(m, (str, int)):
-            kind = jnp.asarray(mean_index(m), jnp.int32)
-        else:  # an array (vmapped grid hyperparameter): the index, possibly as a float
-            if not isinstance(m, jax.core.Tracer):  # a concrete one is checked, not silently read as "zero"
-                if jnp.ndim(m) != 0:
-                    raise ValueError(f"mean: expected a name or a scalar index, got shape {jnp.shape(m)}")
-                mean_index(float(m))
-            kind = jnp.asarray(m).astype(jnp.int32)
-        return _init(signal_std, noise_std, lengthscale, dtype, kind)
-
-    def _init(signal_std, noise_std, lengthscale, dtype, kind):
-        dt = dtype or default_float_dtype()
-        p = gp_params(d, signal_std, noise_std, lengthscale, dt)
-        eye = jnp.eye(W, dtype=dt)
-        return GPWindowState(
-            X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=eye,
-            white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
-            params=p, n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
-            n_tunes=jnp.zeros((), jnp.int32), mean_kind=kind, scale=jnp.ones((), dt),
-        )
-
-    def _step(s: GPWindowState, x, y):
-        """Predict ``x`` from the current window, then slide the window onto ``(x, y)``."""
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
-        p = s.params
-        nv = noise_var(p)
-        k = cross(kfn, p, s.X, x) * s.valid
-        kxx = kfn(p, x, x)
-        X = jnp.concatenate([s.X[1:], x[None]])
-        Y = jnp.concatenate([s.y[1:], jnp.asarray(y, s.y.dtype)[None]])
-        V = jnp.concatenate([s.valid[1:], jnp.ones((1,), bool)])
-        coef, r = mean_residuals(mean_of(s), X, Y, V)
-        # main: evict the front row (a rank-1 update; identity if empty) and append, fused
-        R, z, v = inv_chol_slide(s.inv_chol, k, kxx + nv, nv, r)
-        pred = _predictive(s, x, v, kxx)
-        new = with_scale(s._replace(X=X, y=Y, valid=V, inv_chol=R, white_resid=z, mean_coef=coef,
-                                    n_seen=s.n_seen + 1))
-        go = ok & ~jnp.all(s.valid) if freeze_when_full else ok
-        return keep_if(go, new, s._replace(n_skipped=s.n_skipped + (~ok))), pred
-
-    def learn_one(s: GPWindowState, x, y):
-        return _step(s, x, y)[0]
-
-    def downdate(s: GPWindowState):
-        count = jnp.sum(s.valid.astype(jnp.int32))
-        j = W - count  # position of the oldest item; the slots before it are empty (identity)
-        R = jnp.roll(jnp.roll(s.inv_chol, -j, axis=0), -j, axis=1)  # valid block first, empty slots last
-        R = jnp.eye(W, dtype=R.dtype).at[:-1, :-1].set(inv_chol_drop_first(R))
-        R = jnp.roll(jnp.roll(R, j + 1, axis=0), j + 1, axis=1)
-        V = jnp.roll(jnp.roll(s.valid, -j).at[0].set(False), j)
-        new = s._replace(inv_chol=jnp.where(count > 0, R, s.inv_chol), valid=jnp.where(count > 0, V, s.valid))
-        return with_scale(_refresh(mean_of(new), new))
-
-    def predict_one(s: GPWindowState, x):
-        v = s.inv_chol @ (cross(kfn, s.params, s.X, x) * s.valid)
-        return _predictive(s, x, v, kfn(s.params, x, x))
-
-    def tune(s: GPWindowState):
-        n_active = jnp.where(s.n_tunes == 0, n_starts, n_restarts)
-        p = tune_hyperparameters(kfn, mean_of(s), s.params, s.X, s.y, s.valid, steps=tune_steps, restarts=n_starts,
-                                 method=tune_method, n_active=n_active, noise_floor=noise_floor,
-                                 lengthscale_prior=lengthscale_prior, from_data=tune_from_data)
-        L = jnp.linalg.cholesky(masked_kernel_matrix(kfn, p, s.X, s.valid))
-        R = lower_triangular_inverse(L)  # rebuilt once per tune
-        return with_scale(_refresh(mean_of(s), s._replace(params=p, inv_chol=R, n_tunes=s.n_tunes + 1)))
-
-    return make_learner(init=_init_kwargs, learn_one=learn_one, predict_one=predict_one, n_features=d,
-                        downdate=downdate, downdate_takes_item=False, tune=jax.jit(tune), step_one=_step)
+    return make_learner(init=_init, learn_one=partial(learn_one, **learn_opts),
+                        predict_one=partial(predict_one, kernel=kfn), n_features=d,
+                        downdate=partial(downdate, mean=core_mean, adapt_scale=opts["adapt_scale"]),
+                        downdate_takes_item=False, tune=jax.jit(tune_), step_one=partial(step_one, **learn_opts),
+                        skip_nonfinite=True)
