@@ -8,9 +8,8 @@ eq. 5.4/5.9) this
 * keeps ``S`` symmetric positive semi-definite by construction, whatever the
   rounding: there is no subtraction of two nearly equal matrices;
 * needs only matrix-vector products and one outer product per item — no
-  sequential loop over columns as a Cholesky rank-1 update does, which on CPU
-  was ~100× slower inside ``lax.scan`` (measured: 6.8 vs 0.067 µs/item at
-  d = 8);
+  sequential loop over columns as a Cholesky rank-1 update does, a loop that
+  is slow inside ``lax.scan`` (``benchmarks/bayes_linreg.py``);
 * supports the exact rank-1 *downdate* (removing an item) with the same
   formula and a sign flip.
 
@@ -169,12 +168,10 @@ def lower_triangular_inverse(L: Array, leaf: int = 16) -> Array:
     its threads, and when the cores are busy with other work (a second
     process, the other pytest-xdist worker, another host device) its threads
     wait on each other. The GP likelihood gradient needs ``K⁻¹ = L⁻ᵀL⁻¹`` on
-    every evaluation of a tune: 24 W = 64 windows tuned 4 times each took
-    5–7 ms per tune either way on an idle 2-core machine, but with both
-    cores busy the solve version did not finish in 50 s (> 500 ms per tune),
-    and it was back to 6.9 ms with ``OPENBLAS_NUM_THREADS=1``. The blocked
-    version took 6.9 ms busy or idle: its leaves are too small for OpenBLAS
-    to thread and the rest are XLA matrix products.
+    every evaluation of a tune, so a stalled solve stalls the tune. The
+    blocked version costs the same whether the cores are busy or idle: its
+    leaves are too small for OpenBLAS to thread and the rest are XLA matrix
+    products.
     """
     if L.ndim != 2 or L.shape[0] != L.shape[1]:
         raise ValueError(f"L: expected a square [n, n] array, got shape {L.shape}")
@@ -190,13 +187,12 @@ def lower_triangular_inverse(L: Array, leaf: int = 16) -> Array:
 def exclusive_row_prefix(B: Array, weights: Array | None = None) -> Array:
     """``P[i] = Σ_{j<i} w_j B[j]`` for ``B: [n, c]`` (an exclusive prefix sum over rows; ``w = 1`` by default).
 
-    XLA:CPU has no fast cumulative sum. Inside a ``lax.scan`` step at ``n = 63``,
-    ``c = 64`` (one W = 64 window update) ``jnp.cumsum`` (reduce-window) took
-    8 µs, a product with a constant triangular matrix 7–9 µs (``n²c`` flops) and
-    ``associative_scan`` 2.4–13 µs, while a chain of ``n`` row additions took
-    0.9–1.3 µs. Each link ends in an optimisation barrier: left to itself XLA
-    fused longer chains into loops that recompute the running sum, which
-    grew as ``n³`` (W = 128: 32 µs without the barriers, 5.3 µs with them).
+    XLA:CPU has no fast cumulative sum over the rows of a matrix inside a
+    ``lax.scan`` step: ``jnp.cumsum`` (reduce-window), a product with a
+    constant triangular matrix (``n²c`` flops) and ``associative_scan`` all
+    cost several times a chain of ``n`` row additions. Each link ends in an
+    optimisation barrier: left to itself XLA fuses longer chains into loops
+    that recompute the running sum, whose cost grows as ``n³``.
     ``weights: [n]`` scale the rows inside the links, so ``w ⊙ B`` is never
     written out (one pass over ``B`` fewer). Beyond ``n = 512`` (where the
     chain's compile time grows) the associative scan is used.
@@ -236,8 +232,8 @@ def _drop_first_rows(R: Array, m: Array, a: Array, b: Array) -> Array:
     The prefix chain reads the rows of ``R`` itself (the weights ``b`` are
     applied inside its links) and the result is consumed by one fusion, so
     ``R`` is read twice here and nothing of its size is written but the
-    result: at W = 64 this took the GP step from 6.1–6.7 to 4.3–4.8 µs
-    against forming ``b ⊙ R₂₂`` (a sliced copy) first.
+    result (forming ``b ⊙ R₂₂``, a sliced copy, first would write one more
+    ``[W, W]`` array per item).
     """
     Rt = R[1:]
     return Rt / m[:, None] + a[:, None] * exclusive_row_prefix(Rt, b)
@@ -324,8 +320,8 @@ def inv_chol_slide(R: Array, k: Array, kxx: Array, floor: Array, r: Array):
             raise ValueError(f"{name}: expected shape {R.shape[:1]} to match R, got {a.shape}")
     n1 = R.shape[0] - 1
     dt = R.dtype
-    # exclusive prefix / suffix sums of vectors: XLA:CPU's blocked cumsum of a 63-vector beat a
-    # product with a constant triangular matrix by ~0.25 µs each (W = 64)
+    # exclusive prefix / suffix sums of vectors: for a vector XLA:CPU's blocked cumsum is cheaper
+    # than a product with a constant triangular matrix
     prefix = lambda x: jnp.cumsum(x) - x  # noqa: E731
     suffix = lambda x: jnp.cumsum(x[::-1])[::-1] - x  # noqa: E731  (not sum - cumsum: no cancellation)
     v = R @ k

@@ -151,9 +151,8 @@ def combination_learners() -> list[GridLearner]:
             for label, (rule, rc, mc) in COMBINATION_RULES.items()]
 
 
-#: The main command's default set: one configuration per family (window 64), chosen so that the
-#: default command stays under 2 minutes on a 2-core CPU (compiling dominates: 2-12 s per learner
-#: and input dimension). The main command adds :data:`DEFAULT_COMBINATION` of four of them by
+#: The thesis's small set (``python -m onlinejax grid --thesis``): one configuration per family
+#: (window 64), few enough that compiling them stays short. The command adds :data:`DEFAULT_COMBINATION` of four of them by
 #: replaying their predictions (:func:`onlinejax.evaluation.replay_combination`).
 DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPWindowedMapped_WS64", "GPRegressionOLSMean_WS64",
                  "KernelRegression_WS64", "BayesianMLEBatchMapped_TS64")
