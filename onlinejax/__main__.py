@@ -1,4 +1,4 @@
-"""Command line: ``python -m onlinejax drift [--streams S] [--n N] [--out DIR]``, ``grid`` and ``compare``.
+"""Command line: ``python -m onlinejax [drift] [--streams S] [--n N] [--out DIR]``, ``grid`` and ``compare``.
 
 ``drift`` (the default) runs progressive validation of the Bayesian linear
 family on the blog's drifting two-weight stream, ``S`` independent streams
@@ -102,7 +102,7 @@ def run_compare(delay: float = 7.0) -> dict:
 
 
 def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0,
-                     streams: str | None = None, thesis: bool = False):
+                     stream_names: str | None = None, thesis: bool = False):
     """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs.
 
     Default learners: the recommended set (:func:`onlinejax.zoo.recommended_learners`) and the
@@ -113,8 +113,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     from . import zoo
 
     zoo.register_all()
-    if streams:
-        names = [parse_name(s.strip()).name for s in streams.split(",") if s.strip()]
+    if stream_names:
+        names = [parse_name(s.strip()).name for s in stream_names.split(",") if s.strip()]
     else:
         names = grid_names(n) if full else stratified_names(per_cell, size=n, seed=seed)
     if learners:
@@ -190,32 +190,69 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     return paths
 
 
+_EPILOG = ("Options belong to their subcommand and follow it: python -m onlinejax drift --n 500. "
+           "Without a subcommand, drift runs with the options given: python -m onlinejax --n 500.")
+_COMMANDS = ("drift", "grid", "compare")
+
+
+def _subparser(sub, name: str, help: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=help, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m onlinejax", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd")
-    d = sub.add_parser("drift", help="Bayesian linear family on the blog's drifting stream (default)")
-    for q in (p, d):
-        q.add_argument("--streams", type=int, default=16, help="number of independent streams (vmapped)")
-        q.add_argument("--n", type=int, default=2000, help="items per stream")
-        q.add_argument("--out", default="results", help="output folder for CSV and PNG")
-        q.add_argument("--seed", type=int, default=0)
-    g = sub.add_parser("grid", help="learners x thesis grid streams (a stratified sample by default)")
+    """The command line: ``drift``, ``grid`` and ``compare``, each with its own options (defaults in ``--help``)."""
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="python -m onlinejax", description=__doc__.splitlines()[0], epilog=_EPILOG,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--version", action="version", version=f"onlinejax {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="{drift,grid,compare}")
+    d = _subparser(sub, "drift", "Bayesian linear family on the blog's drifting stream (default)")
+    d.add_argument("--streams", type=int, default=16, help="number of independent streams (vmapped)")
+    d.add_argument("--n", type=int, default=2000, help="items per stream")
+    d.add_argument("--out", default="results", help="output folder for CSV and PNG")
+    d.add_argument("--seed", type=int, default=0, help="random seed of the streams")
+    g = _subparser(sub, "grid", "learners x thesis grid streams (a stratified sample by default)")
     g.add_argument("--per-cell", type=int, default=2, help="streams per (d, D|ND, CD|NCD) cell of the sample")
     g.add_argument("--full", action="store_true", help="all 576 streams")
     g.add_argument("--n", type=int, default=2000, help="items per stream")
     g.add_argument("--learners", default=None,
-                   help="comma-separated names or substrings (default: the recommended learners and climatology)")
+                   help="comma-separated names or substrings (None: the recommended learners and climatology)")
+    g.add_argument("--list-learners", action="store_true",
+                   help="print the registered configurations (name and family) and exit")
     g.add_argument("--thesis", action="store_true",
                    help="the thesis's small set (one configuration per family) instead of the recommended one")
-    g.add_argument("--streams", default=None, help="comma-separated grid stream names (default: a stratified sample)")
-    g.add_argument("--out", default="results")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--stream-names", default=None,
+                   help="comma-separated grid stream names (None: a stratified sample)")
+    g.add_argument("--out", default="results", help="output folder for CSV and PNGs")
+    g.add_argument("--seed", type=int, default=0, help="random seed of the sample and the streams")
     g.add_argument("--compile-cache", default=None, metavar="DIR",
                    help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
-                        "compiling them (default $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
-    c = sub.add_parser("compare", help="evaluation schemes side by side on a real data set (needs River)")
+                        "compiling them (None: $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
+    c = _subparser(sub, "compare", "evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     return p
+
+
+def _with_command(p: argparse.ArgumentParser, argv: list) -> list:
+    """``argv`` with ``drift`` in front when it names no subcommand; a usage error for an option before one."""
+    at = next((i for i, a in enumerate(argv) if a in _COMMANDS), None)
+    if at is None:
+        return argv if any(a in ("-h", "--help", "--version") for a in argv) else ["drift", *argv]
+    early = [a for a in argv[:at] if a.startswith("-") and a not in ("-h", "--help", "--version")]
+    if early:
+        p.error(f"{early[0]}: options follow their subcommand (python -m onlinejax {argv[at]} {early[0]} ...)")
+    return argv
+
+
+def _list_learners() -> int:
+    from . import zoo
+    from .registry import registered_learners
+
+    zoo.register_all()
+    for gl in registered_learners():
+        print(f"{gl.name}\t{gl.family}")
+    return 0
 
 
 def _error(message: str) -> int:
@@ -224,6 +261,8 @@ def _error(message: str) -> int:
 
 
 def _grid(a) -> int:
+    if a.list_learners:
+        return _list_learners()
     if a.per_cell < 1 or a.n < 10:
         return _error("--per-cell must be >= 1 and --n >= 10")
     from .evaluation import enable_compilation_cache, use_cpu_cores
@@ -232,7 +271,7 @@ def _grid(a) -> int:
     if a.compile_cache != "none":
         enable_compilation_cache(a.compile_cache)
     try:
-        run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.streams, a.thesis)
+        run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.stream_names, a.thesis)
     except ValueError as e:
         return _error(str(e))
     return 0
@@ -250,7 +289,9 @@ def _compare(a) -> int:
 
 def main(argv=None) -> int:
     """Parse ``argv`` and run ``drift`` (default), ``grid`` or ``compare``; 0 on success, 2 on a usage error."""
-    a = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = _parser()
+    a = p.parse_args(_with_command(p, argv))
     if a.cmd == "grid":
         return _grid(a)
     if a.cmd == "compare":

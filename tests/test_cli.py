@@ -18,6 +18,48 @@ def test_bad_arguments_exit_nonzero(tmp_path):
     assert main(["drift", "--streams", "0", "--out", str(tmp_path)]) == 2
 
 
+def test_version(capsys):
+    import onlinejax
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"onlinejax {onlinejax.__version__}"
+
+
+def test_list_learners_runs_nothing(tmp_path, capsys):
+    from onlinejax import zoo
+    from onlinejax.registry import registered_learners
+
+    assert main(["grid", "--list-learners", "--out", str(tmp_path / "never")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    zoo.register_all()
+    assert lines == [f"{g.name}\t{g.family}" for g in registered_learners()] and len(lines) > 10
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("cmd", ["drift", "grid", "compare"])
+def test_help_shows_defaults(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and "(default: " in out
+    assert {"drift": "(default: 16)", "grid": "(default: results)", "compare": "(default: 7.0)"}[cmd] in out
+
+
+def test_options_have_one_meaning(capsys):
+    """``--streams`` is drift's number of streams; grid's names are ``--stream-names``; no option before a command."""
+    with pytest.raises(SystemExit) as e:
+        main(["grid", "--streams", "SYNTH_ND_CD_2000_1_10_5_11"])
+    assert e.value.code == 2 and "--streams" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--n", "5", "drift"])
+    assert e.value.code == 2 and "--n: options follow their subcommand" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert "Options belong to their subcommand and follow it" in " ".join(capsys.readouterr().out.split())
+    assert main(["--streams", "0"]) == 2  # no subcommand: drift's options
+
+
 def test_compare_on_shipped_data(capsys):
     import pytest
 
@@ -84,9 +126,9 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     assert "skill" in out and "MLPD" in out and "CRPS" in out
     assert main(["grid", "--learners", "NoSuchLearner", "--out", str(tmp_path)]) == 2
     assert main(["grid", "--per-cell", "0", "--out", str(tmp_path)]) == 2
-    assert main(["grid", "--streams", "SYNTH_XX_CD_2000_1_10_5_11", "--out", str(tmp_path)]) == 2
+    assert main(["grid", "--stream-names", "SYNTH_XX_CD_2000_1_10_5_11", "--out", str(tmp_path)]) == 2
     capsys.readouterr()
-    assert main(["grid", "--streams", "SYNTH_ND_CD_2000_1_10_5_11", "--learners", "BayesianMAPForgettingMapped_FF0.05",
+    assert main(["grid", "--stream-names", "SYNTH_ND_CD_2000_1_10_5_11", "--learners", "BayesianMAPForgettingMapped_FF0.05",
                  "--out", str(tmp_path)]) == 0
     assert "Thesis grid: 1 streams x 2000 items, 1 learners" in capsys.readouterr().out
 
