@@ -14,7 +14,9 @@ configurations instead of the recommended ones.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import tempfile
 import sys
 import time
 
@@ -260,12 +262,28 @@ def _error(message: str) -> int:
     return 2
 
 
+def _writable(option: str, path: str) -> str | None:
+    """``None`` when the folder ``path`` exists or can be made, and takes a file; else a message naming ``option``."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        return f"{option}: cannot write to {path!r} ({e.strerror or e})"
+    return None
+
+
 def _grid(a) -> int:
     if a.list_learners:
         return _list_learners()
     if a.per_cell < 1 or a.n < 10:
         return _error("--per-cell must be >= 1 and --n >= 10")
-    from .evaluation import enable_compilation_cache, use_cpu_cores
+    from .evaluation import default_cache_dir, enable_compilation_cache, use_cpu_cores
+
+    cache = None if a.compile_cache == "none" else os.path.expanduser(a.compile_cache or default_cache_dir())
+    bad = _writable("--out", a.out) or (cache and _writable("--compile-cache", cache))
+    if bad:
+        return _error(bad)
 
     use_cpu_cores()  # one host device per core: run_grid shards the streams over them
     if a.compile_cache != "none":
@@ -278,8 +296,8 @@ def _grid(a) -> int:
 
 
 def _compare(a) -> int:
-    if a.delay < 0:
-        return _error("--delay must be >= 0")
+    if not (math.isfinite(a.delay) and a.delay >= 0):
+        return _error(f"--delay must be a finite number >= 0, not {a.delay:g}")
     try:
         run_compare(a.delay)
     except ImportError as e:
@@ -298,6 +316,9 @@ def main(argv=None) -> int:
         return _compare(a)
     if a.streams < 1 or a.n < 10:
         return _error("--streams must be >= 1 and --n >= 10")
+    bad = _writable("--out", a.out)
+    if bad:
+        return _error(bad)
     run_drift(a.streams, a.n, a.out, a.seed)
     return 0
 

@@ -60,6 +60,22 @@ def test_options_have_one_meaning(capsys):
     assert main(["--streams", "0"]) == 2  # no subcommand: drift's options
 
 
+def test_paths_and_delay_checked_before_computing(tmp_path, capsys):
+    import time
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    t0 = time.perf_counter()
+    cases = [(["grid", "--out", "/proc/nonexistent/x"], "--out"), (["drift", "--out", "/proc/nonexistent/x"], "--out"),
+             (["grid", "--out", str(tmp_path), "--compile-cache", str(blocker / "xla")], "--compile-cache"),
+             (["grid", "--out", str(blocker), "--compile-cache", "none"], "--out"),
+             (["compare", "--delay", "nan"], "--delay"), (["compare", "--delay", "inf"], "--delay")]
+    for args, option in cases:
+        assert main(args) == 2
+        assert f"error: {option}" in capsys.readouterr().err
+    assert time.perf_counter() - t0 < 5.0
+
+
 def test_compare_on_shipped_data(capsys):
     import pytest
 
