@@ -166,3 +166,23 @@ def test_grid_command_recommended_and_climatology(tmp_path, capsys, restore_comp
     assert all(abs(float(r["skill"])) < 1e-4 for r in clim)  # climatology against itself
     assert all(float(r["n_nonfinite"]) == 0 and 0.8 <= float(r["icr"]) <= 1.0 for r in rec)
     assert sum(float(r["skill"]) > 0 for r in rec) > len(rec) // 2  # 200-item streams: a short run-in
+
+
+def test_run_grid_progress_bars(capsys):
+    """``progress=True``: tqdm bars over the programs compiled and run, on stderr; ``progress=False``: nothing."""
+    import jax
+
+    from onlinejax import zoo
+    from onlinejax.data import stratified_names, thesis_grid
+    from onlinejax.evaluation import registered_learners, run_grid
+
+    zoo.register_all()
+    groups = thesis_grid(jax.random.key(0), stratified_names(1, size=60, seed=0)[:2])
+    gls = registered_learners("Climatology")
+    quiet = run_grid(gls, groups, progress=False)
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""
+    loud = run_grid(gls, groups, progress=True)
+    err = capsys.readouterr().err
+    assert "compiling" in err and "running" in err and "program" in err and "100%" in err
+    assert [r["smse"] for r in loud.rows] == [r["smse"] for r in quiet.rows]

@@ -48,13 +48,14 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from tqdm import tqdm
 
 from ..base import Learner, check_int, default_float_dtype
 from ..baseline import recorded
@@ -303,6 +304,11 @@ def _compile_batches(learners: list, keys_of: dict, compile_batch: int) -> list:
     return batches
 
 
+def _bar(total: int, desc: str, progress: bool) -> tqdm:
+    """A progress bar on stderr over ``total`` programs (silent when ``progress`` is false)."""
+    return tqdm(total=total, desc=desc, unit="program", file=sys.stderr, disable=not progress, leave=True)
+
+
 def _compile(plan: _Plan, batch: list, keys_of: dict, workers: int | None, progress: bool) -> dict:
     """Compile a batch's programs, several at once in threads (XLA compiles outside the GIL)."""
     by_key = {}
@@ -310,17 +316,19 @@ def _compile(plan: _Plan, batch: list, keys_of: dict, workers: int | None, progr
         for key in keys_of[gl.name]:
             by_key[key] = (gl, next(g for g in plan.groups if tuple(g.X.shape[1:]) == key[1:]))
     workers = workers or min(len(by_key), max(1, os.cpu_count() or 1))
-    t0 = time.perf_counter()
-    if workers > 1 and len(by_key) > 1:
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            futures = {k: ex.submit(plan.build, *v) for k, v in by_key.items()}
-            built = {k: f.result() for k, f in futures.items()}
-    else:
-        built = {k: plan.build(*v) for k, v in by_key.items()}
-    if progress:
-        print(f"compiled {len(by_key)} programs in {time.perf_counter() - t0:.1f} s ({workers} at a time)",
-              file=sys.stderr, flush=True)
-    return built
+    built = {}
+    with _bar(len(by_key), f"compiling ({workers} at a time)", progress) as bar:
+        if workers > 1 and len(by_key) > 1:
+            with ThreadPoolExecutor(max_workers=workers) as ex:
+                futures = {ex.submit(plan.build, *v): k for k, v in by_key.items()}
+                for f in as_completed(futures):
+                    built[futures[f]] = f.result()
+                    bar.update()
+        else:
+            for k, v in by_key.items():
+                built[k] = plan.build(*v)
+                bar.update()
+    return {k: built[k] for k in by_key}
 
 
 def _rows(gl: GridLearner, grp, prog: _Program, out: dict, lo: int, atpi: float, kept: dict | None) -> list:
@@ -337,24 +345,30 @@ def _rows(gl: GridLearner, grp, prog: _Program, out: dict, lo: int, atpi: float,
     return rows
 
 
-def _run_program(plan: _Plan, gl: GridLearner, grp, prog: _Program, kept: dict | None, progress: bool) -> list:
+def _run_program(plan: _Plan, gl: GridLearner, grp, prog: _Program, kept: dict | None) -> list:
     """Run one compiled program over a stream group, chunk by chunk; its rows with the time per item."""
     S, n, d = grp.X.shape
     w_all, w_st = plan.weights(gl, grp)
-    n_chunks = -(-S // prog.chunk)
     rows = []
-    for c in range(n_chunks):
-        lo = c * prog.chunk
+    for lo in range(0, S, prog.chunk):
         args = plan.chunk_args(grp, prog.chunk, lo, w_all, w_st)
         t0 = time.perf_counter()
         out = jax.block_until_ready(prog.executable(prog.states, *args))
         secs = time.perf_counter() - t0
         out = jax.tree_util.tree_map(np.asarray, out)
         rows += _rows(gl, grp, prog, out, lo, secs / (prog.chunk * len(prog.labels) * n), kept)
-        if progress:
-            print(f"\r{gl.name:34s} n={n} d={d}: chunk {c + 1}/{n_chunks} "
-                  f"({min(lo + prog.chunk, S)}/{S} streams, {secs:.2f} s)",
-                  end="\n" if c + 1 == n_chunks else "", file=sys.stderr, flush=True)
+    return rows
+
+
+def _run_batch(plan: _Plan, batch: list, built: dict, kept: dict | None, progress: bool) -> list:
+    """Run a batch's compiled programs on every stream group; their rows."""
+    rows = []
+    with _bar(len(batch) * len(plan.groups), "running", progress) as bar:
+        for gl in batch:
+            for grp in plan.groups:
+                bar.set_postfix_str(f"{gl.name} n={grp.X.shape[1]} d={grp.X.shape[2]}", refresh=False)
+                rows += _run_program(plan, gl, grp, built[(gl.name, *grp.X.shape[1:])], kept)
+                bar.update()
     return rows
 
 
@@ -392,7 +406,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         tables agree to rounding (a few ulps) as long as ``chunk_size`` is the same.
       devices: devices to shard chunks over (default ``jax.devices()``; one
         device means no sharding).
-      progress: print one progress line per chunk to stderr.
+      progress: progress bars (tqdm, on stderr) over the programs compiled and run.
       dtype: learner state dtype (default float32, or float64 under x64).
       compile_workers: programs compiled at once in threads (default: the CPU
         count; 1 compiles one after the other). ``compile_s`` is then each
@@ -437,9 +451,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         built = _compile(plan, batch, keys_of, compile_workers, progress)
         compile_s.update({k: p.compile_s for k, p in built.items()})
         with one_blas_thread(len(plan.devices) > 1 and plan.devices[0].platform == "cpu"):
-            for gl in batch:
-                for grp in groups:
-                    rows += _run_program(plan, gl, grp, built[(gl.name, *grp.X.shape[1:])], kept, progress)
+            rows += _run_batch(plan, batch, built, kept, progress)
         del built
     rows.sort(key=lambda r: row_order[r["learner"]])  # stable: streams keep their order within a learner
     return GridResult(rows, compile_s, kept)
