@@ -198,6 +198,7 @@ _COMMANDS = ("drift", "grid", "compare")
 
 
 def _subparser(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` shows the defaults."""
     return sub.add_parser(name, help=help, description=help, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 
 
@@ -248,6 +249,7 @@ def _with_command(p: argparse.ArgumentParser, argv: list) -> list:
 
 
 def _list_learners() -> int:
+    """Print every registered configuration as ``name<TAB>family``, one a line; nothing runs."""
     from . import zoo
     from .registry import registered_learners
 
