@@ -105,6 +105,18 @@ def _compiled(learner: Learner, pk: _Packer):
     return out
 
 
+def _reject_non_item(x, y, d: int, dtype):
+    """Raise ``ValueError`` naming ``x`` or ``y`` unless they are one item (``[d]``, ``[]``).
+
+    ``coerce_x`` gives its precise message first (bad dtype, width or a non-finite value);
+    a well-formed mini-batch, which :meth:`StatefulLearner.step` does not take, is refused here.
+    """
+    coerce_x(x, d, dtype)
+    if np.shape(x) != (d,):
+        raise ValueError(f"x: step takes one item of shape [{d}], got {np.shape(x)} (use learn for a batch)")
+    raise ValueError(f"y: step takes a scalar y, got shape {np.shape(y)}")
+
+
 class StatefulLearner:
     """Hold a learner's state and step it item by item with minimal dispatch cost.
 
@@ -135,6 +147,8 @@ class StatefulLearner:
 
     def step(self, x, y) -> Prediction:
         """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``; returns NumPy-valued ``Prediction``."""
+        if np.shape(x) != (self._d,) or np.ndim(y) != 0:
+            _reject_non_item(x, y, self._d, self._dtype)
         xy = self._xy
         try:
             xy[: self._d] = x
