@@ -419,7 +419,8 @@ def make_learner(
     whose ``x`` or ``y`` is NaN/inf leaves the state unchanged except its
     ``n_skipped`` counter (:func:`skip_nonfinite`). The cores then assume
     finite items. It wraps ``learn_one`` and ``step_one``; a custom
-    ``learn_batch`` must skip by itself.
+    ``learn_batch`` must skip by itself. An empty mini-batch (``x: [0, d]``)
+    is a no-op at the boundary: ``learn`` returns the state unchanged.
     """
     if skip_nonfinite:
         learn_one = _skip(learn_one)
@@ -447,6 +448,8 @@ def make_learner(
 
     def learn(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:  # an empty batch teaches nothing
+            return state
         return (j_learn_batch if x.ndim == 2 else j_learn_one)(state, x, y)
 
     def predict(state, x):
@@ -455,6 +458,8 @@ def make_learner(
 
     def step(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:
+            return state, j_pred_batch(state, x)
         return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
 
     dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)

@@ -101,8 +101,11 @@ def learn_batch(state: SGDState, X: Array, Y: Array, *, optimizer: optax.Gradien
 
     Standard mini-batch SGD, *not* ``b`` sequential steps. A batch with any
     non-finite value is skipped whole (``n_skipped += b``): one step cannot
-    leave part of a batch out without changing the step.
+    leave part of a batch out without changing the step. An empty batch
+    (``b = 0``, whose mean gradient would be ``0/0``) leaves the state as it is.
     """
+    if X.shape[0] == 0:  # static: no step at all
+        return state
     ok = jnp.all(jnp.isfinite(X)) & jnp.all(jnp.isfinite(Y))
     new = _step(state, jnp.where(ok, X, 0.0), jnp.where(ok, Y, 0.0), optimizer, variance)
     new = new._replace(n_seen=state.n_seen + X.shape[0] * ok)
