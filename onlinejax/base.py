@@ -253,6 +253,13 @@ def state_dtype(state: State) -> np.dtype:
 
 
 def _as_array(v, dtype, name):
+    """``v`` as a ``dtype`` array; ``ValueError`` naming ``name`` if it cannot be (complex input included)."""
+    kind = getattr(getattr(v, "dtype", None), "kind", None)
+    if kind is None and not isinstance(v, (float, int)):  # a list or a Python complex: look at its values
+        v = np.asarray(v)
+        kind = v.dtype.kind
+    if kind == "c":  # the cast would keep the real part silently
+        raise ValueError(f"{name}: complex values are not supported, got dtype {np.dtype(v.dtype).name}")
     if isinstance(v, jax.Array):
         # a weak-typed scalar (e.g. jnp.asarray(3.0)) would hit another cache entry
         if v.dtype == dtype and not getattr(v, "weak_type", False):
