@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..base import Learner, Prediction, check_in_range, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from .features import intercept_features, map_features
 
 Array = jax.Array
@@ -144,9 +144,7 @@ def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None =
       A mini-batch takes one step on the batch's mean gradient (standard
       mini-batch SGD), which is *not* the same as ``b`` sequential steps.
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
+    d = check_int(n_features, "n_features", 1)
     if variance not in VARIANCES:
         raise ValueError(f"variance: must be 'running' or 'fixed', got {variance!r}")
     check_positive(noise_var, "noise_var")
