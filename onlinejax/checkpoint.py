@@ -13,6 +13,8 @@ continuing gives bit-for-bit the same results as the uninterrupted run
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import jax
@@ -45,6 +47,26 @@ def save_checkpoint(path: str | os.PathLike, tree: Any) -> str:
     return path if path.endswith(".npz") else path + ".npz"
 
 
+def _read(path: str) -> tuple[str, list]:
+    """``(tree structure text, leaves)`` of a checkpoint file, all read now.
+
+    Raises:
+      ValueError: naming ``path``, when the file is not a checkpoint (empty, truncated,
+        corrupt, not a ``.npz``, or a ``.npz`` without ``__treedef__``).
+    """
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if "__treedef__" not in f.files:
+                raise ValueError("no __treedef__ entry: not written by save_checkpoint")
+            n = sum(k.startswith("leaf_") for k in f.files)
+            return str(f["__treedef__"]), [f[f"leaf_{i}"] for i in range(n)]
+    except (zipfile.BadZipFile, EOFError, ValueError, KeyError, zlib.error) as e:
+        # np.load calls any file that is not an .npz/.npy "pickled data": say what it is instead
+        pickled = "pickled" in str(e)
+        why = "not an .npz file, or one holding pickled objects" if pickled else f"{type(e).__name__}: {e}"
+        raise ValueError(f"path: {path!r} is not a readable checkpoint ({why})") from None
+
+
 def load_checkpoint(path: str | os.PathLike, like: Any) -> Any:
     """Read a pytree saved by :func:`save_checkpoint`, with the structure of ``like``.
 
@@ -56,22 +78,21 @@ def load_checkpoint(path: str | os.PathLike, like: Any) -> Any:
     Returns:
       The saved tree, leaves as JAX arrays with the saved bits.
     Raises:
-      ValueError: when the structure, a shape or a dtype differs from ``like``.
+      ValueError: naming ``path`` when the file is not a readable checkpoint
+        or its structure differs from ``like``; naming the leaf when a shape
+        or a dtype differs.
     """
     t_leaves, treedef = _leaves(like)
-    with np.load(os.fspath(path), allow_pickle=False) as f:
-        saved_def = str(f["__treedef__"])
-        if saved_def != str(treedef):
-            raise ValueError(f"path: the checkpoint's tree structure differs from like's:\n  saved {saved_def}\n"
-                             f"  like  {treedef}")
-        n = sum(k.startswith("leaf_") for k in f.files)
-        if n != len(t_leaves):
-            raise ValueError(f"path: {n} leaves saved, like has {len(t_leaves)}")
-        out = []
-        for i, t in enumerate(t_leaves):
-            a = f[f"leaf_{i}"]
-            shape, dtype = np.shape(t), np.asarray(t).dtype if not hasattr(t, "dtype") else np.dtype(t.dtype)
-            if a.shape != tuple(shape) or a.dtype != dtype:
-                raise ValueError(f"leaf {i}: saved {a.dtype}{list(a.shape)}, like has {dtype}{list(shape)}")
-            out.append(jax.numpy.asarray(a))
+    saved_def, leaves = _read(os.fspath(path))
+    if saved_def != str(treedef):
+        raise ValueError(f"path: the checkpoint's tree structure differs from like's:\n  saved {saved_def}\n"
+                         f"  like  {treedef}")
+    if len(leaves) != len(t_leaves):
+        raise ValueError(f"path: {len(leaves)} leaves saved, like has {len(t_leaves)}")
+    out = []
+    for i, (a, t) in enumerate(zip(leaves, t_leaves)):
+        shape, dtype = np.shape(t), np.asarray(t).dtype if not hasattr(t, "dtype") else np.dtype(t.dtype)
+        if a.shape != tuple(shape) or a.dtype != dtype:
+            raise ValueError(f"leaf {i}: saved {a.dtype}{list(a.shape)}, like has {dtype}{list(shape)}")
+        out.append(jax.numpy.asarray(a))
     return jax.tree_util.tree_unflatten(treedef, out)

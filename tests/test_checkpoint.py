@@ -83,3 +83,25 @@ def test_mismatched_template_is_refused(tmp_path):
         load_checkpoint(path, bayes_linreg(3).init())
     with pytest.raises(ValueError, match="PRNG"):
         save_checkpoint(tmp_path / "k.npz", {"key": jax.random.key(0)})
+
+
+@pytest.mark.parametrize("corrupt", [lambda b: b"", lambda b: b[: len(b) // 2], lambda b: b"hello world",
+                                     lambda b: b[:200] + bytes([b[200] ^ 255]) + b[201:]],
+                         ids=["empty", "truncated", "text", "bit-flip"])
+def test_corrupt_file_is_a_value_error_naming_path(tmp_path, corrupt):
+    """Not BadZipFile / EOFError / numpy's misleading "pickled data" message."""
+    from onlinejax.linear import bayes_linreg
+
+    s = bayes_linreg(2).init()
+    good = save_checkpoint(tmp_path / "blr.npz", s)
+    bad = tmp_path / "bad.npz"
+    with open(good, "rb") as f:
+        bad.write_bytes(corrupt(f.read()))
+    with pytest.raises(ValueError, match="^path: .*not a readable checkpoint"):
+        load_checkpoint(bad, s)
+
+
+def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
+    np.savez(tmp_path / "other.npz", a=np.ones(2))
+    with pytest.raises(ValueError, match="^path: .*__treedef__"):
+        load_checkpoint(tmp_path / "other.npz", {"a": jnp.ones(2)})
