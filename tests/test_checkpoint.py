@@ -105,3 +105,26 @@ def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
     np.savez(tmp_path / "other.npz", a=np.ones(2))
     with pytest.raises(ValueError, match="^path: .*__treedef__"):
         load_checkpoint(tmp_path / "other.npz", {"a": jnp.ones(2)})
+
+
+def test_meta_refuses_a_template_of_another_configuration(tmp_path):
+    """bounds='bayes' and 'asymptotic' share one state layout: meta tells them apart."""
+    from onlinejax.linear import windowed_bayes_linreg
+
+    bayes, asym = windowed_bayes_linreg(2, 5, bounds="bayes"), windowed_bayes_linreg(2, 5, bounds="asymptotic")
+    s = bayes.learn(bayes.init(), np.ones((3, 2)), np.arange(3.0))
+    path = save_checkpoint(tmp_path / "w.npz", s, meta={"bounds": "bayes"})
+    back = load_checkpoint(path, bayes.init(), meta={"bounds": "bayes"})
+    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(s)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    load_checkpoint(path, asym.init())  # no meta asked: not checked (as before)
+    with pytest.raises(ValueError, match="^meta: .*bayes"):
+        load_checkpoint(path, asym.init(), meta={"bounds": "asymptotic"})
+    plain = save_checkpoint(tmp_path / "plain.npz", s)
+    with pytest.raises(ValueError, match="^meta: .*no meta"):
+        load_checkpoint(plain, bayes.init(), meta={"bounds": "bayes"})
+    with pytest.raises(ValueError, match="^meta: "):
+        save_checkpoint(tmp_path / "bad.npz", s, meta={"f": object()})
+    assert not (tmp_path / "bad.npz").exists()
+    with pytest.raises(ValueError, match="^meta: "):
+        save_checkpoint(tmp_path / "bad.npz", s, meta="bayes")
