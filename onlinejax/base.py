@@ -253,6 +253,13 @@ def state_dtype(state: State) -> np.dtype:
 
 
 def _as_array(v, dtype, name):
+    """``v`` as a ``dtype`` array; ``ValueError`` naming ``name`` if it cannot be (complex input included)."""
+    kind = getattr(getattr(v, "dtype", None), "kind", None)
+    if kind is None and not isinstance(v, (float, int)):  # a list or a Python complex: look at its values
+        v = np.asarray(v)
+        kind = v.dtype.kind
+    if kind == "c":  # the cast would keep the real part silently
+        raise ValueError(f"{name}: complex values are not supported, got dtype {np.dtype(v.dtype).name}")
     if isinstance(v, jax.Array):
         # a weak-typed scalar (e.g. jnp.asarray(3.0)) would hit another cache entry
         if v.dtype == dtype and not getattr(v, "weak_type", False):
@@ -419,7 +426,8 @@ def make_learner(
     whose ``x`` or ``y`` is NaN/inf leaves the state unchanged except its
     ``n_skipped`` counter (:func:`skip_nonfinite`). The cores then assume
     finite items. It wraps ``learn_one`` and ``step_one``; a custom
-    ``learn_batch`` must skip by itself.
+    ``learn_batch`` must skip by itself. An empty mini-batch (``x: [0, d]``)
+    is a no-op at the boundary: ``learn`` returns the state unchanged.
     """
     if skip_nonfinite:
         learn_one = _skip(learn_one)
@@ -447,6 +455,8 @@ def make_learner(
 
     def learn(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:  # an empty batch teaches nothing
+            return state
         return (j_learn_batch if x.ndim == 2 else j_learn_one)(state, x, y)
 
     def predict(state, x):
@@ -455,6 +465,8 @@ def make_learner(
 
     def step(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:
+            return state, j_pred_batch(state, x)
         return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
 
     dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)

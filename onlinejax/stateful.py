@@ -105,6 +105,18 @@ def _compiled(learner: Learner, pk: _Packer):
     return out
 
 
+def _reject_non_item(x, y, d: int, dtype):
+    """Raise ``ValueError`` naming ``x`` or ``y`` unless they are one item (``[d]``, ``[]``).
+
+    ``coerce_x`` gives its precise message first (bad dtype, width or a non-finite value);
+    a well-formed mini-batch, which :meth:`StatefulLearner.step` does not take, is refused here.
+    """
+    coerce_x(x, d, dtype)
+    if np.shape(x) != (d,):
+        raise ValueError(f"x: step takes one item of shape [{d}], got {np.shape(x)} (use learn for a batch)")
+    raise ValueError(f"y: step takes a scalar y, got shape {np.shape(y)}")
+
+
 class StatefulLearner:
     """Hold a learner's state and step it item by item with minimal dispatch cost.
 
@@ -127,6 +139,7 @@ class StatefulLearner:
         self._packer, self._step, self._learn, self._predict = _compiled(learner, _Packer(state, self._dtype))
         self._buf = self._packer.pack(state)
         self._xy = np.empty(self._d + 1, self._dtype)
+        self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
 
     @property
     def state(self):
@@ -135,13 +148,15 @@ class StatefulLearner:
 
     def step(self, x, y) -> Prediction:
         """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``; returns NumPy-valued ``Prediction``."""
+        if np.shape(x) != (self._d,) or np.ndim(y) != 0:
+            _reject_non_item(x, y, self._d, self._dtype)
         xy = self._xy
-        try:
-            xy[: self._d] = x
-            xy[self._d] = y
+        try:  # same_kind: a complex value raises instead of losing its imaginary part
+            np.copyto(self._x_view, x, casting="same_kind")
+            np.copyto(self._y_view, y, casting="same_kind")
         except (TypeError, ValueError):
-            coerce_xy(x, y, self._d, self._dtype)  # raises the precise ValueError
-            raise
+            x, y = coerce_xy(x, y, self._d, self._dtype)  # raises the precise ValueError
+            xy[: self._d], xy[self._d] = x, y  # e.g. an object array of numbers
         if not np.isfinite(xy).all():
             coerce_xy(x, y, self._d, self._dtype)
         self._buf, out = self._step(self._buf, xy.copy())

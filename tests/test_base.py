@@ -90,3 +90,40 @@ def test_prediction_cdfs_match_scipy():
     mix = mixture_prediction(jnp.asarray(np.log(w), dt), jnp.asarray([0.0, 2.0], dt), jnp.asarray([1.0, 0.25], dt))
     ref = w[0] * stats.norm.cdf(y, 0.0, 1.0) + w[1] * stats.norm.cdf(y, 2.0, 0.5)
     np.testing.assert_allclose(np.asarray(jax.vmap(mix.cdf)(jnp.asarray(y, dt))), ref, rtol=rt)
+
+
+@pytest.mark.parametrize("x, y, name", [(np.array([1 + 1j, 2.0]), 1.0, "x"), ([1j, 2.0], 1.0, "x"),
+                                        (jnp.array([1j, 2.0]), 1.0, "x"), ([1.0, 2.0], 1j, "y"),
+                                        ([1.0, 2.0], np.complex64(1.0), "y")])
+def test_complex_input_is_refused(x, y, name):
+    """Complex x or y raises naming it (the cast would keep the real part silently), functional and stateful."""
+    import onlinejax as oj
+
+    lrn = oj.bayes_linreg(2)
+    for call in (lambda: lrn.learn(lrn.init(), x, y), lambda: lrn.step(lrn.init(), x, y),
+                 lambda: oj.StatefulLearner(lrn).step(x, y)):
+        with pytest.raises(ValueError, match=f"^{name}: complex"):
+            call()
+    if name == "x":
+        with pytest.raises(ValueError, match="^x: complex"):
+            lrn.predict(lrn.init(), x)
+
+
+@pytest.mark.parametrize("make", ["bayes_linreg", "sgd_linreg", "bayesian_mle_forgetting", "bayesian_map_forgetting"])
+def test_linear_factories_refuse_a_fractional_n_features(make):
+    """bayes_linreg(2.5) was d = 2 silently; 3.0 and NumPy integers stay accepted."""
+    import onlinejax as oj
+
+    with pytest.raises(ValueError, match="^n_features: "):
+        getattr(oj, make)(2.5)
+    assert getattr(oj, make)(np.int64(3)).n_features == getattr(oj, make)(3.0).n_features
+
+
+@pytest.mark.parametrize("make", ["windowed_bayes_linreg", "bayesian_mle_windowed", "bayesian_map_windowed"])
+def test_windowed_factories_refuse_a_fractional_n_features(make):
+    import onlinejax as oj
+
+    with pytest.raises(ValueError, match="^n_features: "):
+        getattr(oj, make)(2.5, 5)
+    with pytest.raises(ValueError, match="^n_features: "):
+        getattr(oj, make)(True, 5)

@@ -83,3 +83,48 @@ def test_mismatched_template_is_refused(tmp_path):
         load_checkpoint(path, bayes_linreg(3).init())
     with pytest.raises(ValueError, match="PRNG"):
         save_checkpoint(tmp_path / "k.npz", {"key": jax.random.key(0)})
+
+
+@pytest.mark.parametrize("corrupt", [lambda b: b"", lambda b: b[: len(b) // 2], lambda b: b"hello world",
+                                     lambda b: b[:200] + bytes([b[200] ^ 255]) + b[201:]],
+                         ids=["empty", "truncated", "text", "bit-flip"])
+def test_corrupt_file_is_a_value_error_naming_path(tmp_path, corrupt):
+    """Not BadZipFile / EOFError / numpy's misleading "pickled data" message."""
+    from onlinejax.linear import bayes_linreg
+
+    s = bayes_linreg(2).init()
+    good = save_checkpoint(tmp_path / "blr.npz", s)
+    bad = tmp_path / "bad.npz"
+    with open(good, "rb") as f:
+        bad.write_bytes(corrupt(f.read()))
+    with pytest.raises(ValueError, match="^path: .*not a readable checkpoint"):
+        load_checkpoint(bad, s)
+
+
+def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
+    np.savez(tmp_path / "other.npz", a=np.ones(2))
+    with pytest.raises(ValueError, match="^path: .*__treedef__"):
+        load_checkpoint(tmp_path / "other.npz", {"a": jnp.ones(2)})
+
+
+def test_meta_refuses_a_template_of_another_configuration(tmp_path):
+    """bounds='bayes' and 'asymptotic' share one state layout: meta tells them apart."""
+    from onlinejax.linear import windowed_bayes_linreg
+
+    bayes, asym = windowed_bayes_linreg(2, 5, bounds="bayes"), windowed_bayes_linreg(2, 5, bounds="asymptotic")
+    s = bayes.learn(bayes.init(), np.ones((3, 2)), np.arange(3.0))
+    path = save_checkpoint(tmp_path / "w.npz", s, meta={"bounds": "bayes"})
+    back = load_checkpoint(path, bayes.init(), meta={"bounds": "bayes"})
+    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(s)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    load_checkpoint(path, asym.init())  # no meta asked: not checked (as before)
+    with pytest.raises(ValueError, match="^meta: .*bayes"):
+        load_checkpoint(path, asym.init(), meta={"bounds": "asymptotic"})
+    plain = save_checkpoint(tmp_path / "plain.npz", s)
+    with pytest.raises(ValueError, match="^meta: .*no meta"):
+        load_checkpoint(plain, bayes.init(), meta={"bounds": "bayes"})
+    with pytest.raises(ValueError, match="^meta: "):
+        save_checkpoint(tmp_path / "bad.npz", s, meta={"f": object()})
+    assert not (tmp_path / "bad.npz").exists()
+    with pytest.raises(ValueError, match="^meta: "):
+        save_checkpoint(tmp_path / "bad.npz", s, meta="bayes")

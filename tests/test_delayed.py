@@ -149,6 +149,22 @@ def test_vmap_over_streams_sharing_a_schedule(rng):
     assert rel_err(out.mean[2], one.mean) < tol(1e-12, 1e-5)
 
 
+def test_schedule_rejects_nat_and_nan_times():
+    """NaT (a finite int64 once cast) and NaN times are refused, naming the argument."""
+    q = np.array(["2024-01-01T00:00", "NaT"], "datetime64[m]")
+    a = np.array(["2024-01-01T01:00", "2024-01-01T02:00"], "datetime64[m]")
+    with pytest.raises(ValueError, match="^question_times: .*NaT"):
+        schedule_from_times(q, a)
+    with pytest.raises(ValueError, match="^answer_times: .*NaT"):
+        schedule_from_times(a, np.array(["2024-01-01T03:00", "NaT"], "datetime64[m]"))
+    with pytest.raises(ValueError, match="^answer_times: "):
+        schedule_from_times([0.0, 1.0], [1.0, np.nan])
+    with pytest.raises(ValueError, match="^question_times: "):
+        schedule_from_times([np.nan, 1.0], [1.0, 2.0])
+    ok = schedule_from_times(a, a + np.timedelta64(5, "m"))
+    np.testing.assert_allclose(np.asarray(ok.time)[:2], [1704070800.0, 1704071100.0])  # 01:00 asked, 01:05 answered
+
+
 def test_schedule_errors():
     with pytest.raises(ValueError, match="answer_times"):
         schedule_from_times([0.0, 1.0], [0.5, 0.5])

@@ -169,6 +169,26 @@ def test_user_streams_and_errors():
                  progress=False)
 
 
+def test_bad_chunk_size_and_streams_are_refused_by_name():
+    """chunk_size=0 was the default silently; 0 streams a ZeroDivisionError; a string an AttributeError."""
+    X = jax.random.uniform(jax.random.key(0), (2, 20, 2))
+    g = StreamGroup.from_arrays(X, X @ jnp.asarray([1.0, -2.0]))
+    empty = StreamGroup.from_arrays(X[:0], X[:0, :, 0])
+    make = {"blr": lambda d: bayes_linreg(d)}
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match="^chunk_size: "):
+            run_grid(make, g, chunk_size=bad, progress=False)
+    with pytest.raises(ValueError, match="^streams: .*no streams"):
+        run_grid(make, empty, progress=False)
+    with pytest.raises(ValueError, match="^streams: .*no streams"):
+        run_grid(make, [g, empty], progress=False)
+    with pytest.raises((TypeError, ValueError), match="^streams: "):
+        run_grid(make, "thesis", progress=False)
+    with pytest.raises((TypeError, ValueError), match="^streams: "):
+        run_grid(make, [g, "thesis"], progress=False)
+    assert len(run_grid(make, g, chunk_size=1, progress=False).rows) == 2
+
+
 def test_delayed_rows_equal_single_stream_delayed_runs(groups):
     from onlinejax.evaluation import delayed_progressive_validation, schedule_from_delays
 

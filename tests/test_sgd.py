@@ -74,3 +74,24 @@ def test_nonfinite_item_and_batch_are_skipped(rng):
     t = f(s, X, jnp.asarray([0.0, np.inf, 1.0], DTYPE))  # a batch is skipped whole by learn_batch
     assert int(t.n_skipped) == 3 and int(t.n_seen) == 4
     np.testing.assert_array_equal(t.weights, s.weights)
+
+
+@pytest.mark.parametrize("make", [lambda: oj.sgd_linreg(2), lambda: oj.bayes_linreg(2),
+                                  lambda: oj.windowed_bayes_linreg(2, 5)])
+def test_empty_batch_is_a_no_op(make):
+    """An empty mini-batch (``x: [0, d]``) leaves the state as it is (sgd's mean gradient would be 0/0)."""
+    lrn = make()
+    s = lrn.learn(lrn.init(), np.ones((3, 2)), np.arange(3.0))
+    X0, Y0 = np.zeros((0, 2)), np.zeros(0)
+    for new in (lrn.learn(s, X0, Y0), lrn.step(s, X0, Y0)[0]):
+        for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(s)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert lrn.step(s, X0, Y0)[1].mean.shape == (0,)
+
+
+def test_sgd_learn_batch_core_skips_an_empty_batch():
+    """The pure core too: inside jit an empty batch takes no step."""
+    opt = optax.sgd(0.1)
+    s = sgd.init(2, opt)
+    new = jax.jit(partial(sgd.learn_batch, optimizer=opt))(s, jnp.zeros((0, 2)), jnp.zeros(0))
+    assert np.isfinite(np.asarray(new.weights)).all() and int(new.n_seen) == 0

@@ -41,6 +41,20 @@ def test_stateful_bad_input():
         m.step([1.0, 2.0], float("nan"))
 
 
+@pytest.mark.parametrize("x, y", [(5.0, 1.0), ([5.0], 1.0), ([[1.0, 2.0]], 1.0), ([[1.0, 2.0]], [1.0])])
+def test_stateful_step_rejects_non_items(x, y):
+    """A scalar, length-1 or [1, d] x is refused (as the functional API does) and nothing is learnt."""
+    lrn = oj.bayes_linreg(2)
+    m = oj.StatefulLearner(lrn)
+    before = [np.asarray(a).copy() for a in jax.tree_util.tree_leaves(m.state)]
+    with pytest.raises(ValueError, match="^x: "):
+        m.step(x, y)
+    for a, b in zip(jax.tree_util.tree_leaves(m.state), before):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    with pytest.raises(ValueError, match="^y: "):
+        m.step([1.0, 2.0], [1.0])
+
+
 def test_instances_of_one_learner_share_compiled_calls():
     """A second StatefulLearner of the same learner and state layout compiles nothing."""
     lrn = oj.bayes_linreg(3)

@@ -60,6 +60,17 @@ class EventSchedule(NamedTuple):
         return self.item[self.kind == ANSWER]
 
 
+def _seconds(v: np.ndarray, name: str) -> np.ndarray:
+    """Datetimes as float seconds since the epoch; ``ValueError`` naming ``name`` for a NaT.
+
+    NaT is the int64 minimum once cast, a finite number, so it is refused here, before the cast.
+    """
+    v = v.astype("datetime64[ns]")
+    if np.any(np.isnat(v)):
+        raise ValueError(f"{name}: contains NaT (not a time)")
+    return v.astype(np.int64).astype(np.float64) / 1e9
+
+
 def schedule_from_times(question_times, answer_times) -> EventSchedule:
     """Schedule from per-item question and answer times (e.g. taxi departure and arrival).
 
@@ -68,19 +79,19 @@ def schedule_from_times(question_times, answer_times) -> EventSchedule:
       answer_times: ``[n]``, each ``>= `` its question time.
     Raises:
       ValueError: naming the argument, for mismatched lengths, non-finite
-        times or an answer before its question.
+        times (NaN, inf, NaT) or an answer before its question.
     """
     q = np.asarray(question_times)
     a = np.asarray(answer_times)
     if np.issubdtype(q.dtype, np.datetime64) or np.issubdtype(a.dtype, np.datetime64):
-        q = q.astype("datetime64[ns]").astype(np.int64).astype(np.float64) / 1e9
-        a = a.astype("datetime64[ns]").astype(np.int64).astype(np.float64) / 1e9
+        q, a = _seconds(q, "question_times"), _seconds(a, "answer_times")
     q = q.astype(np.float64)
     a = a.astype(np.float64)
     if q.ndim != 1 or q.shape != a.shape:
         raise ValueError(f"answer_times: expected shape {q.shape} like question_times, got {a.shape}")
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(a))):
-        raise ValueError("question_times/answer_times: must be finite")
+    for v, name in ((q, "question_times"), (a, "answer_times")):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{name}: must be finite (no NaN, inf or NaT)")
     if np.any(a < q):
         i = int(np.argmax(a < q))
         raise ValueError(f"answer_times: item {i} is answered ({a[i]}) before it is asked ({q[i]})")

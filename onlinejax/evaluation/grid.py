@@ -49,7 +49,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -227,7 +227,9 @@ class _Plan:
     def __init__(self, groups, *, level, stable_window, delay, chunk_size, chunk_bytes, devices, dtype,
                  keep_predictions, vmap_bytes):
         self.groups, self.level, self.stable_window, self.delay = groups, level, stable_window, delay
-        self.chunk_size, self.chunk_bytes, self.dtype = chunk_size, chunk_bytes, np.dtype(dtype)
+        # 0 is refused, not read as "the default" (None)
+        self.chunk_size = None if chunk_size is None else check_int(chunk_size, "chunk_size", 1)
+        self.chunk_bytes, self.dtype = chunk_bytes, np.dtype(dtype)
         self.keep, self.vmap_bytes = keep_predictions, vmap_bytes
         self.devices = list(devices) if devices is not None else jax.devices()
         self.mesh = Mesh(np.asarray(self.devices), ("streams",)) if len(self.devices) > 1 else None
@@ -384,6 +386,29 @@ def _checked_learners(learners) -> list:
     return learners
 
 
+def _checked_streams(streams) -> list:
+    """The stream groups of ``run_grid``'s ``streams``: one group or a non-empty list of non-empty groups.
+
+    Raises:
+      TypeError: naming ``streams``, for an entry that is not a stream group (e.g. a string).
+      ValueError: naming ``streams``, for no groups or a group of no streams.
+    """
+    if hasattr(streams, "names"):
+        groups = [streams]
+    elif isinstance(streams, (str, bytes)) or not isinstance(streams, Iterable):
+        raise TypeError(f"streams: expected a StreamGroup or a list of them, got {type(streams).__name__}")
+    else:
+        groups = list(streams)
+    if not groups:
+        raise ValueError("streams: none given")
+    for i, grp in enumerate(groups):
+        if not (hasattr(grp, "names") and hasattr(grp, "X")):
+            raise TypeError(f"streams: entry {i} is not a StreamGroup, got {type(grp).__name__}")
+        if np.shape(grp.X)[0] == 0:
+            raise ValueError(f"streams: group {i} has no streams")
+    return groups
+
+
 def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
@@ -435,9 +460,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     if delay is not None:
         delay = check_int(delay, "delay", 0) or None
     learners, row_order = _merge_programs(_checked_learners(learners))
-    groups = [streams] if hasattr(streams, "names") else list(streams)
-    if not groups:
-        raise ValueError("streams: none given")
+    groups = _checked_streams(streams)
     plan = _Plan(groups, level=float(level), stable_window=check_int(stable_window, "stable_window", 0),
                  delay=delay, chunk_size=chunk_size, chunk_bytes=chunk_bytes, devices=devices, dtype=dtype,
                  keep_predictions=keep_predictions, vmap_bytes=check_int(vmap_bytes, "vmap_bytes", 1))

@@ -51,6 +51,7 @@ from ..base import (
     Learner,
     Prediction,
     check_in_range,
+    check_int,
     check_positive,
     default_float_dtype,
     make_learner,
@@ -283,9 +284,7 @@ def bayes_linreg(
         state, pred = learner.step(state, [1.0, 0.3], 0.2)   # predict, then learn
         lo, hi = pred.interval(0.95)
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
+    d = check_int(n_features, "n_features", 1)
     d_int = d + int(bool(intercept))
     # validate defaults eagerly
     check_positive(alpha, "alpha")

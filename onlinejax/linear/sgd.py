@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..base import Learner, Prediction, check_in_range, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from .features import intercept_features, map_features
 
 Array = jax.Array
@@ -101,8 +101,11 @@ def learn_batch(state: SGDState, X: Array, Y: Array, *, optimizer: optax.Gradien
 
     Standard mini-batch SGD, *not* ``b`` sequential steps. A batch with any
     non-finite value is skipped whole (``n_skipped += b``): one step cannot
-    leave part of a batch out without changing the step.
+    leave part of a batch out without changing the step. An empty batch
+    (``b = 0``, whose mean gradient would be ``0/0``) leaves the state as it is.
     """
+    if X.shape[0] == 0:  # static: no step at all
+        return state
     ok = jnp.all(jnp.isfinite(X)) & jnp.all(jnp.isfinite(Y))
     new = _step(state, jnp.where(ok, X, 0.0), jnp.where(ok, Y, 0.0), optimizer, variance)
     new = new._replace(n_seen=state.n_seen + X.shape[0] * ok)
@@ -141,9 +144,7 @@ def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None =
       A mini-batch takes one step on the batch's mean gradient (standard
       mini-batch SGD), which is *not* the same as ``b`` sequential steps.
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
+    d = check_int(n_features, "n_features", 1)
     if variance not in VARIANCES:
         raise ValueError(f"variance: must be 'running' or 'fixed', got {variance!r}")
     check_positive(noise_var, "noise_var")

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import Learner, Prediction, check_in_range, keep_if, make_learner, normal_quantile, state_dtype
+from ..base import Learner, Prediction, check_in_range, check_int, keep_if, make_learner, normal_quantile, state_dtype
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import windowed_bayes_linreg
@@ -238,6 +238,7 @@ def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, fl
 
 
 def _feature_map(n_features, mapped, intercept):
+    check_int(n_features, "n_features", 1)
     fm = thesis_features(n_features) if mapped else None
     if intercept:
         ic = intercept_features(fm.n_out if fm else n_features)

@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, check_positive, default_float_dtype, make_learner
+from ..base import Learner, Prediction, check_int, check_positive, default_float_dtype, make_learner
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -436,9 +436,7 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
       ``alpha``/``beta`` on the window by type-II ML and rebuilds the factor
       from the buffer. A non-finite item is skipped (``n_skipped`` counts it).
     """
-    d = int(n_features)
-    if d < 1:
-        raise ValueError(f"n_features: must be >= 1, got {n_features!r}")
+    d = check_int(n_features, "n_features", 1)
     w_default = int(window) if not isinstance(window, bool) else 0
     if w_default < 1 or w_default != window:
         raise ValueError(f"window: must be an integer >= 1, got {window!r}")
