@@ -1,0 +1,73 @@
+"""The code's shape: imports flow one way (no cycle, lazy imports included) and functions stay short."""
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "onlinejax"
+
+
+def _modules() -> dict:
+    mods = {}
+    for p in ROOT.rglob("*.py"):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    return mods
+
+
+def _imports(name: str, path: pathlib.Path, mods: dict) -> set:
+    """Every ``onlinejax`` module ``name`` imports, anywhere in the file (function-level imports too)."""
+    is_pkg = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in mods}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.add(sub if sub in mods else target)
+    return {m for m in out if m in mods and m != name}
+
+
+def test_the_import_graph_has_no_cycle():
+    mods = _modules()
+    graph = {m: _imports(m, p, mods) for m, p in mods.items()}
+    done, stack = set(), []
+
+    def visit(m):
+        if m in stack:
+            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+        if m in done:
+            return
+        stack.append(m)
+        for dep in sorted(graph[m]):
+            visit(dep)
+        stack.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m)
+
+
+def _code_lines(fn: ast.FunctionDef, lines: list) -> int:
+    doc = fn.body[0] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
+        getattr(fn.body[0], "value", None), ast.Constant) and isinstance(fn.body[0].value.value, str) else None
+    skip = range(doc.lineno, doc.end_lineno + 1) if doc else range(0)
+    return sum(1 for i in range(fn.lineno, fn.end_lineno + 1)
+               if i not in skip and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
+
+
+def test_no_function_has_more_than_50_code_lines():
+    long = []
+    for p in ROOT.rglob("*.py"):
+        lines = p.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node, lines) > 50:
+                long.append(f"{p.relative_to(ROOT.parent)}:{node.lineno} {node.name} ({_code_lines(node, lines)})")
+    assert not long, long
