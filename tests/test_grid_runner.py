@@ -1,6 +1,7 @@
 """The grid runner: per-row metrics equal single-stream runs; chunking, sharding and the registry."""
 import csv
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -136,10 +137,14 @@ def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
     """Programs compiled a batch at a time (learners never split): the same rows, in the same order."""
     lrn = [_learners()[0], _learners()[2]]
     assert len({g.X.shape[1:] for g in groups}) == 2  # two programs per learner
+    def compile_bars(err):  # the final state of each "compiling" progress bar (one line each): its total
+        finals = [line.split("\r")[-1] for line in err.split("\n")]
+        return [int(m.group(1)) for m in map(re.compile(r"compiling \(\d+ at a time\): 100%\|[^|]*\| (\d+)/\1").match, finals) if m]
+
     whole = run_grid(lrn, groups, progress=True)  # default compile_batch: both learners in one batch
-    assert capsys.readouterr().err.count("compiled 4 programs") == 1
+    assert compile_bars(capsys.readouterr().err) == [4]
     batched = run_grid(lrn, groups, progress=True, compile_batch=1)  # each learner is its own batch
-    assert capsys.readouterr().err.count("compiled 2 programs") == 2
+    assert compile_bars(capsys.readouterr().err) == [2, 2]
     assert [(r["learner"], r["stream"]) for r in whole.rows] == [(r["learner"], r["stream"]) for r in batched.rows]
     for a, b in zip(whole.rows, batched.rows):
         for m in METRICS:
