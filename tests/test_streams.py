@@ -73,3 +73,15 @@ def test_bad_inputs_name_the_argument(data):
         evaluate_streams(lrn, X, Y, hyper={"alpha": [[1.0]]})
     with pytest.raises(ValueError, match="delay"):
         evaluate_streams(lrn, X, Y, delay=0)
+
+
+def test_repeated_calls_reuse_the_compiled_program(data):
+    from onlinejax.evaluation import streams
+
+    X, Y = data
+    lrn = bayes_linreg(2, alpha=1.0, beta=1.0)
+    first = evaluate_streams(lrn, X, Y)
+    misses = streams._compiled.cache_info().misses
+    again = evaluate_streams(lrn, X, Y)
+    assert streams._compiled.cache_info().misses == misses
+    np.testing.assert_array_equal(first.metrics["smse"], again.metrics["smse"])

@@ -15,6 +15,7 @@ those ``while`` loops, so every pair pays for every other pair's tune.
 """
 from __future__ import annotations
 
+import functools
 from typing import Mapping, NamedTuple
 
 import jax
@@ -147,6 +148,12 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
     return per_streams
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(learner: Learner, level: float, delay: int | None, keep_predictions: bool):
+    """The jitted :func:`streams_program`, kept per (learner, options) so repeated calls reuse its executables."""
+    return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions))
+
+
 def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
                      delay: int | None = None, keep_predictions: bool = False, weights=None,
                      stable_weights=None, dtype=None) -> StreamsResult:
@@ -189,7 +196,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     w_all = np.broadcast_to(np.asarray(1.0 if weights is None else weights, dtype), Y.shape)
     w_st = np.broadcast_to(np.asarray(w_all if stable_weights is None else stable_weights, dtype), Y.shape)
     states = hyper_states(learner, hyper, dtype)
-    fn = jax.jit(streams_program(learner, level=float(level), delay=delay, keep_predictions=keep_predictions))
+    fn = _compiled(learner, float(level), delay, bool(keep_predictions))
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
     preds = {k: out.pop(k) for k in ("mean", "var", "pit")} if keep_predictions else None
     return StreamsResult(out, preds)
