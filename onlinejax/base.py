@@ -13,7 +13,8 @@ The functions stored in a :class:`Learner` do two things:
    arrays hits one compiled executable (no retrace per input type).
 
 Inside ``jit``/``vmap``/``scan`` the validation cannot raise; there the
-learners *skip* an item whose ``x`` or ``y`` is not finite (the state is
+learners *skip* an item whose ``x`` or ``y`` is not finite, or finite but too
+large to square in the dtype (:func:`learnable`; the state is
 returned unchanged and its ``n_skipped`` counter is incremented), so one bad
 item never poisons a posterior.
 """
@@ -47,6 +48,7 @@ __all__ = [
     "sequential",
     "keep_if",
     "skip_nonfinite",
+    "learnable",
     "welford_update",
 ]
 
@@ -362,8 +364,28 @@ def keep_if(ok: Array, new: State, old: State) -> State:
     return jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)
 
 
+def learnable(x: Array, y: Array) -> Array:
+    """Whether items can be learned: ``x`` and ``y`` finite and small enough to square.
+
+    A finite value beyond ``sqrt(max / d)`` of its dtype (``|v| ≳ 1.8e19 / √d`` in float32)
+    overflows ``xᵀx`` or ``y²`` in the learners' updates and would leave a non-finite state
+    for good, so it counts as unusable like NaN or ±inf.
+
+    Args:
+      x: ``[..., d]`` inputs; y: ``[...]`` targets.
+    Returns:
+      ``[...]`` bool, ``True`` for the items a learner may absorb.
+    """
+    x = jnp.asarray(x)
+    y = jnp.asarray(y)
+    dtype = jnp.result_type(x, y, jnp.float32)
+    limit = np.sqrt(np.finfo(dtype).max / max(1, x.shape[-1] + 1)) / 2
+    return jnp.all(jnp.abs(x) <= limit, axis=-1) & (jnp.abs(y) <= limit)
+
+
 def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
-    """Make a single-item ``fn(state, x, y)`` leave the state unchanged when ``x`` or ``y`` is not finite.
+    """Make a single-item ``fn(state, x, y)`` leave the state unchanged when ``x`` or ``y`` is not
+    finite (or too large to square, see :func:`learnable`).
 
     The skipped state has its ``n_skipped`` counter (a ``[]`` int32 field every
     learner state that uses this carries) incremented; ``fn`` still runs, so
@@ -375,7 +397,7 @@ def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     """
 
     def wrapped(state, x, y):
-        ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+        ok = learnable(x, y)
         out = fn(state, x, y)
         new = out[0] if returns_prediction else out
         kept = keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))

@@ -116,6 +116,7 @@ from jax.scipy.special import ndtri
 
 from .base import (
     Learner,
+    learnable,
     Prediction,
     StudentTPrediction,
     student_t_quantile,
@@ -678,7 +679,7 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
     out, v0, info = correct(recal, conf, s, pred)
     # not skip_nonfinite: the inner learner skips non-finite items itself (its own n_skipped), and this
     # n_skipped counts every label the calibrators did not use, abstaining predictions included
-    ok = info & jnp.isfinite(y) & jnp.all(jnp.isfinite(x))
+    ok = info & learnable(x, y)
     r, c = s.recalibration, s.conformal
     if recal is not None:
         r = recalibration_update(r, pred.mean, pred.var, y, ok=ok, clip=recal.clip, max_scale=recal.max_scale,

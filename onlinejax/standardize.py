@@ -58,7 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .batching import cond_if_any
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if, make_learner, state_dtype,
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, state_dtype,
                    welford_update)
 
 Array = jax.Array
@@ -139,7 +139,7 @@ def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
     for the inputs (element-wise) and the target. A non-finite item, or any
     item once ``seen`` has reached ``freeze_after``, changes nothing.
     """
-    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y) & (s.seen < s.freeze_after)
+    ok = learnable(x, y) & (s.seen < s.freeze_after)
     n, xm, xm2 = welford_update(s.n, s.x_mean, s.x_m2, x, s.decay)
     _, ym, ym2 = welford_update(s.n, s.y_mean, s.y_m2, y, s.decay)
     return keep_if(ok, ScalerState(n, xm, xm2, ym, ym2, s.decay, s.seen + 1, s.freeze_after), s)
@@ -238,7 +238,7 @@ def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState
     sc = scaler_update(s.scaler, x, y)
     # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
-    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    ok = learnable(x, y)
     xt, yt = to_inner(sc, x, y, options.clip)
     out = s._replace(inner=learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), scaler=sc)
     warmup = options.warmup

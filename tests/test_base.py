@@ -127,3 +127,45 @@ def test_windowed_factories_refuse_a_fractional_n_features(make):
         getattr(oj, make)(2.5, 5)
     with pytest.raises(ValueError, match="^n_features: "):
         getattr(oj, make)(True, 5)
+
+
+def _huge_then_normal(make):
+    """Two runs of one learner: with and without finite items too large to square in the dtype."""
+    import onlinejax as oj  # noqa: F401
+
+    L = make()
+    big = float(np.sqrt(np.finfo(np.float64 if X64 else np.float32).max))  # ≈ 1.8e19 in float32
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(20, 2))
+    Y = X @ np.array([1.0, -2.0]) + 0.1 * rng.normal(size=20)
+    clean = dirty = L.init()
+    for i in range(20):
+        if i in (3, 11):
+            dirty = L.learn(dirty, jnp.array([big * 1.5, 1.0]), 1.0)
+            dirty = L.learn(dirty, jnp.array([1.0, 1.0]), big * 4)
+        clean = L.learn(clean, X[i], Y[i])
+        dirty = L.learn(dirty, X[i], Y[i])
+    return L, clean, dirty
+
+
+@pytest.mark.parametrize("name", ["bayes_linreg", "bayes_linreg_forgetting", "sgd_linreg", "windowed_bayes_linreg",
+                                  "calibrated_bayes_linreg", "kernel_regression", "gp_window", "adhoc"])
+def test_finite_items_too_large_to_square_are_skipped(name):
+    """|x| beyond sqrt(max float) used to overflow xᵀx and leave the linear states NaN for good."""
+    import onlinejax as oj
+    from onlinejax import gp
+    from onlinejax.calibration import calibrated_bayes_linreg
+    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.linear.thesis import bayesian_mle_forgetting
+
+    makes = {"bayes_linreg": lambda: oj.bayes_linreg(2), "bayes_linreg_forgetting": lambda: oj.bayes_linreg(2, forgetting=0.99),
+             "sgd_linreg": lambda: oj.sgd_linreg(2), "windowed_bayes_linreg": lambda: oj.windowed_bayes_linreg(2, window=8),
+             "calibrated_bayes_linreg": lambda: calibrated_bayes_linreg(2),
+             "kernel_regression": lambda: kernel_regression(2, window=8), "gp_window": lambda: gp.gp_window(2, window=8),
+             "adhoc": lambda: bayesian_mle_forgetting(2)}
+    L, clean, dirty = _huge_then_normal(makes[name])
+    x = jnp.array([0.5, -1.0])
+    pc, pd = L.predict(clean, x), L.predict(dirty, x)
+    assert np.isfinite(float(pd.mean)) and float(pd.var) > 0
+    np.testing.assert_allclose(float(pd.mean), float(pc.mean), rtol=tol(1e-9, 1e-4), atol=tol(1e-10, 1e-5))
+    np.testing.assert_allclose(float(pd.var), float(pc.var), rtol=tol(1e-9, 1e-4))

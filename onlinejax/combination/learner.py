@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, check_in_range, check_int, keep_if, make_learner, state_dtype
+from ..base import Learner, check_in_range, check_int, keep_if, learnable, make_learner, state_dtype
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
 from .distribution import MixturePrediction, _informative, gaussian_log_density, mixture_prediction
@@ -260,7 +260,7 @@ def predict_one(members: tuple, s: CombinationState, x: Array) -> MixturePredict
 def step_one(members: tuple, opts: CombinationOptions, s: CombinationState, x: Array,
              y: Array) -> tuple[CombinationState, MixturePrediction]:
     """Members' ``step`` (predict, then learn), then :func:`mix_step` on their predictions of ``y``."""
-    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    ok = learnable(x, y)
     out = [m.step(ms, x, y) for m, ms in zip(members, s.members)]
     new_members = tuple(o[0] for o in out)
     means = jnp.stack([o[1].mean for o in out])

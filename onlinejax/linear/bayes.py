@@ -49,6 +49,7 @@ import jax.numpy as jnp
 
 from ..base import (
     Learner,
+    learnable,
     Prediction,
     check_in_range,
     check_int,
@@ -89,7 +90,7 @@ class BayesLinRegState(NamedTuple):
       stats: :class:`SufficientStats`, ``λ``-weighted, for :func:`tune_evidence`.
       n_seen: ``[]`` int32 items learned.
       n_skipped: ``[]`` int32 items skipped inside jit because ``x`` or ``y``
-        was not finite.
+        was not finite or too large (:func:`onlinejax.base.learnable`).
     """
 
     mean: Array
@@ -135,7 +136,7 @@ def init(n_features: int, alpha=1.0, beta=1.0, forgetting=1.0, dtype=None) -> Ba
 
 
 def _finite_rows(X, Y):
-    ok = jnp.all(jnp.isfinite(X), axis=-1) & jnp.isfinite(Y)
+    ok = learnable(X, Y)
     return ok, jnp.where(ok[..., None], X, 0.0), jnp.where(ok, Y, 0.0)
 
 

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..base import Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, learnable, make_learner
 from .features import intercept_features, map_features
 
 Array = jax.Array
@@ -106,7 +106,7 @@ def learn_batch(state: SGDState, X: Array, Y: Array, *, optimizer: optax.Gradien
     """
     if X.shape[0] == 0:  # static: no step at all
         return state
-    ok = jnp.all(jnp.isfinite(X)) & jnp.all(jnp.isfinite(Y))
+    ok = jnp.all(learnable(X, Y))
     new = _step(state, jnp.where(ok, X, 0.0), jnp.where(ok, Y, 0.0), optimizer, variance)
     new = new._replace(n_seen=state.n_seen + X.shape[0] * ok)
     return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + X.shape[0]))

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import Learner, Prediction, check_in_range, check_int, keep_if, make_learner, normal_quantile, state_dtype
+from ..base import Learner, Prediction, check_in_range, check_int, keep_if, learnable, make_learner, normal_quantile, state_dtype
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import windowed_bayes_linreg
@@ -123,7 +123,7 @@ def adhoc_learn_one(state: AdHocState, x: Array, y: Array, *, learner: Learner, 
     floor's sums unchanged.
     """
     s = state
-    ok = jnp.all(jnp.isfinite(x)) & jnp.isfinite(y)
+    ok = learnable(x, y)
     hi = learner.predict(s.upper, x).mean
     lo = learner.predict(s.lower, x).mean
     warm = s.n_seen >= burn_in
