@@ -226,3 +226,14 @@ def test_adhoc_nonfinite_item_is_counted_by_the_copies(rng):
     for u, v in zip(jax.tree.leaves(t._replace(base=s.base)), jax.tree.leaves(s)):
         np.testing.assert_array_equal(u, v)
     np.testing.assert_array_equal(t.base.mean, s.base.mean)
+
+
+@pytest.mark.parametrize("k", [-1.0, 0.0, float("nan")])
+def test_mle_factories_blame_k(k):
+    """A bad ``k`` used to surface as an error about ``alpha = 1/k`` of the inner learner."""
+    from onlinejax.linear.thesis import bayesian_mle_forgetting, bayesian_mle_windowed
+
+    with pytest.raises(ValueError, match=r"^k: "):
+        bayesian_mle_forgetting(2, k=k)
+    with pytest.raises(ValueError, match=r"^k: "):
+        bayesian_mle_windowed(2, 16, k=k)

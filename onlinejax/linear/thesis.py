@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import Learner, Prediction, check_in_range, check_int, keep_if, learnable, make_learner, normal_quantile, state_dtype
+from ..base import Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, normal_quantile, state_dtype
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import windowed_bayes_linreg
@@ -263,6 +263,7 @@ def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K,
         (``floor="none"``: the thesis's bounds alone).
       mapped, intercept: feature options (module doc).
     """
+    check_positive(k, "k")
     lam, b = forgetting_from_thesis(forgetting_factor, 1.0)
     fm = _feature_map(n_features, mapped, intercept)
     return _wrap(fm, lambda m: adhoc_bounds(
