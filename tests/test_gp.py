@@ -462,3 +462,15 @@ def test_new_knobs_are_checked():
     with pytest.raises(ValueError, match="noise_floor"):
         tune_hyperparameters(KERNELS["se"], "zero", gp_params(1), jnp.zeros((4, 1)), jnp.zeros(4), jnp.ones(4, bool),
                              noise_floor=float("nan"))
+
+
+def test_wrong_shape_hyperparameters_are_named():
+    """A [3] lengthscale for d = 2 used to fail in broadcasting with no argument named."""
+    with pytest.raises(ValueError, match=r"^lengthscale: .*shape \[2\]"):
+        gp_window(2, window=8).init(lengthscale=jnp.ones(3))
+    with pytest.raises(ValueError, match=r"^lengthscale: "):
+        gp_window(2, window=8, lengthscale=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"^noise_std: must be a scalar"):
+        gp_params(2, noise_std=jnp.ones(2))
+    p = gp_params(2, lengthscale=[1.0, 2.0])
+    np.testing.assert_allclose(np.exp(np.asarray(p.log_lengthscale)), [1.0, 2.0], rtol=1e-6)

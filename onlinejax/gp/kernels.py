@@ -52,7 +52,13 @@ def gp_params(n_features: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, d
     check_positive(noise_std, "noise_std")
     check_positive(lengthscale, "lengthscale")
     dt = dtype or default_float_dtype()
-    ls = jnp.broadcast_to(jnp.asarray(lengthscale, dt), (int(n_features),))
+    d = int(n_features)
+    for name, v in (("signal_std", signal_std), ("noise_std", noise_std)):
+        if np.ndim(v) != 0:
+            raise ValueError(f"{name}: must be a scalar, got shape {np.shape(v)}")
+    if np.shape(lengthscale) not in ((), (d,)):
+        raise ValueError(f"lengthscale: must be a scalar or have shape [{d}], got shape {np.shape(lengthscale)}")
+    ls = jnp.broadcast_to(jnp.asarray(lengthscale, dt), (d,))
     return GPParams(jnp.log(jnp.asarray(signal_std, dt)), jnp.log(jnp.asarray(noise_std, dt)), jnp.log(ls))
 
 
