@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
+import dataclasses
 import statistics
 
 import jax
@@ -48,6 +49,7 @@ __all__ = [
     "sequential",
     "keep_if",
     "skip_nonfinite",
+    "StaticOptions",
     "learnable",
     "welford_update",
 ]
@@ -203,6 +205,28 @@ class StudentTPrediction(NamedTuple):
         const = 2.0 * jnp.sqrt(nu) / (nu - 1.0) * jnp.exp(lbeta(0.5, nu - 0.5) - 2.0 * lbeta(0.5, 0.5 * nu))
         pdf = jnp.exp(jax.scipy.stats.t.logpdf(z, nu))
         return self.scale * (z * (2.0 * student_t_cdf(z, nu) - 1.0) + 2.0 * pdf * (nu + z * z) / (nu - 1.0) - const)
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class StaticOptions:
+    """The static options a state was built for, carried in the tree's *structure*, not its leaves.
+
+    A state field of this type has no arrays: ``jit``, ``vmap`` and ``scan`` pass it through
+    unchanged, and two states built for different options have different tree structures, so
+    :func:`~onlinejax.checkpoint.load_checkpoint` refuses a file saved under other options
+    (e.g. ``bounds="bayes"`` into a ``bounds="asymptotic"`` learner, whose arrays look alike).
+
+    Attributes:
+      items: ``((name, value), ...)`` with hashable values.
+    """
+
+    items: tuple = ()
+
+    @classmethod
+    def of(cls, **options) -> "StaticOptions":
+        """``StaticOptions.of(bounds="bayes")``; the names are sorted."""
+        return cls(tuple(sorted(options.items())))
 
 
 class Learner(NamedTuple):

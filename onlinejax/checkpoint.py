@@ -50,8 +50,10 @@ def save_checkpoint(path: str | os.PathLike, tree: Any, *, meta: Mapping[str, An
       path: output file; ``.npz`` is appended by NumPy when missing.
       tree: e.g. a learner state, a metric accumulator state, or a tuple of both.
       meta: optional JSON-able mapping stored with the tree, for what the state's
-        structure does not show — e.g. ``{"bounds": "bayes"}``: the two ``bounds`` of
-        :func:`~onlinejax.linear.windowed_bayes_linreg` share one state layout.
+        structure does not show — e.g. ``{"data": "sensor-7", "model": "v2"}``. (Static
+        options of a learner that leave the arrays alike, such as the two ``bounds`` of
+        :func:`~onlinejax.linear.windowed_bayes_linreg`, are in the structure already:
+        :class:`~onlinejax.base.StaticOptions`.)
         :func:`load_checkpoint` given ``meta`` refuses a file saved with another.
     """
     from . import __version__

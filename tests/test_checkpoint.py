@@ -107,8 +107,9 @@ def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
         load_checkpoint(tmp_path / "other.npz", {"a": jnp.ones(2)})
 
 
-def test_meta_refuses_a_template_of_another_configuration(tmp_path):
-    """bounds='bayes' and 'asymptotic' share one state layout: meta tells them apart."""
+def test_a_template_of_another_configuration_is_refused(tmp_path):
+    """bounds='bayes' and 'asymptotic' share one array layout: the state's static options tell them
+    apart without being asked, and meta checks what the user adds."""
     from onlinejax.linear import windowed_bayes_linreg
 
     bayes, asym = windowed_bayes_linreg(2, 5, bounds="bayes"), windowed_bayes_linreg(2, 5, bounds="asymptotic")
@@ -117,9 +118,10 @@ def test_meta_refuses_a_template_of_another_configuration(tmp_path):
     back = load_checkpoint(path, bayes.init(), meta={"bounds": "bayes"})
     for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(s)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    load_checkpoint(path, asym.init())  # no meta asked: not checked (as before)
+    with pytest.raises(ValueError, match="(?s)^path: .*structure differs.*bounds"):
+        load_checkpoint(path, asym.init())
     with pytest.raises(ValueError, match="^meta: .*bayes"):
-        load_checkpoint(path, asym.init(), meta={"bounds": "asymptotic"})
+        load_checkpoint(path, bayes.init(), meta={"bounds": "asymptotic"})
     plain = save_checkpoint(tmp_path / "plain.npz", s)
     with pytest.raises(ValueError, match="^meta: .*no meta"):
         load_checkpoint(plain, bayes.init(), meta={"bounds": "bayes"})

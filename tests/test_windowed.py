@@ -342,7 +342,7 @@ def test_module_functions_are_the_learners_core(rng, bounds):
     X, Y = _stream(rng, n, d)
     X, Y = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
     lrn = oj.windowed_bayes_linreg(d, W, alpha=0.5, beta=2.0, bounds=bounds, capacity=7)
-    s, t = lrn.init(), windowed.init(d, 7, 0.5, 2.0, window=W)
+    s, t = lrn.init(), windowed.init(d, 7, 0.5, 2.0, window=W, bounds=bounds)
     _assert_trees_close(s, t, 0.0)
     learn = jax.jit(partial(windowed.learn_one, bounds=bounds))
     predict = jax.jit(jax.vmap(partial(windowed.predict_one, bounds=bounds), in_axes=(None, 0)))

@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, check_int, check_positive, default_float_dtype, make_learner
+from ..base import Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype, make_learner
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -119,6 +119,9 @@ class WindowedBayesState(NamedTuple):
         each scored before it was learned; onestep_n: ``[2]`` their counts (see
         the module doc).
       n_seen, n_skipped: ``[]`` int32 counters.
+      options: the factory's ``bounds`` and ``onestep_floor`` (no arrays: part of the tree
+        structure, so a checkpoint of one configuration does not load into the other;
+        :class:`~onlinejax.base.StaticOptions`).
     """
 
     buffer: RingBuffer
@@ -137,6 +140,7 @@ class WindowedBayesState(NamedTuple):
     onestep_n: Array
     n_seen: Array
     n_skipped: Array
+    options: StaticOptions = StaticOptions()
 
 
 def window_stats(buf: RingBuffer) -> SufficientStats:
@@ -238,7 +242,8 @@ def _check_window(window, capacity: int) -> None:
             raise ValueError(f"window: must be an integer in [1, capacity = {capacity}], got {window!r}")
 
 
-def init(n_features: int, capacity: int, alpha=1.0, beta=1.0, window=None, dtype=None) -> WindowedBayesState:
+def init(n_features: int, capacity: int, alpha=1.0, beta=1.0, window=None, dtype=None, *, bounds: str = "bayes",
+         onestep_floor: bool = True) -> WindowedBayesState:
     """The prior state: an empty window, posterior ``N(0, diag(alpha)⁻¹)``, shadow = prior.
 
     Args:
@@ -249,6 +254,8 @@ def init(n_features: int, capacity: int, alpha=1.0, beta=1.0, window=None, dtype
       window: the window length ``w``, an integer in ``[1, W]`` (an array in
         the state, so it vmaps); default ``W``.
       dtype: floating dtype; default float32 (float64 when x64 is enabled).
+      bounds, onestep_floor: the static options the state is for (those given to
+        :func:`learn_one` / :func:`predict_one`), recorded in ``options``.
     Raises:
       ValueError: naming the argument, for out-of-range concrete values.
     """
@@ -266,6 +273,7 @@ def init(n_features: int, capacity: int, alpha=1.0, beta=1.0, window=None, dtype
         n_shadow=jnp.zeros((), jnp.int32), window=jnp.asarray(window, jnp.int32), alpha=a, prior_alpha=a, beta=b,
         scale=jnp.ones((n_features,), dt), resid_var=1.0 / b, onestep_sum=jnp.zeros((2,), dt),
         onestep_n=jnp.zeros((2,), dt), n_seen=jnp.zeros((), jnp.int32), n_skipped=jnp.zeros((), jnp.int32),
+        options=StaticOptions.of(bounds=bounds, onestep_floor=bool(onestep_floor)),
     )
 
 
@@ -450,7 +458,7 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
     dm = d + int(bool(intercept))
 
     def _init(alpha=alpha, beta=beta, window=w_default, dtype=dtype):
-        return init(dm, W_cap, alpha, beta, window, dtype)
+        return init(dm, W_cap, alpha, beta, window, dtype, bounds=bounds, onestep_floor=onestep_floor)
 
     learner = make_learner(
         init=_init, n_features=dm, skip_nonfinite=True,
