@@ -144,7 +144,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     cols = ("smse", "smse_st", "icr", "saiw", "mlpd_from", "crps", "skill", "atpi")
     print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'SAIW':>9s} {'MLPD':>9s} "
           f"{'CRPS':>9s} {'skill':>8s} {'ATPI (us)':>10s} {'non-finite':>10s}")
-    for r in res.summary(metrics=cols):
+    summary = res.summary(metrics=cols, as_frame=False)
+    for r in summary:
         print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} {r['saiw']:9.4f} "
               f"{r['mlpd_from']:9.3f} {r['crps']:9.4f} {r['skill']:8.3f} {1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
     os.makedirs(out, exist_ok=True)
@@ -158,13 +159,19 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
 
 
 def grid_plots(res, groups, out: str, window: int = 100) -> list:
-    """The main command's figures: sliding-window error with the drift marked, and intervals, for one stream."""
-    from .plots import plot_intervals, plot_pit, plot_windowed_error
+    """The main command's figures: the per-family summary, sliding-window error with the drift marked and
+    intervals for one stream, and PIT histograms."""
+    from .data import parse_name
+    from .plots import plot_grid_summary, plot_intervals, plot_pit, plot_windowed_error
 
     # the first drifting stream of the sample (else the first stream)
     cands = [(g, i) for g in groups for i, c in enumerate(g.change_points) if c >= 0] or [(groups[0], 0)]
     g, i = cands[0]
     name, cp = g.names[i], int(g.change_points[i])
+    try:
+        what = parse_name(name).title
+    except ValueError:  # a stream from outside the thesis grid
+        what = name
     y = np.asarray(g.Y[i], np.float64)
     labels = list(dict.fromkeys(r["learner"] for r in res.rows))
     kernel = np.ones(window) / window
@@ -173,20 +180,23 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
         if (lab, name) in res.predictions:
             m = np.asarray(res.predictions[(lab, name)][0], np.float64)
             curves[lab] = np.convolve((y - m) ** 2, kernel, mode="full")[: len(y)] / np.var(y)
-    paths = [plot_windowed_error(curves, os.path.join(out, "grid_error.png"), drift_at=cp, window=window,
-                                 title=f"{name}: sliding-window SMSE")]
+    n_streams = sum(len(g.names) for g in groups)
+    paths = [plot_grid_summary(res.summary(metrics=("smse", "icr", "skill"), as_frame=False),
+                               os.path.join(out, "grid_summary.png"), metrics=("smse", "icr", "skill"),
+                               title=f"Mean over {n_streams} streams, per family")]
+    paths.append(plot_windowed_error(curves, os.path.join(out, "grid_error.png"), drift_at=cp, window=window,
+                                     title=f"Sliding-window SMSE on {what}"))
     lab = next((l for l in reversed(labels) if l.startswith("Combination")), labels[0])
     m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)][:2])
     lo_i = max(0, (cp if cp >= 0 else len(y) // 2) - 150)
     sl = slice(lo_i, lo_i + 300)
     half = 1.959963984540054 * np.sqrt(v[sl])
     paths.append(plot_intervals(y[sl], m[sl], m[sl] - half, m[sl] + half, os.path.join(out, "grid_intervals.png"),
-                                start=lo_i, drift_at=cp, title=f"{lab} on {name}: mean and 95% interval"))
+                                start=lo_i, drift_at=cp, title=f"{lab}: mean and 95% interval\n{what}"))
     # calibration: PIT histograms per learner over every stream of the run
     # the predictions' own CDFs at the targets (a Student-t or mixture is not its moment-matched Gaussian)
     pits = {lab: np.concatenate([np.asarray(p[2], np.float64) for (l2, _), p in res.predictions.items() if l2 == lab])
             for lab in labels}
-    n_streams = sum(len(g.names) for g in groups)
     paths.append(plot_pit(pits, os.path.join(out, "grid_calibration.png"),
                           title=f"PIT histograms over {n_streams} streams (flat = calibrated)"))
     return paths

@@ -88,13 +88,14 @@ def plot_windowed_error(curves: dict, path=None, *, drift_at=None, title="Slidin
 
 
 def plot_intervals(y, mean, lower, upper, path=None, *, start: int = 0, title="Predictions with 95% intervals",
-                   drift_at=None):
+                   drift_at=None, ylabel="target y"):
     """Targets, predictive means and a central interval band over item index, saved as a PNG.
 
     Args:
       y, mean, lower, upper: ``[m]`` arrays for items ``start .. start + m - 1``.
       path: output PNG (``None``: return the figure).
       drift_at: optional item index of a concept drift (vertical line).
+      ylabel: the y axis's label (the target's name and unit, where known).
     """
     plt = _plt()
     t = np.arange(start, start + len(np.asarray(y)))
@@ -105,6 +106,7 @@ def plot_intervals(y, mean, lower, upper, path=None, *, start: int = 0, title="P
     if drift_at is not None and start <= drift_at < t[-1] + 1:
         ax.axvline(drift_at, color="k", ls="--", lw=1, label="concept drift")
     ax.set_xlabel("item")
+    ax.set_ylabel(ylabel)
     return _finish(fig, ax, title, path)
 
 
@@ -162,16 +164,40 @@ def plot_phases(error, modes, path=None, *, names=("cold start", "stable", "high
     return _finish(fig, ax, title, path)
 
 
-def plot_grid_summary(summary: list, path=None, *, by: str = "family", metrics=("smse", "icr"),
-                      title="Grid summary (mean over streams)"):
-    """Grouped bars of :meth:`onlinejax.evaluation.GridResult.summary` rows, one panel per metric."""
+#: Panel titles of :func:`plot_grid_summary`: what each metric is and which way is better.
+METRIC_LABELS = {
+    "smse": "SMSE (MSE / Var y; lower is better)",
+    "smse_st": "SMSE-ST (stable items; lower is better)",
+    "icr": "ICR: coverage of the 95% intervals",
+    "saiw": "SAIW (interval width / |mean y|)",
+    "mlpd": "MLPD (nats; higher is better)",
+    "mlpd_from": "MLPD from item 3 (nats; higher is better)",
+    "skill": "log-score skill over climatology (nats)",
+    "crps": "CRPS (lower is better)",
+    "atpi": "ATPI: seconds per item",
+}
+
+
+def plot_grid_summary(summary, path=None, *, by: str = "family", metrics=("smse", "icr"),
+                      title="Grid summary (mean over streams)", level: float = 0.95):
+    """Bars of :meth:`onlinejax.evaluation.GridResult.summary` rows, one panel per metric.
+
+    Args:
+      summary: the summary's rows (a list of dicts) or its ``pandas.DataFrame``.
+      by: the column naming each bar.
+      metrics: one panel each, titled from :data:`METRIC_LABELS`; ``icr`` gets a line at ``level``.
+    """
     plt = _plt()
+    rows = summary.to_dict("records") if hasattr(summary, "to_dict") else list(summary)
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 4.2), squeeze=False)
-    labels = [str(r[by]) for r in summary]
+    labels = [str(r[by]) for r in rows]
     for ax, m in zip(axes[0], metrics):
-        ax.bar(np.arange(len(summary)), [r[m] for r in summary], color="tab:blue")
-        ax.set_xticks(np.arange(len(summary)), labels, rotation=35, ha="right", fontsize=8)
-        ax.set_title(m.upper())
+        ax.bar(np.arange(len(rows)), [r[m] for r in rows], color="tab:blue")
+        if m.startswith("icr"):
+            ax.axhline(level, color="k", ls=":", lw=1, label=f"nominal {level:.0%}")
+            ax.legend(fontsize=8)
+        ax.set_xticks(np.arange(len(rows)), labels, rotation=35, ha="right", fontsize=8)
+        ax.set_title(METRIC_LABELS.get(m, m.upper()), fontsize=10)
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(title)
     return _save_or_return(fig, path)

@@ -140,7 +140,7 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     with open(tmp_path / "grid.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 24 and {r["learner"] for r in rows} == {"KernelRegression_WS32", "BayesianMAPForgettingMapped_FF0.05"}
-    for png in ("grid_error.png", "grid_intervals.png", "grid_calibration.png"):
+    for png in ("grid_summary.png", "grid_error.png", "grid_intervals.png", "grid_calibration.png"):
         assert os.path.getsize(tmp_path / png) > 1000
     assert "skill" in out and "MLPD" in out and "CRPS" in out
     assert main(["grid", "--learners", "NoSuchLearner", "--out", str(tmp_path)]) == 2

@@ -85,8 +85,15 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
     with open(path) as f:
         table = list(csv.DictReader(f))
     assert len(table) == len(chunked.rows) and {"learner", "stream", "smse", "smse_st", "icr", "atpi", "noise_std"} <= set(table[0])
-    summ = chunked.summary()
+    summ = chunked.summary(as_frame=False)
     assert [s["family"] for s in summ] == ["linear", "kr"] and summ[0]["rows"] == 4
+    frame = chunked.summary()  # pandas is installed with the test extra
+    assert list(frame["family"]) == ["linear", "kr"] and list(frame.columns[:2]) == ["family", "rows"]
+    for m in ("smse", "icr"):  # the mean over a family's rows, recomputed from the table
+        want = [np.mean([r[m] for r in chunked.rows if r["family"] == f]) for f in ("linear", "kr")]
+        np.testing.assert_allclose(frame[m].to_numpy(), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="^by: "):
+        chunked.summary(by="nope")
 
 
 def test_vmap_width_does_not_change_rows(groups):

@@ -320,3 +320,20 @@ def test_metrics_do_not_know_the_combination():
     mods += [a.name for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names]
     assert not [m for m in mods if "combination" in m], mods
     assert "log_weights" not in src and 'hasattr(pred' not in src
+
+
+def test_scale_free_metrics_are_nan_not_infinite_on_constant_targets():
+    """A 1-item (or constant) stream has Var[y] = 0: SMSE was -inf/inf and polluted summaries."""
+    import onlinejax as oj
+    from onlinejax.evaluation.metrics import prequential
+
+    acc = prequential(level=0.95)
+    s = acc.init()
+    for _ in range(3):
+        s = acc.update(s, jnp.asarray(2.0), oj.Prediction(jnp.asarray(1.0), jnp.asarray(1.0)))
+    v = acc.value(s)
+    assert np.isnan(float(v["smse"])) and np.isnan(float(v["r2"]))
+    np.testing.assert_allclose(float(v["mse"]), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(float(v["saiw"]), 2 * 1.959963984540054 / 2.0, rtol=1e-5)
+    s = acc.update(acc.init(), jnp.asarray(0.0), oj.Prediction(jnp.asarray(1.0), jnp.asarray(1.0)))
+    assert np.isnan(float(acc.value(s)["saiw"]))

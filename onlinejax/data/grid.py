@@ -74,6 +74,14 @@ class GridStream(NamedTuple):
                 f"{self.input_scale}_{self.noise_std}_{self.growth1}{self.growth2}")
 
     @property
+    def title(self) -> str:
+        """A readable description for plot titles, e.g. ``"d=2, quadratic_sum, noise σ=3, inputs ×50, drift at 1000"``."""
+        g1, g2 = GROWTH_CODES[self.growth1], GROWTH_CODES[self.growth2]
+        growth = g1 if g1 == g2 else f"{g1} | {g2} (discontinuous)"
+        change = f"drift at {self.change_point}" if self.drift else "no drift"
+        return f"d={self.dim}, {growth}, noise σ={self.noise_std}, inputs ×{self.input_scale}, {change}"
+
+    @property
     def change_point(self) -> int:
         """Item index of the drift (``size // 2``), or -1."""
         return self.size // 2 if self.drift else -1

@@ -108,11 +108,36 @@ class GridResult(NamedTuple):
         return str(path)
 
     def summary(self, by: str = "family", metrics: Sequence[str] = ("smse", "smse_st", "icr", "saiw", "atpi"),
-                how: str = "mean") -> list:
+                how: str = "mean", as_frame: bool | None = None):
         """Aggregate the metrics per ``by`` value (thesis Fig. 6.4: mean over streams).
 
         Non-finite values are left out of the aggregate; ``nonfinite_rows`` counts the rows left out.
+
+        Args:
+          by: the row key to group by (``"family"``, ``"learner"``, ``"d"``, ...).
+          metrics: the columns to aggregate (:data:`ROW_METRICS`, ``"atpi"``, ...).
+          how: ``"mean"`` or ``"median"``.
+          as_frame: ``None``: a ``pandas.DataFrame`` when pandas is installed, else a list of
+            dicts; ``True``: a DataFrame (``ImportError`` without pandas); ``False``: the list.
+        Returns:
+          One row per group: ``by``, ``rows`` (rows in the group), the metrics, ``nonfinite_rows``.
         """
+        if how not in ("mean", "median"):
+            raise ValueError(f"how: must be 'mean' or 'median', got {how!r}")
+        out = self._summary_rows(by, tuple(metrics), how)
+        if as_frame is False:
+            return out
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_frame:
+                raise
+            return out
+        return pd.DataFrame(out, columns=[by, "rows", *metrics, "nonfinite_rows"])
+
+    def _summary_rows(self, by: str, metrics: tuple, how: str) -> list:
+        if self.rows and by not in self.rows[0]:
+            raise ValueError(f"by: {by!r} is not a column; the columns are {self.columns()}")
         agg = {"mean": np.mean, "median": np.median}[how]
         groups: dict = {}
         for r in self.rows:

@@ -6,11 +6,13 @@ prediction ``N(μ, σ²)`` for a target ``y`` and reports them all:
 =========  =====================================================================
 ``mae``    mean ``|y - μ|``
 ``mse``    mean ``(y - μ)²``;  ``rmse = sqrt(mse)``
-``smse``   ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population)
+``smse``   ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population;
+           NaN when ``Var[y] = 0``, e.g. a 1-item stream)
 ``r2``     ``1 - smse``
 ``icr``    interval containment ratio: share of ``y`` inside the central
            ``level`` interval (thesis 6.1.3)
-``aiw``    average interval width;  ``saiw = aiw / |mean(y)|`` (thesis 6.1.3)
+``aiw``    average interval width;  ``saiw = aiw / |mean(y)|`` (thesis 6.1.3; NaN
+           when ``mean(y) = 0``)
 ``mlpd``   mean log predictive density ``log N(y; μ, σ²)``
 ``crps``   mean continuous ranked probability score of the Gaussian, closed
            form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ``
@@ -157,10 +159,12 @@ class Accumulator(NamedTuple):
 
 def _finish(mean_q: Array, y_mean: Array, y_var: Array, n_nonfinite: Array) -> dict:
     mae, mse, icr, aiw, lpd, crps = (mean_q[..., i] for i in range(6))
-    smse = mse / y_var
+    # undefined (NaN, left out of summaries) for constant targets, e.g. a 1-item stream, not ±inf
+    smse = jnp.where(y_var > 0, mse / jnp.where(y_var > 0, y_var, 1.0), jnp.nan)
+    saiw = jnp.where(y_mean != 0, aiw / jnp.where(y_mean != 0, jnp.abs(y_mean), 1.0), jnp.nan)
     return {
         "mae": mae, "mse": mse, "rmse": jnp.sqrt(mse), "smse": smse, "r2": 1.0 - smse,
-        "icr": icr, "aiw": aiw, "saiw": aiw / jnp.abs(y_mean), "mlpd": lpd, "crps": crps,
+        "icr": icr, "aiw": aiw, "saiw": saiw, "mlpd": lpd, "crps": crps,
         "n_nonfinite": n_nonfinite,
     }
 
