@@ -70,7 +70,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, check_int, check_positive, keep_if, make_learner, state_dtype
+from .base import describe_factory, Learner, Prediction, check_int, check_positive, keep_if, make_learner, state_dtype
 from .batching import cond_if_any
 
 Array = jax.Array
@@ -325,6 +325,7 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
     return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s
 
 
+@describe_factory
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None = 1) -> Learner:

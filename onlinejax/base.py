@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Optional
 
 import dataclasses
+import functools
 import statistics
 
 import jax
@@ -49,6 +50,8 @@ __all__ = [
     "sequential",
     "keep_if",
     "skip_nonfinite",
+    "describe_factory",
+    "tree_repr",
     "StaticOptions",
     "learnable",
     "welford_update",
@@ -250,6 +253,8 @@ class Learner(NamedTuple):
         the oldest item of the window (the item comes from the window itself).
       tune: optional ``tune(state, **options) -> state``: re-estimate the
         hyperparameters from the learner's own data and rebuild the state.
+      description: the call that built the learner (``"windowed_bayes_linreg(3, 64)"``),
+        set by the public factories (:func:`describe_factory`); used by ``repr``.
     """
 
     init: Callable[..., State]
@@ -259,6 +264,70 @@ class Learner(NamedTuple):
     n_features: int
     downdate: Optional[Callable[..., State]] = None
     tune: Optional[Callable[..., State]] = None
+    description: Optional[str] = None
+
+    def __repr__(self) -> str:
+        extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]
+        what = self.description or "make_learner(...)"
+        return f"Learner({what}; n_features={self.n_features}" + (f"; with {', '.join(extra)})" if extra else ")")
+
+
+def _leaf_repr(a) -> str:
+    if not hasattr(a, "shape"):
+        return repr(a)
+    if a.shape == () and not isinstance(a, jax.core.Tracer):
+        v = np.asarray(a).item()
+        return f"{v:.4g}" if isinstance(v, float) else repr(v)
+    return f"{np.dtype(a.dtype).name}{list(a.shape)}"
+
+
+def tree_repr(tree, depth: int = 2) -> str:
+    """A one-line summary of a pytree: NamedTuple fields by name, arrays by dtype and shape, scalars by value.
+
+    ``BayesLinRegState(mean=float32[2], cov_sqrt=float32[2, 2], beta=1, ...)``: what a ``repr`` of
+    a state or a result shows instead of every element.
+    """
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        if depth == 0:
+            return f"{type(tree).__name__}(...)"
+        inner = ", ".join(f"{k}={tree_repr(getattr(tree, k), depth - 1)}" for k in tree._fields)
+        return f"{type(tree).__name__}({inner})"
+    if isinstance(tree, dict):
+        if depth == 0:
+            return "{...}"
+        return "{" + ", ".join(f"{k!r}: {tree_repr(v, depth - 1)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, (list, tuple)):
+        return f"{type(tree).__name__}[{len(tree)}]"
+    return _leaf_repr(tree)
+
+
+def _short_repr(v) -> str:
+    """A value in a factory call's description: learners by their description, big arrays by shape."""
+    if isinstance(v, Learner):
+        return v.description or "Learner(...)"
+    if isinstance(v, (np.ndarray, jax.Array)) and np.size(v) > 4:
+        return f"array{list(np.shape(v))}"
+    if callable(v) and hasattr(v, "__qualname__"):
+        return v.__qualname__
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learner"]:
+    """Decorate a public learner factory so that its learners' ``repr`` shows the call that built them.
+
+    ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
+    ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
+    wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
+    """
+
+    @functools.wraps(factory)
+    def wrapped(*args, **kwargs):
+        out = factory(*args, **kwargs)
+        call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
+        return out._replace(description=f"{factory.__name__}({call})")
+
+    return wrapped
 
 
 # --------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner,
+from .base import (
+    describe_factory,Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner,
                    welford_update)
 from .batching import cond_if_any
 
@@ -89,6 +90,7 @@ def climatology_predict(s: ClimatologyState) -> Prediction:
     return Prediction(s.mean, jnp.maximum(var, floor))
 
 
+@describe_factory
 def climatology(n_features: int, *, prior_var=1.0, dtype=None) -> Learner:
     """Climatology: predict every target from the running mean and variance of the targets so far.
 
@@ -159,6 +161,7 @@ def train_once_predict(learner: Learner, s: TrainOnceState, x: jax.Array) -> Pre
     return learner.predict(s.inner, x)
 
 
+@describe_factory
 def train_once(learner: Learner, n_train: int, *, tune: bool = True) -> Learner:
     """Wrap ``learner`` so that it learns only its first ``n_train`` items.
 
@@ -205,6 +208,7 @@ def recorded_predict(s: RecordedState, x: jax.Array) -> Prediction:
     return Prediction(s.mean[t], s.var[t])
 
 
+@describe_factory
 def recorded(n_features: int = 1) -> Learner:
     """A learner that replays recorded predictions: item ``t`` is predicted as ``N(mean[t], var[t])``.
 

@@ -115,6 +115,7 @@ import numpy as np
 from jax.scipy.special import ndtri
 
 from .base import (
+    describe_factory,
     Learner,
     learnable,
     Prediction,
@@ -763,6 +764,7 @@ def _check_recal(decay, clip, max_scale, error_cap, prefix=""):
     return RecalibrationOptions(float(decay), float(clip), float(max_scale), cap)
 
 
+@describe_factory
 def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
                 error_cap: Optional[float] = None) -> Learner:
     """Wrap ``learner`` so its predictive variance is multiplied by a running mean of its ``z²``.
@@ -793,6 +795,7 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
     return _calibrated(learner, _check_recal(decay, clip, max_scale, error_cap), None)
 
 
+@describe_factory
 def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.01,
               window: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
               max_scale: float = 1e4, recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
@@ -870,6 +873,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     return _calibrated(learner, rc, cc)
 
 
+@describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
                recalibrate: float = 0.99, lr: float = 0.01, warmup: Optional[int] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
@@ -899,6 +903,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
                      recalibrate=recalibrate, df=df)
 
 
+@describe_factory
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
                             level: float = 0.95) -> Learner:
     """Bayesian linear regression with an intercept, evidence-tunable, made :func:`calibrated`.

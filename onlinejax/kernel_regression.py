@@ -127,7 +127,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from .base import describe_factory, Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from .window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array
@@ -500,7 +500,7 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
     return Prediction(mean, jnp.where(jnp.isfinite(var) & (var > 0), var, cap))  # cap: target overflow only
 
 
-def tune(state: KernelRegressionState, *, alphas=THESIS_ALPHAS) -> KernelRegressionState:
+def tune(state: KernelRegressionState, *, alphas=None) -> KernelRegressionState:
     """Pick the bandwidth ``H = α·COV`` by leave-one-out CV over the grid ``alphas`` (thesis 4.3.2.4, Algorithm 4).
 
     Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`); the
@@ -510,12 +510,13 @@ def tune(state: KernelRegressionState, *, alphas=THESIS_ALPHAS) -> KernelRegress
 
     Args:
       state: the current state.
-      alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array).
+      alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array);
+        ``None``: :data:`THESIS_ALPHAS`.
     """
     s = state
     buf = s.buffer
     dt = buf.y.dtype
-    grid = jnp.asarray(alphas, dt)
+    grid = jnp.asarray(THESIS_ALPHAS if alphas is None else alphas, dt)
     scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
     current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
     scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
@@ -528,8 +529,9 @@ def tune(state: KernelRegressionState, *, alphas=THESIS_ALPHAS) -> KernelRegress
                       bandwidth_scale=jnp.where(better, grid[best], s.bandwidth_scale))
 
 
+@describe_factory
 def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: str = "asymptotic",
-                      interval: str = "prediction", alphas=THESIS_ALPHAS, prior_var=1.0, dtype=None) -> Learner:
+                      interval: str = "prediction", alphas=None, prior_var=1.0, dtype=None) -> Learner:
     """Sliding-window Nadaraya–Watson regression (thesis 4.3.2, 5.4.4) as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -539,8 +541,8 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
         ``init`` overrides).
       bounds: ``"asymptotic"``, ``"exact"`` or ``"thesis"`` (see module doc).
       interval: ``"prediction"`` (adds the residual variance) or ``"confidence"``.
-      alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``); default the
-        thesis's 0.05, 0.06, …, 1.99.
+      alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``); ``None``: the
+        thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`).
       prior_var: predictive variance of an empty window (``N(0, prior_var)``;
         one point ``y₁`` gives ``N(y₁, prior_var + y₁²)``); > 0, an array in the state.
       dtype: default floating dtype.
@@ -559,7 +561,7 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
         raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
     if interval not in INTERVALS:
         raise ValueError(f"interval: must be one of {INTERVALS}, got {interval!r}")
-    alphas_np = np.asarray(alphas, np.float64).reshape(-1)
+    alphas_np = np.asarray(THESIS_ALPHAS if alphas is None else alphas, np.float64).reshape(-1)
     if alphas_np.size == 0 or not np.all(np.isfinite(alphas_np)) or not np.all(alphas_np > 0):
         raise ValueError(f"alphas: must be a non-empty array of finite values > 0, got {alphas!r}")
     check_positive(lengthscale, "lengthscale")

@@ -58,7 +58,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .batching import cond_if_any
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, state_dtype,
+from .base import (
+    describe_factory,Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, state_dtype,
                    welford_update)
 
 Array = jax.Array
@@ -267,6 +268,7 @@ def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeS
     return s._replace(inner=learner.tune(s.inner, **options))
 
 
+@describe_factory
 def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
                 warmup: int | None = None) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Learner, Prediction, coerce_x, coerce_xy, state_dtype
+from .base import Learner, Prediction, coerce_x, coerce_xy, state_dtype, tree_repr
 
 __all__ = ["StatefulLearner"]
 
@@ -140,6 +140,9 @@ class StatefulLearner:
         self._buf = self._packer.pack(state)
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
+
+    def __repr__(self) -> str:
+        return f"StatefulLearner({self.learner!r}, state={tree_repr(self.state, 1)})"
 
     @property
     def state(self):

@@ -169,3 +169,30 @@ def test_finite_items_too_large_to_square_are_skipped(name):
     assert np.isfinite(float(pd.mean)) and float(pd.var) > 0
     np.testing.assert_allclose(float(pd.mean), float(pc.mean), rtol=tol(1e-9, 1e-4), atol=tol(1e-10, 1e-5))
     np.testing.assert_allclose(float(pd.var), float(pc.var), rtol=tol(1e-9, 1e-4))
+
+
+def test_reprs_are_readable():
+    """Learners printed as lists of function addresses, results as whole arrays, and
+    help(kernel_regression) as a 195-element default array."""
+    import inspect
+
+    import onlinejax as oj
+    from onlinejax.evaluation import metrics as M, progressive_validation
+    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.standardize import standardize
+
+    L = oj.windowed_bayes_linreg(3, 16, intercept=True)
+    assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with downdate, tune)"
+    assert repr(standardize(oj.gp.gp_window(2, window=8))).startswith("Learner(standardize(gp_window(2, window=8));")
+    assert "0x" not in repr(oj.bayes_linreg(2)) and repr(oj.bayes_linreg(2)).startswith("Learner(bayes_linreg(2);")
+    n = 3000
+    B = oj.bayes_linreg(2)
+    res = progressive_validation(B, B.init(), np.ones((n, 2)), np.arange(n, dtype=float), metrics=M.prequential())
+    text = repr(res)
+    assert len(text) < 800 and f"mean=float{64 if X64 else 32}[{n}]" in text and f"n_seen={n}" in text
+    assert f"{float(res.metrics['mae']):.4g}" in text  # scalars by value
+    s = oj.StatefulLearner(B)
+    s.step(np.ones(2), 1.0)
+    assert repr(s).startswith("StatefulLearner(Learner(bayes_linreg(2);") and "n_seen=1" in repr(s)
+    sig = str(inspect.signature(kernel_regression))
+    assert "array" not in sig and "alphas=None" in sig

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype
+from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_repr
 from .metrics import Accumulator, score
 
 Array = jax.Array
@@ -148,6 +148,9 @@ class DelayedResult(NamedTuple):
     state: Any
     predictions: Prediction
     metrics: Optional[dict]
+
+    def __repr__(self) -> str:  # shapes and scalar values, not every element
+        return tree_repr(self)
 
 
 @partial(jax.jit, static_argnums=(0, 1, 9))

@@ -85,6 +85,13 @@ class GridResult(NamedTuple):
     compile_seconds: dict
     predictions: dict | None = None
 
+    def __repr__(self) -> str:
+        learners = len({r["learner"] for r in self.rows})
+        streams = len({r.get("stream") for r in self.rows})
+        kept = "" if self.predictions is None else f", predictions of {len(self.predictions)} rows"
+        return (f"GridResult({len(self.rows)} rows: {learners} learners x {streams} streams, "
+                f"{len(self.columns())} columns{kept}; .summary(), .to_pandas(), .to_csv(path))")
+
     def columns(self) -> list:
         """Column names of the table, in first-seen order over the rows."""
         cols: list = []

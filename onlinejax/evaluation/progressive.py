@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype
+from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_repr
 from .metrics import score
 
 Array = jax.Array
@@ -30,6 +30,9 @@ class ProgressiveResult(NamedTuple):
     predictions: Prediction
     metrics: Optional[dict] = None
     records: Any = None
+
+    def __repr__(self) -> str:  # shapes and scalar values, not every element
+        return tree_repr(self)
 
 
 @partial(jax.jit, static_argnums=(0, 1, 2))

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, check_int, default_float_dtype
+from ..base import Learner, check_int, default_float_dtype, tree_repr
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import progressive_validation
@@ -45,6 +45,9 @@ class StreamsResult(NamedTuple):
 
     metrics: dict
     predictions: dict | None
+
+    def __repr__(self) -> str:  # shapes and scalar values, not every element
+        return tree_repr(self)
 
 
 def hyper_states(learner: Learner, hyper: Mapping | None, dtype) -> object:

@@ -110,7 +110,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..base import Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import describe_factory, Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse
 from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential
 from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
@@ -697,6 +697,7 @@ def _check_static_options(n_features: int, mean: str, defaults: tuple, noise_flo
     return float(noise_floor), lengthscale_prior
 
 
+@describe_factory
 def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", signal_std=1.0,
               noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
               tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",

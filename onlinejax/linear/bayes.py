@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 
 from ..base import (
+    describe_factory,
     Learner,
     learnable,
     Prediction,
@@ -249,6 +250,7 @@ def forgetting_from_thesis(forgetting_factor, beta=1.0):
     return lam, lam * beta
 
 
+@describe_factory
 def bayes_linreg(
     n_features: int,
     *,

@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-from ..base import Learner, make_learner
+from ..base import describe_factory, Learner, make_learner
 
 Array = jax.Array
 
@@ -87,6 +87,7 @@ def compose(first: FeatureMap, second: FeatureMap) -> FeatureMap:
     return FeatureMap(first.n_in, second.n_out, lambda x: second.fn(first.fn(x)), second.names)
 
 
+@describe_factory
 def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
     """A learner on raw inputs ``[n_in]`` that runs ``learner`` on ``fmap(x)``.
 

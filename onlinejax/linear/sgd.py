@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..base import Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, learnable, make_learner
+from ..base import describe_factory, Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, learnable, make_learner
 from .features import intercept_features, map_features
 
 Array = jax.Array
@@ -122,6 +122,7 @@ def predict_batch(state: SGDState, X: Array) -> Prediction:
     return Prediction(X @ state.weights, jnp.broadcast_to(state.resid_var, X.shape[:1]))
 
 
+@describe_factory
 def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None = None, *, variance: str = "running",
                noise_var=1.0, decay=0.99, intercept: bool = True, dtype=None) -> Learner:
     """Linear regression trained online by an optax optimizer on the squared loss.

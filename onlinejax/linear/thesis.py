@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, normal_quantile, state_dtype
+from ..base import describe_factory, Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, normal_quantile, state_dtype
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import windowed_bayes_linreg
@@ -165,6 +165,7 @@ def adhoc_predict_one(state: AdHocState, x: Array, *, learner: Learner, burn_in:
     return Prediction(p.mean, jnp.maximum(v_rule, lo_var))
 
 
+@describe_factory
 def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, floor: str = "residual",
                  residual_forgetting=0.99) -> Learner:
     """The thesis's ad-hoc "3-learner ensemble" bounds (5.4.1.1, Fig. 5.4), with a variance floor.
@@ -250,6 +251,7 @@ def _wrap(fm, make):
     return map_features(fm, make(fm.n_out)) if fm else make(None)
 
 
+@describe_factory
 def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K, burn_in=50, level=0.95,
                             floor="residual", residual_forgetting=0.99, mapped=False, intercept=False,
                             dtype=None) -> Learner:
@@ -271,6 +273,7 @@ def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K,
         floor=floor, residual_forgetting=residual_forgetting))
 
 
+@describe_factory
 def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.0, beta=1.0, burn_in=50, level=0.95,
                             floor="residual", residual_forgetting=0.99, mapped=False, intercept=False,
                             dtype=None) -> Learner:
@@ -286,6 +289,7 @@ def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.
         floor=floor, residual_forgetting=residual_forgetting))
 
 
+@describe_factory
 def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False, intercept=False, capacity=None,
                           onestep_floor=True, dtype=None) -> Learner:
     """BayesianMLEWindowed: windowed RLS from ``kI`` with asymptotic bounds (eq. 4.17).
@@ -314,6 +318,7 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False
     return _wrap(fm, make)
 
 
+@describe_factory
 def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0, mapped=False, intercept=False,
                           capacity=None, onestep_floor=True, dtype=None) -> Learner:
     """BayesianMAPWindowed: windowed conjugate model, asymptotic bounds, evidence ``tune``.

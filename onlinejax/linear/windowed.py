@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype, make_learner
+from ..base import describe_factory, Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype, make_learner
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -390,6 +390,7 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
     return s._replace(resid_var=_resid_var(s.buffer, m, b, m.shape[-1], s.scale)) if bounds == "asymptotic" else s
 
 
+@describe_factory
 def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, bounds: str = "bayes",
                           intercept: bool = False, standardize: bool = True, tune_evidence: bool = True,
                           capacity: int | None = None, onestep_floor: bool = True, dtype=None) -> Learner:
