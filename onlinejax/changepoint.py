@@ -1,0 +1,192 @@
+"""Bayesian online changepoint detection (Adams & MacKay 2007, arXiv:0710.3742) as a learner wrapper.
+
+The stream is split into runs by unknown changepoints; after each change the
+model starts afresh from its prior. :func:`bocpd` keeps a posterior over the
+*run length* ``r_t`` (items since the last change, the current one included)
+and, for each run-length hypothesis, its own copy of an inner learner's state
+trained on that run's items only. With a constant hazard ``h`` (the prior
+probability of a change at any item):
+
+* **predict** (A&M eq. 1 with the change-or-grow prior, eq. 2–3): the
+  predictive of ``y_t`` is the mixture
+
+  ``p(y_t | x_t, data) = h·p₀(y_t | x_t) + (1 - h)·Σ_r w_r·p_r(y_t | x_t)``
+
+  of the prior's predictive (a change now) and each run's predictive, with
+  ``w_r = P(r_{t-1} = r | data)``; every component is the inner learner's
+  predictive ``N(μ, σ²)`` (moment-matched when it is not Gaussian), and the
+  result is a :class:`~onlinejax.combination.MixturePrediction` — uncertainty
+  that widens at a change instead of a hard reset.
+* **learn** (A&M eq. 3–4 and the run-length recursion of Algorithm 1): the
+  joint of each hypothesis and ``y_t`` is its mixture weight times its
+  predictive density; the change hypothesis's state learns ``(x_t, y_t)`` from
+  the prior, each run's state learns it on top of its run; the posterior is
+  the joints normalised (their sum is the evidence ``p(y_t | data)``).
+
+Static shapes: the ``R`` most probable hypotheses are kept (``lax.top_k`` of
+the ``R + 1`` candidates after each item), so memory and time are ``R`` inner
+states and ``R + 1`` inner steps per item. Nothing is pruned while ``t < R``,
+and the recursion is then exact (tested against a float64 NumPy reference).
+The hazard is an array in the state, stored as its logit, so it vmaps and
+differentiates (:func:`onlinejax.evaluation.tune_prequential` can tune it).
+
+The module's anatomy: :class:`BOCPDState`; :func:`init`; :func:`components`
+(the predictive mixture's parts); :func:`predict_one`, :func:`learn_one`;
+:func:`changepoint_probability` (pass it as ``record=`` to
+:func:`~onlinejax.evaluation.progressive_validation`); the factory
+:func:`bocpd` binds the inner learner and ``R`` to them.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .base import Learner, check_in_range, check_int, describe_factory, keep_if, make_learner, state_dtype
+from .combination.distribution import MixturePrediction, gaussian_log_density, mixture_prediction
+
+Array = jax.Array
+
+__all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "changepoint_probability",
+           "expected_run_length", "bocpd"]
+
+
+class BOCPDState(NamedTuple):
+    """State of :func:`bocpd` with ``R`` run-length hypotheses.
+
+    Attributes:
+      runs: the inner learner's state with every leaf stacked ``[R, ...]``: hypothesis
+        ``i``'s posterior from the items of its run.
+      prior: the inner learner's initial state (a change starts from it).
+      log_weights: ``[R]`` log run-length posterior ``log P(r_t = run_length_i | data)``;
+        ``-inf`` for unused slots.
+      run_length: ``[R]`` int32 items in each hypothesis's run.
+      logit_hazard: ``[]`` ``log(h / (1 - h))`` of the constant hazard ``h``.
+      cp_prob: ``[]`` posterior probability that a change happened at the last
+        learned item (``P(r_t = 1 | data)``).
+      n_seen, n_skipped: ``[]`` int32 counters.
+    """
+
+    runs: Any
+    prior: Any
+    log_weights: Array
+    run_length: Array
+    logit_hazard: Array
+    cp_prob: Array
+    n_seen: Array
+    n_skipped: Array
+
+
+def init(learner: Learner, n_runs: int, hazard=0.01, **inner_kwargs) -> BOCPDState:
+    """Every hypothesis slot holds the prior; the run length is 0 with probability 1.
+
+    Args:
+      learner: the inner learner (static).
+      n_runs: ``R`` hypotheses kept (static).
+      hazard: ``h ∈ (0, 1)``, the prior probability of a change at each item (an array: vmaps).
+      **inner_kwargs: passed to ``learner.init`` (e.g. ``alpha``, ``beta``, ``dtype``).
+    """
+    check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
+    prior = learner.init(**inner_kwargs)
+    dt = state_dtype(prior)
+    runs = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (n_runs,) + jnp.shape(a)), prior)
+    h = jnp.asarray(hazard, dt)
+    zero_i = jnp.zeros((), jnp.int32)
+    return BOCPDState(runs=runs, prior=prior, log_weights=jnp.full((n_runs,), -jnp.inf, dt).at[0].set(0.0),
+                      run_length=jnp.zeros((n_runs,), jnp.int32), logit_hazard=jnp.log(h) - jnp.log1p(-h),
+                      cp_prob=jnp.zeros((), dt), n_seen=zero_i, n_skipped=zero_i)
+
+
+def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array, Array, Array]:
+    """The predictive mixture's parts for ``x: [d]``: a change now, then each hypothesis going on.
+
+    Returns:
+      ``(log_weights [R + 1], means [R + 1], vars [R + 1])``: ``log h`` with the prior's
+      predictive, then ``log(1 - h) + log w_r`` with run ``r``'s predictive (A&M eq. 3 with the
+      constant hazard's change-or-grow prior).
+    """
+    p0 = learner.predict(state.prior, x)
+    pr = jax.vmap(learner.predict, in_axes=(0, None))(state.runs, x)
+    lw = jnp.concatenate([jax.nn.log_sigmoid(state.logit_hazard)[None],
+                          jax.nn.log_sigmoid(-state.logit_hazard) + state.log_weights])
+    means = jnp.concatenate([jnp.reshape(p0.mean, (1,)), pr.mean])
+    vars = jnp.concatenate([jnp.reshape(p0.var, (1,)), pr.var])
+    return lw, means, vars
+
+
+def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePrediction:
+    """``p(y | x, data)``: the mixture over a change now and the kept run lengths (module doc)."""
+    return mixture_prediction(*components(state, x, learner=learner))
+
+
+def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOCPDState:
+    """The run-length recursion for one item (``x: [d]``, ``y: []``), pruned to the ``R`` most probable.
+
+    Joints ``a_0 = h·p₀(y)`` (a change: the prior learns the item, run length 1) and
+    ``a_{r+1} = (1 - h)·w_r·p_r(y)`` (run ``r`` learns it and grows); the posterior is
+    ``a / Σa`` over the ``R`` largest (A&M Algorithm 1, steps 3–7). An item no hypothesis
+    can explain (all joints ``-inf`` or NaN) leaves the state unchanged but ``n_skipped``.
+    """
+    lw, means, vars = components(state, x, learner=learner)
+    joint = lw + gaussian_log_density(y, means, vars)
+    joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
+    grown = jax.vmap(learner.learn, in_axes=(0, None, None))(state.runs, x, y)
+    fresh = learner.learn(state.prior, x, y)
+    cand = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), fresh, grown)
+    length = jnp.concatenate([jnp.ones((1,), jnp.int32), state.run_length + 1])
+    n_runs = state.log_weights.shape[0]
+    top, idx = jax.lax.top_k(joint, n_runs)
+    log_evidence = jax.nn.logsumexp(joint)
+    ok = jnp.isfinite(log_evidence)
+    new = state._replace(runs=jax.tree_util.tree_map(lambda a: a[idx], cand),
+                         log_weights=top - jax.nn.logsumexp(top), run_length=length[idx],
+                         cp_prob=jnp.exp(joint[0] - log_evidence), n_seen=state.n_seen + 1)
+    return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
+
+
+def changepoint_probability(state: BOCPDState) -> Array:
+    """``[]`` ``P(a change at the last learned item | data)``; a ``record=`` function for
+    :func:`~onlinejax.evaluation.progressive_validation` (pass this same object: no recompiles)."""
+    return state.cp_prob
+
+
+def expected_run_length(state: BOCPDState) -> Array:
+    """``[]`` posterior mean run length ``Σ_r w_r·r`` over the kept hypotheses."""
+    return jnp.sum(jnp.exp(state.log_weights) * state.run_length.astype(state.log_weights.dtype))
+
+
+@describe_factory
+def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
+    """Bayesian online changepoint detection over any learner (Adams & MacKay 2007; module doc).
+
+    Args:
+      learner: the inner learner, e.g. :func:`~onlinejax.linear.bayes_linreg` (each run-length
+        hypothesis keeps its own state, so a conjugate, non-windowed learner is the natural choice).
+      n_runs: ``R >= 2`` hypotheses kept (static): memory ``R`` inner states, time ``R + 1``
+        inner steps per item; ``R`` a few times the expected run length ``1/h`` loses little.
+      hazard: default ``h ∈ (0, 1)`` for ``init``; an array in the state (``init(hazard=)``).
+    Returns:
+      A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
+      :class:`~onlinejax.combination.MixturePrediction`. Non-finite items are skipped
+      (``n_skipped``); record the changepoint probabilities with
+      ``progressive_validation(..., record=changepoint_probability)``.
+
+    Example::
+
+        learner = bocpd(bayes_linreg(2, alpha=1.0, beta=25.0), n_runs=64, hazard=1 / 200)
+        res = progressive_validation(learner, learner.init(), X, Y, record=changepoint_probability)
+        res.records      # [n] P(change at item t | items 1..t)
+    """
+    if not isinstance(learner, Learner):
+        raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
+    R = check_int(n_runs, "n_runs", 2)
+    check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
+
+    def _init(hazard=hazard, **inner_kwargs):
+        return init(learner, R, hazard, **inner_kwargs)
+
+    return make_learner(init=_init, learn_one=partial(learn_one, learner=learner),
+                        predict_one=partial(predict_one, learner=learner), n_features=learner.n_features,
+                        skip_nonfinite=True)

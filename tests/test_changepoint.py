@@ -1,0 +1,143 @@
+"""BOCPD (Adams & MacKay 2007) against a float64 NumPy reference of the run-length recursion."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+import onlinejax as oj
+from onlinejax.changepoint import bocpd, changepoint_probability, expected_run_length
+from onlinejax.evaluation import evaluate_streams, progressive_validation
+from conftest import X64, tol
+
+ALPHA, BETA = 0.5, 4.0
+
+
+def _blr_predictive(X, Y, x):
+    """Closed-form Bayesian linear regression on a run's items (Bishop eq. 3.53–3.59), float64."""
+    d = x.shape[0]
+    S = np.linalg.inv(ALPHA * np.eye(d) + BETA * X.T @ X)
+    m = BETA * S @ X.T @ Y
+    return float(m @ x), float(1.0 / BETA + x @ S @ x)
+
+
+def reference(X, Y, h):
+    """Every run-length hypothesis kept: ``(log_weight, item indices of its run)``; per item the mixture
+    moments, ``log p(y_t | data)`` and ``P(change at t | data)``."""
+    hyps = [(0.0, [])]
+    out = []
+    for t in range(len(Y)):
+        comps = [(np.log(h), [])] + [(np.log1p(-h) + lw, run) for lw, run in hyps]
+        pred = [_blr_predictive(X[run].reshape(-1, X.shape[1]), Y[run], X[t]) for _, run in comps]
+        lw = np.array([c[0] for c in comps])
+        mu = np.array([p[0] for p in pred])
+        var = np.array([p[1] for p in pred])
+        w = np.exp(lw - logsumexp(lw))
+        mean = w @ mu
+        joint = lw + stats.norm.logpdf(Y[t], mu, np.sqrt(var))
+        ev = logsumexp(joint)
+        out.append((mean, w @ (var + (mu - mean) ** 2), ev, np.exp(joint[0] - ev)))
+        hyps = [(j - ev, run + [t]) for j, (_, run) in zip(joint, comps)]
+    return np.array(out), hyps
+
+
+def _map_run_length(state):
+    return state.run_length[jnp.argmax(state.log_weights)]
+
+
+def _stream(rng, n, change=None):
+    X = rng.normal(size=(n, 2))
+    w1, w2 = rng.normal(size=2) * 2, rng.normal(size=2) * 2
+    f = np.where(np.arange(n) < (change or n), X @ w1, X @ w2)
+    return X, f + rng.normal(size=n) / np.sqrt(BETA)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_recursion_while_nothing_is_pruned(seed):
+    rng = np.random.default_rng(seed)
+    n, h = 14, 0.2
+    X, Y = _stream(rng, n, change=7)
+    ref, hyps = reference(X, Y, h)
+    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=n + 2, hazard=h)
+    res = progressive_validation(L, L.init(), X, Y, record=changepoint_probability)
+    rtol = tol(1e-9, 2e-4)
+    np.testing.assert_allclose(np.asarray(res.predictions.mean), ref[:, 0], rtol=rtol, atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(np.asarray(res.predictions.var), ref[:, 1], rtol=rtol)
+    np.testing.assert_allclose(np.asarray(res.predictions.log_prob(jnp.asarray(Y, res.predictions.mean.dtype))),
+                               ref[:, 2], rtol=rtol, atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(np.asarray(res.records), ref[:, 3], rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
+    # the final run-length posterior: by run length, as the reference's hypotheses
+    s = res.state
+    got, want = {}, {}  # two hypotheses of one length (a change at the first item, or none) add up
+    for r, w in zip(np.asarray(s.run_length), np.exp(np.asarray(s.log_weights, np.float64))):
+        if w > 0:
+            got[int(r)] = got.get(int(r), 0.0) + w
+    for lw, run in hyps:
+        want[len(run)] = want.get(len(run), 0.0) + np.exp(lw)
+    assert set(got) == set(want)
+    np.testing.assert_allclose([got[k] for k in sorted(want)], [want[k] for k in sorted(want)],
+                               rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
+    np.testing.assert_allclose(float(expected_run_length(s)), sum(k * v for k, v in want.items()), rtol=tol(1e-8, 1e-3))
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_pruned_detector_finds_the_change_and_predicts_better_after_it(seed):
+    rng = np.random.default_rng(seed)
+    n, change = 300, 150
+    X, Y = _stream(rng, n, change)
+    base = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False)
+    L = bocpd(base, n_runs=8, hazard=1 / 100)
+    res = progressive_validation(L, L.init(), X, Y, record=_map_run_length)
+    r_map = np.asarray(res.records)  # after item t (0-based): the most probable run length
+    assert 8 <= r_map[change + 9] <= 12  # the 10 items since the change
+    assert np.mean(r_map[change - 40:change] >= 40) >= 0.9  # (almost) no false reset before it
+    plain = progressive_validation(base, base.init(), X, Y)
+    after = slice(change, change + 64)
+    lp = np.asarray(res.predictions.log_prob(jnp.asarray(Y, res.predictions.mean.dtype)))[after]
+    lp_plain = np.asarray(plain.predictions.log_prob(jnp.asarray(Y, plain.predictions.mean.dtype)))[after]
+    assert lp.mean() > lp_plain.mean() + 1.0
+    lo, hi = res.predictions.interval(0.95)
+    covered = (Y >= np.asarray(lo)) & (Y <= np.asarray(hi))
+    assert covered[change + 10:].mean() > 0.85
+
+
+def test_hazard_vmaps_without_recompiling_and_differentiates():
+    rng = np.random.default_rng(0)
+    X, Y = _stream(rng, 120, 60)
+    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=6)
+    hazards = jnp.asarray([0.002, 0.01, 0.05])
+    res = evaluate_streams(L, X[None], Y[None], hyper={"hazard": hazards})
+    one = [progressive_validation(L, L.init(hazard=float(h)), X, Y).predictions for h in hazards]
+    for i, p in enumerate(one):
+        want = float(np.mean(np.asarray(p.log_prob(jnp.asarray(Y, p.mean.dtype)))))
+        np.testing.assert_allclose(float(res.metrics["mlpd"][i, 0]), want, rtol=tol(1e-9, 1e-4))
+
+    def score(logit_h):
+        s = L.init()._replace(logit_hazard=logit_h)
+        p = progressive_validation(L, s, X, Y).predictions
+        return jnp.mean(p.log_prob(jnp.asarray(Y, p.mean.dtype)))
+
+    x0 = jnp.asarray(np.log(0.01 / 0.99), L.init().logit_hazard.dtype)
+    g = float(jax.grad(score)(x0))
+    eps = 1e-4 if X64 else 1e-2
+    fd = (float(score(x0 + eps)) - float(score(x0 - eps))) / (2 * eps)
+    assert np.isfinite(g)
+    np.testing.assert_allclose(g, fd, rtol=tol(1e-5, 0.05), atol=tol(1e-8, 1e-3))
+
+
+def test_nonfinite_items_are_skipped_and_inputs_checked():
+    L = bocpd(oj.bayes_linreg(2, tunable=False), n_runs=4)
+    s = L.learn(L.init(), np.ones(2), 1.0)
+    t = jax.jit(L.learn)(s, jnp.array([np.nan, 1.0]), 1.0)  # inside jit: skipped (outside: a ValueError)
+    assert int(t.n_skipped) == 1 and int(t.n_seen) == 1
+    for a, b in zip(jax.tree_util.tree_leaves(t.runs), jax.tree_util.tree_leaves(s.runs)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="^hazard: "):
+        bocpd(oj.bayes_linreg(2), hazard=1.0)
+    with pytest.raises(ValueError, match="^hazard: "):
+        L.init(hazard=0.0)
+    with pytest.raises(ValueError, match="^n_runs: "):
+        bocpd(oj.bayes_linreg(2), n_runs=1)
+    with pytest.raises(TypeError, match="^learner: "):
+        bocpd("bayes_linreg")
