@@ -225,19 +225,42 @@ def test_sklearn_clone_and_pickle_round_trip():
     np.testing.assert_array_equal(c.fit(X[:80], y[:80]).predict(X[80:]), clone(model).fit(X[:80], y[:80]).predict(X[80:]))
 
 
-def test_sklearn_bad_input():
+def _error(fn):
+    """``(type, message)`` of what ``fn()`` raises."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the test compares whatever is raised
+        return type(e), str(e)
+    raise AssertionError("did not raise")
+
+
+def test_sklearn_bad_input_raises_what_sklearn_raises():
+    """Each bad input raises the exception scikit-learn's own SGDRegressor (also online) raises, word for word."""
+    from scipy import sparse
+    from sklearn.linear_model import SGDRegressor
+    from sklearn.utils.validation import check_array
+
     X, y = _stream(20)
-    model = OnlineRegressor().fit(X, y)
-    with pytest.raises(ValueError, match="has 2 features, the model was built for 3"):
-        model.predict(X[:, :2])
-    with pytest.raises(ValueError, match="y: expected shape"):
-        OnlineRegressor().fit(X, y[:5])
-    with pytest.raises(ValueError, match="2-d"):
-        OnlineRegressor().fit(X[0], y[:1])
     Xn = X.copy()
     Xn[3, 1] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        OnlineRegressor().fit(Xn, y)
+    cases = {
+        "too few features": lambda est: est.fit(X, y).predict(X[:, :2]),
+        "partial_fit, too few features": lambda est: est.fit(X, y).partial_fit(X[:, :2], y),
+        "inconsistent n": lambda est: est.fit(X, y[:5]),
+        "1-d X": lambda est: est.fit(X[0], y[:1]),
+        "1-d X to predict": lambda est: est.fit(X, y).predict(X[0]),
+        "NaN": lambda est: est.fit(Xn, y),
+        "complex": lambda est: est.fit(X + 1j, y),
+        "empty": lambda est: est.fit(X[:0], y[:0]),
+        "y None": lambda est: est.fit(X, None),
+    }
+    for what, call in cases.items():
+        ours, ref = _error(lambda: call(OnlineRegressor())), _error(lambda: call(SGDRegressor()))
+        assert ours[0] is ref[0] and issubclass(ours[0], ValueError), what
+        assert ours[1] == ref[1].replace("SGDRegressor", "OnlineRegressor"), what
+    ours = _error(lambda: OnlineRegressor().fit(sparse.csr_matrix(X), y))
+    assert ours == _error(lambda: check_array(sparse.csr_matrix(X), accept_sparse=False, input_name="X"))
+    assert ours[0] is TypeError
 
 
 def test_default_sklearn_regressor_on_diabetes_matches_bayesian_ridge():
