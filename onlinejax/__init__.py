@@ -1,6 +1,14 @@
 """onlinejax: online regression learners with uncertainty, and their evaluation, in JAX.
 
-Public names are re-exported here; see ``ARCHITECTURE.md`` for the layout.
+Public names are re-exported here; see ``ARCHITECTURE.md`` for the layout. The guide
+pages below are ``docs/*.md``; ``python docs/make.py`` builds this API reference with
+them (``docs/README.md``).
+
+.. include:: ../docs/for_river_users.md
+
+.. include:: ../docs/for_sklearn_users.md
+
+.. include:: ../docs/metrics.md
 """
 from . import data, evaluation, linear
 from .base import Learner, Prediction, StudentTPrediction, default_float_dtype
