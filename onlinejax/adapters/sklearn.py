@@ -60,8 +60,8 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
       tune_every: call ``learner.tune`` after every this many learned rows (0: never; ``None``:
         every 50 rows for the default learner, never for others).
 
-    Attributes (after ``fit`` / ``partial_fit``):
-      n_features_in_: ``d``.
+    Attributes:
+      n_features_in_: ``d`` (this and the others after ``fit`` / ``partial_fit``).
       feature_names_in_: ``[d]`` the column names, when ``X`` was a ``DataFrame`` with string names.
       state_: the learner's state pytree.
       n_seen_: rows learned since the last ``fit``.

@@ -3,21 +3,16 @@
 Every accumulator tracks the same per-item quantities of a Gaussian
 prediction ``N(μ, σ²)`` for a target ``y`` and reports them all:
 
-=========  =====================================================================
-``mae``    mean ``|y - μ|``
-``mse``    mean ``(y - μ)²``;  ``rmse = sqrt(mse)``
-``smse``   ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population;
-           NaN when ``Var[y] = 0``, e.g. a 1-item stream)
-``r2``     ``1 - smse``
-``icr``    interval containment ratio: share of ``y`` inside the central
-           ``level`` interval (thesis 6.1.3)
-``aiw``    average interval width;  ``saiw = aiw / |mean(y)|`` (thesis 6.1.3; NaN
-           when ``mean(y) = 0``)
-``mlpd``   mean log predictive density ``log N(y; μ, σ²)``
-``crps``   mean continuous ranked probability score of the Gaussian, closed
-           form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ``
-           (Gneiting & Raftery 2007, eq. 21)
-=========  =====================================================================
+| key | value |
+|-----|-------|
+| ``mae`` | mean ``abs(y - μ)`` |
+| ``mse`` | mean ``(y - μ)²``; ``rmse = sqrt(mse)`` |
+| ``smse`` | ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population; NaN when ``Var[y] = 0``, e.g. a 1-item stream) |
+| ``r2`` | ``1 - smse`` |
+| ``icr`` | interval containment ratio: share of ``y`` inside the central ``level`` interval (thesis 6.1.3) |
+| ``aiw`` | average interval width; ``saiw = aiw / abs(mean(y))`` (thesis 6.1.3; NaN when ``mean(y) = 0``) |
+| ``mlpd`` | mean log predictive density ``log N(y; μ, σ²)`` |
+| ``crps`` | mean continuous ranked probability score of the Gaussian, closed form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21) |
 
 (a non-Gaussian prediction — Student-t, Gaussian mixture — supplies its own
 interval, log density and CRPS: :func:`item_quantities`), under one of four
