@@ -39,6 +39,11 @@ millions.
 ``RecommendedCombination`` mixes the four calibrated members with the
 default combination rule and calibrates the mixture the same way
 (:func:`calibrate_combination`).
+``RecommendedBOCPD`` (family ``BOCPD``, not a member of the combination) is
+Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
+over the mapped Bayesian linear model, calibrated the same way: instead of
+forgetting at a fixed rate it keeps 16 run-length hypotheses and restarts
+from the prior where the data say a change happened.
 """
 from __future__ import annotations
 
@@ -47,19 +52,20 @@ import functools
 from .adaptive import adaptive
 from .baseline import climatology, train_once
 from .calibration import calibrated, conformal
+from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
-from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
-                     thesis_features)
+from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
+                     bayesian_mle_windowed, map_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .registry import GridLearner, grid_learner, register
 
 __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
-           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "CLIMATOLOGY", "calibrate_combination",
+           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "RECOMMENDED_BOCPD", "CLIMATOLOGY", "recommended_bocpd", "calibrate_combination",
            "RECOMMENDED_WARMUP", "unit_prior_alpha", "configurations", "register_all"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
@@ -176,6 +182,7 @@ RECOMMENDED_WINDOW = 64
 RECOMMENDED_MEMBERS = ("RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear",
                        "RecommendedForgettingLinear")
 RECOMMENDED_COMBINATION = "RecommendedCombination"
+RECOMMENDED_BOCPD = "RecommendedBOCPD"
 CLIMATOLOGY = "Climatology"
 
 
@@ -193,6 +200,20 @@ def unit_prior_alpha(n_inputs: int) -> float:
     fit noise on real data.
     """
     return float(thesis_features(n_inputs).n_out)
+
+
+def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 250, beta: float = 10.0):
+    """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over the mapped Bayesian linear model, calibrated.
+
+    Each run-length hypothesis is a Bayesian linear regression on the thesis's features
+    (:func:`~onlinejax.linear.thesis_features`) with an intercept and the unit prior
+    (:func:`unit_prior_alpha`); ``beta = 10``: noise of about a third of the standardised
+    target's spread, the scale a change is judged at; the calibration wrapper then fixes the
+    intervals' scale.
+    """
+    fm = thesis_features(n_features)
+    inner = bayes_linreg(fm.n_out, alpha=unit_prior_alpha(n_features), beta=beta, tunable=False, intercept=True)
+    return calibrated(bocpd(map_features(fm, inner), n_runs, hazard=hazard))
 
 
 def _recommended() -> list[GridLearner]:
@@ -222,6 +243,7 @@ def _recommended() -> list[GridLearner]:
                                              recalibrate=rc, correct=mc))
 
     out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined))
+    out.append(grid_learner(RECOMMENDED_BOCPD, "BOCPD", recommended_bocpd))
     out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
     return out
 
@@ -241,9 +263,9 @@ def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
         default combination of the four members).
     Returns:
       :class:`~onlinejax.registry.GridLearner` s, in the order of
-      :data:`RECOMMENDED_MEMBERS`, then the combination.
+      :data:`RECOMMENDED_MEMBERS`, then ``RecommendedBOCPD``, then the combination.
     """
-    names = RECOMMENDED_MEMBERS + ((RECOMMENDED_COMBINATION,) if include_combination else ())
+    names = RECOMMENDED_MEMBERS + (RECOMMENDED_BOCPD,) + ((RECOMMENDED_COMBINATION,) if include_combination else ())
     return [configurations()[n] for n in names]
 
 
