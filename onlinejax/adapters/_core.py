@@ -104,6 +104,29 @@ def build_learner(spec, n_features: int, params: dict) -> Learner:
     return _cached_learner(spec, int(n_features), key)
 
 
+_INITIAL: dict = {}
+
+
+def initial_state(learner: Learner, init_params: dict):
+    """``learner.init(**init_params)``, computed once per learner and parameters and then shared.
+
+    States are immutable pytrees, so models (clones, refits, a learner widened to a width used
+    before) can start from one. Some ``init`` are costly (the calibrated learners' Student-t
+    quantile runs an eager loop that compiles on every call, ~0.5 s); parameters that cannot be
+    hashed are initialised afresh.
+    """
+    try:
+        key = (learner, tuple(sorted(init_params.items())))
+        hit = _INITIAL.get(key)
+    except TypeError:
+        return learner.init(**init_params)
+    if hit is None:
+        if len(_INITIAL) >= 64:  # bounded: drop the oldest entry
+            _INITIAL.pop(next(iter(_INITIAL)))
+        hit = _INITIAL[key] = learner.init(**init_params)
+    return hit
+
+
 class _Plan(NamedTuple):
     """Slots for the names of one item or batch, not yet taken (:meth:`FeatureSlots.plan`)."""
 
@@ -330,7 +353,7 @@ class Engine:
             self.tune_every = AUTO_TUNE_EVERY if self.spec == DEFAULT_LEARNER else 0
         if self.tune_every and lrn.tune is None:
             raise ValueError("tune_every: this learner has no tune")
-        return lrn, lrn.init(**self.init_params)
+        return lrn, initial_state(lrn, self.init_params)
 
     def ready(self) -> None:
         """Build the learner and its initial state once the input width is known."""
