@@ -447,7 +447,8 @@ class Engine:
             self.n_learned += 1 if X.ndim == 1 else X.shape[0]
             return
         Xb, yb = (X[None], y[None]) if X.ndim == 1 else (X, y)
-        coerce_xy(Xb, yb, self.learner.n_features, self.dtype)  # all or none: check before the first chunk
+        if X.ndim == 2:  # all or none: check the batch before its first chunk is learned
+            coerce_xy(Xb, yb, self.learner.n_features, self.dtype)
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
             k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
@@ -476,6 +477,7 @@ class Engine:
 
     def __setstate__(self, d):
         leaves = d.pop("state_leaves")
+        d.setdefault("grow", False)  # pickled before learners could widen
         self.__dict__.update(d)
         self.learner, self._sl = None, None
         if leaves is not None:
