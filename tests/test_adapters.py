@@ -94,7 +94,8 @@ def test_river_reserved_slot_for_emerging_feature_is_exact():
 
 
 def test_river_features_beyond_capacity_are_ignored_and_counted():
-    model = RiverRegressor("bayes_linreg")
+    """A learner that cannot grow (see tests/test_river_adapter.py for those that do) ignores them."""
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8})
     model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
     with pytest.warns(UserWarning, match="'c' arrived after all 2 input slots"):
         model.learn_one({"a": 1.0, "b": 2.0, "c": 5.0}, 1.0)

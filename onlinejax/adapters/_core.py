@@ -1,27 +1,40 @@
 """What the River and scikit-learn adapters share: building a learner from a picklable spec,
-mapping named features onto the learner's fixed input width, and holding the state.
+mapping named features onto the learner's input width, and holding the state.
 
 The functional core needs a static input width ``d``; River hands over dicts whose keys may
-come and go. :class:`FeatureSlots` gives each feature name a slot of a fixed-width vector the
-first time the name is seen, up to a capacity (default: the number of features of the first
-item); a missing feature (absent, ``None`` or NaN in a data frame) is 0 in its slot, and a name
-first seen once the capacity is used up is ignored and counted. For the linear learners a slot
-that has been 0 so far is exactly a weight still at its prior, so reserving slots
-(``n_features=K``) for features that appear later loses nothing.
+come and go. :class:`FeatureSlots` gives each feature name a slot of the input vector:
+
+* Slots are taken only by items that are learned. The slots of an item are planned, the item is
+  learned, and only then are they taken; an item the learner rejects (a non-finite target or
+  feature value, a value that is not a number) raises and leaves slots, state and width as they
+  were. A prediction plans slots for its new names but takes none.
+* The width is ``n_features``, or the number of features of the first item learned.
+* A missing feature (absent, ``None``, or NaN) is 0 in its slot. For the linear learners a slot
+  that has been 0 so far is exactly a weight still at its prior, so a prediction with a name never
+  learned treats its weight as at its prior (as River's ``BayesianLinearRegression`` does).
+* A name that arrives once every slot is taken widens the learner where its state can be widened
+  exactly (:data:`GROWABLE`: ``bayes_linreg`` and the default ``calibrated_bayes_linreg``, without
+  forgetting): the width doubles and :func:`grow_state` pads the state with weights at their prior,
+  so the model predicts as the same learner given the wider width from the start (tested against
+  one). Every other learner (windowed, kernel, GP, SGD, forgetting, a callable) keeps its width:
+  such a name is ignored, counted (``n_ignored``) and warned about once; reserve slots with
+  ``n_features=K`` for features known to come later (exact for the linear learners, see above).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import numpy as np
 
-from ..base import Learner, Prediction
+from ..base import Learner, Prediction, coerce_xy
 from ..stateful import StatefulLearner
 
-__all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
+__all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
+           "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
 
 #: The adapters' default learner: :func:`onlinejax.calibration.calibrated_bayes_linreg` (raw features of
 #: any scale, an intercept, calibrated intervals).
@@ -91,11 +104,45 @@ def build_learner(spec, n_features: int, params: dict) -> Learner:
     return _cached_learner(spec, int(n_features), key)
 
 
+_INITIAL: dict = {}
+
+
+def initial_state(learner: Learner, init_params: dict):
+    """``learner.init(**init_params)``, computed once per learner and parameters and then shared.
+
+    States are immutable pytrees, so models (clones, refits, a learner widened to a width used
+    before) can start from one. Some ``init`` are costly (the calibrated learners' Student-t
+    quantile runs an eager loop that compiles on every call, ~0.5 s); parameters that cannot be
+    hashed are initialised afresh.
+    """
+    try:
+        key = (learner, tuple(sorted(init_params.items())))
+        hit = _INITIAL.get(key)
+    except TypeError:
+        return learner.init(**init_params)
+    if hit is None:
+        if len(_INITIAL) >= 64:  # bounded: drop the oldest entry
+            _INITIAL.pop(next(iter(_INITIAL)))
+        hit = _INITIAL[key] = learner.init(**init_params)
+    return hit
+
+
+class _Plan(NamedTuple):
+    """Slots for the names of one item or batch, not yet taken (:meth:`FeatureSlots.plan`)."""
+
+    assign: dict  # new name -> slot
+    ignored: tuple  # new names left without a slot
+    width: int  # the input width the item needs
+
+
 class FeatureSlots:
     """Names -> slots of a fixed-width input vector (see the module docstring).
 
+    Slots are planned for an item (:meth:`plan`) and taken only once it was learned
+    (:meth:`commit`); a prediction or a rejected item plans and takes nothing.
+
     Args:
-      capacity: the width ``d``; ``None`` takes the number of features of the first item.
+      capacity: the width ``d``; ``None`` takes the number of features of the first item learned.
     """
 
     def __init__(self, capacity: int | None = None):
@@ -108,7 +155,7 @@ class FeatureSlots:
 
     @property
     def n_ignored(self) -> int:
-        """How many distinct names arrived after every slot was taken."""
+        """How many distinct names arrived after every slot was taken (and the learner could not grow)."""
         return len(self.ignored)
 
     @staticmethod
@@ -118,42 +165,143 @@ class FeatureSlots:
         except TypeError:  # mixed key types
             return sorted(keys, key=lambda k: (type(k).__name__, repr(k)))
 
-    def admit(self, keys) -> None:
-        """Give new names a slot (in sorted order, so the key order of a dict does not matter)."""
-        new = [k for k in keys if k not in self.index and k not in self.ignored]
-        if not new:
-            return
-        if self.capacity is None:
-            self.capacity = len(new)
-        for k in self._sorted(new):
-            if len(self.index) < self.capacity:
-                self.index[k] = len(self.index)
-            else:
-                self.ignored.add(k)
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn(f"feature {k!r} arrived after all {self.capacity} input slots were taken; "
-                                  "it is ignored (pass n_features to reserve slots)", stacklevel=4)
+    def plan(self, keys, grow: bool = False) -> _Plan:
+        """Slots for the new names among ``keys``, in sorted order (the key order of a dict does not matter).
 
-    def vector(self, x: Mapping, dtype) -> np.ndarray:
-        """``x`` (a dict of numbers) -> ``[capacity]``; missing features are 0."""
-        self.admit(x.keys())
-        v = np.zeros(self.capacity, dtype)
+        A new name takes the next free slot; with every slot taken it widens the input (doubling
+        the width) if ``grow``, else it is left without one. Nothing is changed here.
+        """
+        index, ignored_before = self.index, self.ignored
+        new = [k for k in keys if k not in index and k not in ignored_before]
+        if not new and self.capacity is not None:  # the common case: every name known
+            return _Plan({}, (), self.capacity)
+        new = list(dict.fromkeys(new))
+        width = max(1, len(new)) if self.capacity is None else self.capacity
+        assign, ignored, used = {}, [], len(self.index)
+        for k in self._sorted(new):
+            if used == width and grow:
+                width *= 2
+            if used < width:
+                assign[k] = used
+                used += 1
+            else:
+                ignored.append(k)
+        return _Plan(assign, tuple(ignored), width)
+
+    def commit(self, plan: _Plan) -> None:
+        """Take the planned slots (once the item was learned); warn once about names left without one."""
+        self.capacity = plan.width
+        self.index.update(plan.assign)
+        self.ignored.update(plan.ignored)
+        if plan.ignored and not self._warned:
+            self._warned = True
+            warnings.warn(f"feature {plan.ignored[0]!r} arrived after all {self.capacity} input slots were taken; "
+                          "it is ignored (pass n_features to reserve slots)", stacklevel=6)
+
+    def _lookup(self, plan: _Plan | None):
+        """``name -> slot or None``: the slots taken, and those ``plan`` would take."""
+        if plan is None or not plan.assign:
+            return self.index.get
+        return lambda k: self.index.get(k, plan.assign.get(k))
+
+    def vector(self, x: Mapping, dtype, plan: _Plan | None = None) -> np.ndarray:
+        """``x`` (a dict of numbers) -> ``[width]``; a missing feature (absent, ``None``, NaN) is 0."""
+        v = np.zeros(self.capacity if plan is None else plan.width, dtype)
+        slot = self._lookup(plan)
         for k, val in x.items():
-            i = self.index.get(k)
-            if i is not None and val is not None:
+            i = slot(k)
+            if i is not None and val is not None and val == val:  # val != val: NaN
                 v[i] = val
         return v
 
-    def matrix(self, columns, values: np.ndarray, dtype) -> np.ndarray:
-        """Columns named ``columns`` of ``values: [b, len(columns)]`` -> ``[b, capacity]``."""
-        self.admit(columns)
-        out = np.zeros((values.shape[0], self.capacity), dtype)
+    def matrix(self, columns, values: np.ndarray, dtype, plan: _Plan | None = None) -> np.ndarray:
+        """Columns named ``columns`` of ``values: [b, len(columns)]`` -> ``[b, width]``; NaN is 0."""
+        out = np.zeros((values.shape[0], self.capacity if plan is None else plan.width), dtype)
+        slot = self._lookup(plan)
         for j, k in enumerate(columns):
-            i = self.index.get(k)
+            i = slot(k)
             if i is not None:
                 out[:, i] = np.where(np.isnan(values[:, j]), 0.0, values[:, j])  # missing -> 0
         return out
+
+
+#: Learners whose state :func:`grow_state` widens exactly: conjugate Bayesian linear regression without
+#: forgetting (a weight whose input has been 0 so far is still at its prior), standardised and calibrated.
+GROWABLE = ("bayes_linreg", "calibrated_bayes_linreg")
+
+
+def can_grow(spec, learner_params: dict, init_params: dict) -> bool:
+    """Whether the learner named ``spec`` widens exactly: one of :data:`GROWABLE`, without forgetting,
+    with a shared (scalar) prior precision."""
+    if not isinstance(spec, str) or spec not in GROWABLE or learner_params.get("forgetting") is not None:
+        return False
+    return all(np.ndim(p.get("alpha", 1.0)) == 0 for p in (learner_params, init_params))
+
+
+def _insert(a, axes, d_old: int, k: int, fill=0.0):
+    """``a`` with ``k`` entries of ``fill`` inserted at index ``d_old`` of each of ``axes``."""
+    a = np.asarray(a)
+    for ax in axes:
+        shape = list(a.shape)
+        shape[ax] = k
+        a = np.concatenate([np.take(a, range(d_old), ax), np.full(shape, fill, a.dtype),
+                            np.take(a, range(d_old, a.shape[ax]), ax)], axis=ax)
+    return a
+
+
+def _grow_linear(s, d_old: int, k: int):
+    """A :class:`~onlinejax.linear.bayes.BayesLinRegState` with ``k`` new weights at their prior,
+    inserted after the ``d_old`` input weights (before an intercept): ``N(0, 1/alpha)``, independent
+    of the others, no data in the statistics. ``None`` without a shared ``alpha`` or with forgetting."""
+    alpha = np.asarray(s.alpha)
+    if not (np.all(alpha == alpha[0]) and float(s.forgetting) == 1.0):
+        return None
+    W = _insert(s.cov_sqrt, (0, 1), d_old, k)
+    new = np.arange(d_old, d_old + k)
+    W[new, new] = 1.0 / np.sqrt(alpha[0])  # S = WWᵀ gets the prior variance there, no covariance
+    g = s.stats
+    return s._replace(mean=_insert(s.mean, (0,), d_old, k), cov_sqrt=W, alpha=_insert(alpha, (0,), d_old, k, alpha[0]),
+                      stats=g._replace(gram=_insert(g.gram, (0, 1), d_old, k), xty=_insert(g.xty, (0,), d_old, k)))
+
+
+def _grow(s, d_old: int, k: int):
+    from ..calibration import CalibratedState
+    from ..linear.bayes import BayesLinRegState
+    from ..standardize import StandardizeState
+
+    if isinstance(s, BayesLinRegState):
+        return _grow_linear(s, d_old, k)
+    if isinstance(s, StandardizeState) and s.warm_x is None:  # an input never seen: mean 0, no spread
+        inner = _grow(s.inner, d_old, k)
+        sc = s.scaler
+        return None if inner is None else s._replace(inner=inner, scaler=sc._replace(
+            x_mean=_insert(sc.x_mean, (0,), d_old, k), x_m2=_insert(sc.x_m2, (0,), d_old, k)))
+    if isinstance(s, CalibratedState):  # the calibrators see predictions only
+        inner = _grow(s.inner, d_old, k)
+        return None if inner is None else s._replace(inner=inner)
+    return None
+
+
+def grow_state(state, template, d_old: int, d_new: int):
+    """The state of a learner of ``d_old`` inputs as that of the same learner of ``d_new`` inputs whose
+    extra inputs have been 0 for every item so far, or ``None`` where that is not known exactly.
+
+    Exact for the :data:`GROWABLE` learners: with the extra inputs 0 the posterior of their weights
+    is the prior, independent of the rest (Bishop eq. 3.53-3.54 with zero columns), and a
+    standardiser has seen mean 0 and no spread there. The posterior's square root differs from a
+    wide learner's by a rotation (``S = WWᵀ`` is the same), so later results agree to rounding.
+
+    Args:
+      state: the current state; template: ``init()`` of the wider learner (its layout and dtypes).
+    """
+    wide = _grow(state, d_old, d_new - d_old)
+    if wide is None:
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(wide)
+    like, tree_t = jax.tree_util.tree_flatten(template)
+    if tree != tree_t or [np.shape(v) for v in leaves] != [np.shape(t) for t in like]:
+        return None
+    return jax.tree_util.tree_map(lambda v, t: jax.numpy.asarray(v, t.dtype), wide, template)
 
 
 class Engine:
@@ -166,9 +314,12 @@ class Engine:
       tune_every: call ``learner.tune`` after every ``tune_every`` learned items (0: never;
         ``None``: every :data:`AUTO_TUNE_EVERY` items for the default learner
         :data:`DEFAULT_LEARNER`, never for others).
+      grow: let named features that arrive once every slot is taken widen the learner, where
+        its state can be widened exactly (:func:`can_grow`, :func:`grow_state`); else they are
+        ignored and counted.
     """
 
-    def __init__(self, learner, learner_params, init_params, n_features, tune_every):
+    def __init__(self, learner, learner_params, init_params, n_features, tune_every, *, grow: bool = False):
         self.spec = learner
         resolve_factory(learner)  # fail early on a bad name
         self.learner_params = dict(learner_params or {})
@@ -179,6 +330,7 @@ class Engine:
         self.auto_tune = tune_every is None
         self.tune_every = 0 if tune_every is None else int(tune_every)
         self.slots = FeatureSlots(n_features)
+        self.grow = bool(grow) and can_grow(learner, self.learner_params, self.init_params)
         self.learner: Learner | None = None
         self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
         self.n_learned = 0
@@ -193,15 +345,15 @@ class Engine:
         self._sl = StatefulLearner(self.learner, state)
 
     # -- lazy build ------------------------------------------------------------------------
-    def _build(self):
-        lrn = build_learner(self.spec, self.slots.capacity, self.learner_params)
+    def _build(self, width: int | None = None):
+        lrn = build_learner(self.spec, self.slots.capacity if width is None else width, self.learner_params)
         if not isinstance(lrn, Learner):
             raise TypeError(f"learner: the factory returned {type(lrn).__name__}, not an onlinejax Learner")
         if self.auto_tune:
             self.tune_every = AUTO_TUNE_EVERY if self.spec == DEFAULT_LEARNER else 0
         if self.tune_every and lrn.tune is None:
             raise ValueError("tune_every: this learner has no tune")
-        return lrn, lrn.init(**self.init_params)
+        return lrn, initial_state(lrn, self.init_params)
 
     def ready(self) -> None:
         """Build the learner and its initial state once the input width is known."""
@@ -215,19 +367,65 @@ class Engine:
         self.ready()
         return self._sl._dtype
 
-    # -- rows ------------------------------------------------------------------------------
-    def row(self, x: Mapping) -> np.ndarray:
-        """A dict of features -> ``[d]`` in the learner's dtype."""
-        self.slots.admit(x.keys())
-        self.ready()
-        return self.slots.vector(x, self.dtype)
+    def _machine(self, width: int):
+        """``(learner, StatefulLearner)`` for ``width`` inputs: the current ones, the initial ones, or the
+        current state widened; ``None`` where it cannot be widened exactly."""
+        if self.learner is not None and width == self.learner.n_features:
+            return self.learner, self._sl
+        lrn, init = self._build(width)
+        if self.learner is None:
+            return lrn, StatefulLearner(lrn, init)
+        wide = grow_state(self._sl.state, init, self.learner.n_features, width)
+        return None if wide is None else (lrn, StatefulLearner(lrn, wide))
 
-    def rows(self, columns, values) -> np.ndarray:
-        """Named columns of ``values: [b, len(columns)]`` -> ``[b, d]`` in the learner's dtype."""
-        self.slots.admit(list(columns))
-        self.ready()
-        return self.slots.matrix(list(columns), np.asarray(values, dtype=np.float64), self.dtype)
+    @contextlib.contextmanager
+    def _tentative(self, keys, keep: bool):
+        """Plan slots for ``keys`` and hold the learner of that width while the body runs.
 
+        With ``keep`` the slots, the learner and its state are kept once the body returns (the item
+        was learned); on an exception, or without ``keep`` (a prediction), everything is as before.
+        """
+        plan = self.slots.plan(keys, self.grow)
+        machine = self._machine(plan.width)
+        if machine is None:  # the state cannot be widened: no growth, the new names are ignored
+            plan = self.slots.plan(keys, False)
+            machine = self._machine(plan.width)
+        saved = self.learner, self._sl, self.n_learned, self.tune_every
+        self.learner, self._sl = machine
+        try:
+            yield plan
+        except BaseException:
+            self.learner, self._sl, self.n_learned, self.tune_every = saved
+            raise
+        if keep:
+            self.slots.commit(plan)
+        else:
+            self.learner, self._sl, self.n_learned, self.tune_every = saved
+
+    # -- named features (River) ------------------------------------------------------------
+    def learn_dict(self, x: Mapping, y) -> None:
+        """Learn one item given as a dict of features; its new names take slots only if it is learned."""
+        with self._tentative(x.keys(), keep=True) as plan:
+            self.learn(self.slots.vector(x, self._sl._dtype, plan), y)
+
+    def predict_dict(self, x: Mapping):
+        """The prediction for a dict of features (see :meth:`predict`); takes no slot."""
+        with self._tentative(x.keys(), keep=False) as plan:
+            return self.predict(self.slots.vector(x, self._sl._dtype, plan))
+
+    def learn_frame(self, columns, values, y) -> None:
+        """Learn the rows of ``values: [b, len(columns)]`` with targets ``y: [b]``, all or none."""
+        with self._tentative(list(columns), keep=True) as plan:
+            X = self.slots.matrix(list(columns), np.asarray(values, dtype=np.float64), self._sl._dtype, plan)
+            self.learn(X, y)
+
+    def predict_frame(self, columns, values):
+        """Predictions for the rows of ``values: [b, len(columns)]``; takes no slot."""
+        with self._tentative(list(columns), keep=False) as plan:
+            X = self.slots.matrix(list(columns), np.asarray(values, dtype=np.float64), self._sl._dtype, plan)
+            return self.predict(X)
+
+    # -- arrays (scikit-learn) ---------------------------------------------------------------
     def array(self, X) -> np.ndarray:
         """An array ``[b, d]`` (scikit-learn style); fixes ``d`` at the first call."""
         X = np.asarray(X, dtype=np.float64)
@@ -244,11 +442,13 @@ class Engine:
     def learn(self, X: np.ndarray, y) -> None:
         """``X: [d]`` with ``y: []`` or ``X: [b, d]`` with ``y: [b]``, in order."""
         y = np.asarray(y, dtype=self.dtype)
-        if not self.tune_every:
+        if not self.tune_every:  # one call: it learns the whole batch or raises
             self._sl.learn(X, y)
             self.n_learned += 1 if X.ndim == 1 else X.shape[0]
             return
         Xb, yb = (X[None], y[None]) if X.ndim == 1 else (X, y)
+        if X.ndim == 2:  # all or none: check the batch before its first chunk is learned
+            coerce_xy(Xb, yb, self.learner.n_features, self.dtype)
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
             k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
@@ -277,6 +477,7 @@ class Engine:
 
     def __setstate__(self, d):
         leaves = d.pop("state_leaves")
+        d.setdefault("grow", False)  # pickled before learners could widen
         self.__dict__.update(d)
         self.learner, self._sl = None, None
         if leaves is not None:

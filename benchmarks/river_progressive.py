@@ -1,0 +1,138 @@
+"""River's progressive validation of the River adapter against River's own Bayesian linear regression.
+
+Run:  .venv/bin/python benchmarks/river_progressive.py
+
+``river.evaluate.progressive_val_score`` (predict each item, then learn it) on River's shipped
+data sets, every model inside the same River pipeline:
+
+- ``TrumpApproval`` (1001 items, 6 numeric features, one of them ``ordinal_date`` ~ 7·10⁵), raw
+  and behind ``preprocessing.StandardScaler``;
+- ``ChickWeights`` (578 items: ``time`` in days, ``chick`` an id 1-50, ``diet`` 1-4, both ids
+  categorical): ``time`` raw or through ``StandardScaler``, ``chick`` and ``diet`` through
+  ``preprocessing.OneHotEncoder``. The 50 chicks all appear among the first 50 items, so their
+  one-hot features (55 in all) arrive one by one: the adapter's default learner widens its input
+  as they come (3 -> 96 slots, doubling); the windowed learner cannot widen and is given
+  ``n_features=64`` slots up front.
+
+Models: River's ``linear_model.BayesianLinearRegression()`` (its defaults), the adapter's default
+``RiverRegressor()`` (``calibrated_bayes_linreg``: standardised, an intercept, evidence-tuned
+every 50 items, calibrated), and ``RiverRegressor(windowed_linear, tune_every=64)``: the same
+recipe on the last 64 items (:func:`windowed_linear`). (The zoo's ``RecommendedWindowedLinear``
+maps its inputs to quadratic features, ~2000 of them for 64 inputs: too slow here.)
+
+Each model's last pipeline step records ``predict_one(x, with_dist=True)`` (River's
+``proba.Gaussian``, what a River user gets) and returns its mean, so one progressive run gives MAE
+and RMSE (River's metrics), the mean log predictive density of the Gaussian (a proper score; higher
+is better) and the coverage of its central 95 % interval ``mu ± 1.96 sigma``. Wall time is the whole
+``progressive_val_score`` call, ``with_dist`` included, after a first run of the same model on the
+same data compiled its JAX code (the compile run's time is printed too). Prints the machine and each
+row's time relative to River's in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _machine import describe  # noqa: E402
+
+Z95 = 1.959963984540054
+
+
+def _recorder_class():
+    from river import base
+
+    class Recorder(base.Regressor):
+        """The last step of a pipeline: predicts with ``with_dist=True``, keeps the distribution, returns its mean."""
+
+        def __init__(self, model):
+            self.model = model
+            self.dists = []
+
+        def learn_one(self, x, y):
+            self.model.learn_one(x, y)
+
+        def predict_one(self, x):
+            d = self.model.predict_one(x, with_dist=True)
+            self.dists.append((float(d.mu), float(d.sigma)))
+            return float(d.mu)
+
+    return Recorder
+
+
+def windowed_linear(n_features: int):
+    """``calibrated(windowed_bayes_linreg(d, 64, intercept=True))``: the default's recipe on a window of 64 items."""
+    from onlinejax.calibration import calibrated
+    from onlinejax.linear import windowed_bayes_linreg
+
+    return calibrated(windowed_bayes_linreg(n_features, 64, intercept=True))
+
+
+def _pipelines(data: str, scaled: bool):
+    from river import compose, preprocessing
+
+    if data == "TrumpApproval":
+        return [preprocessing.StandardScaler()] if scaled else []
+    time_ = compose.Select("time") | preprocessing.StandardScaler() if scaled else compose.Select("time")
+    return [time_ + (compose.Select("chick", "diet") | preprocessing.OneHotEncoder())]
+
+
+def _models(data: str):
+    from river import linear_model
+
+    from onlinejax.adapters.river import RiverRegressor
+
+    wide = {"n_features": 64} if data == "ChickWeights" else {}
+    return {"River BayesianLinearRegression": lambda: linear_model.BayesianLinearRegression(),
+            "RiverRegressor() (calibrated_bayes_linreg)": lambda: RiverRegressor(),
+            "RiverRegressor(windowed_linear, tune_every=64)": lambda: RiverRegressor(windowed_linear, tune_every=64,
+                                                                                     **wide)}
+
+
+def _run(data: str, scaled: bool, make):
+    """One progressive validation: ``(scores dict, seconds)``."""
+    from river import compose, datasets, evaluate, metrics
+
+    rec = _recorder_class()(make())
+    model = compose.Pipeline(*_pipelines(data, scaled), rec)
+    ds = getattr(datasets, data)()
+    ys = np.array([y for _, y in ds], np.float64)
+    mae, rmse = metrics.MAE(), metrics.RMSE()
+    t = time.perf_counter()
+    evaluate.progressive_val_score(ds, model, mae + rmse)
+    seconds = time.perf_counter() - t
+    mu, sigma = np.array(rec.dists).T
+    assert len(mu) == len(ys) and math.isclose(np.mean(np.abs(ys - mu)), mae.get(), rel_tol=1e-9)
+    lpd = -0.5 * np.log(2 * np.pi * sigma ** 2) - 0.5 * ((ys - mu) / sigma) ** 2
+    cover = np.abs(ys - mu) <= Z95 * sigma
+    return {"mae": mae.get(), "rmse": rmse.get(), "lpd": float(np.mean(lpd)), "cover": float(np.mean(cover))}, seconds
+
+
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    import river
+
+    warnings.simplefilter("ignore")  # River's BayesianLinearRegression is not the subject of warnings here
+    print(describe())
+    print(f"river {river.__version__}")
+    print(f"{'data set':14s} {'x':6s} {'model':48s} {'MAE':>8s} {'RMSE':>8s} {'LPD/item':>9s} {'cov95':>6s} "
+          f"{'wall s':>7s} {'vs River':>8s} {'1st run s':>9s}")
+    for data in ("TrumpApproval", "ChickWeights"):
+        for scaled in (False, True):
+            ref = None
+            for name, make in _models(data).items():
+                _, first = _run(data, scaled, make)  # compiles the JAX code (River: a warm-up)
+                s, sec = _run(data, scaled, make)
+                ref = sec if ref is None else ref
+                print(f"{data:14s} {'scaled' if scaled else 'raw':6s} {name:48s} {s['mae']:8.3f} {s['rmse']:8.3f} "
+                      f"{s['lpd']:9.3f} {s['cover']:6.3f} {sec:7.3f} {sec / ref:7.2f}× {first:9.3f}")
+
+
+if __name__ == "__main__":
+    main()

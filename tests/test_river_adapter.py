@@ -1,0 +1,219 @@
+"""RiverRegressor's feature slots: a rejected item leaves no trace, a prediction allocates nothing,
+and features that arrive late either grow the learner (exactly, where its state can be padded) or
+are ignored and counted. References: float64 closed-form posteriors on the zero-filled design
+matrix, and models given the wider input width from the start."""
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import tol
+from reference import blr_posterior, predictive
+
+pytest.importorskip("river")
+pd = pytest.importorskip("pandas")
+
+from onlinejax.adapters.river import RiverRegressor  # noqa: E402
+
+ALPHA, BETA = 0.5, 4.0
+NAMES = "abcdef"
+
+
+def _stream(n=120, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X @ np.arange(1.0, d + 1) + rng.normal(0, 0.5, n)
+    return X, y
+
+
+def _late(X, starts):
+    """Dict rows in which feature ``j`` is absent before item ``starts[j]``; and the zero-filled matrix."""
+    Xz = X.copy()
+    rows = []
+    for i, row in enumerate(X):
+        rows.append({NAMES[j]: float(v) for j, v in enumerate(row) if i >= starts[j]})
+        for j in range(X.shape[1]):
+            if i < starts[j]:
+                Xz[i, j] = 0.0
+    return rows, Xz
+
+
+def _same_predictions(a, b, queries, rtol):
+    for q in queries:
+        pa, pb = a.predict_one(q, with_dist=True), b.predict_one(q, with_dist=True)
+        assert pa.mu == pytest.approx(pb.mu, rel=rtol, abs=rtol)
+        assert pa.sigma == pytest.approx(pb.sigma, rel=rtol)
+
+
+# ------------------------------------------------------------------------ rejected items
+@pytest.mark.parametrize("bad", [
+    ({"a": 1.0, "z": 2.0}, float("nan")),      # y not finite
+    ({"a": 1.0, "z": 2.0}, float("inf")),
+    ({"a": float("inf"), "z": 2.0}, 1.0),      # a feature value not finite
+    ({"a": 1.0, "z": "text"}, 1.0),            # not a number
+])
+def test_rejected_learn_one_leaves_no_trace(bad):
+    """A rejected item takes no slot: the feature arriving next gets the free one (before the fix
+    'z' held it and 'c' was ignored), and the model equals one that never saw the rejected item."""
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8}, n_features=3)
+    ref = model.clone()
+    for m in (model, ref):
+        m.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    with pytest.raises(ValueError):
+        model.learn_one(*bad)
+    for m in (model, ref):
+        m.learn_one({"a": 0.5, "b": -1.0, "c": 3.0}, 2.0)
+    assert model.n_ignored_features == 0
+    q = {"a": 0.3, "b": 0.2, "c": -1.0}
+    assert model.predict_one(q) == ref.predict_one(q)
+    assert model.predict_one(q, with_dist=True).sigma == ref.predict_one(q, with_dist=True).sigma
+
+
+def test_rejected_first_item_does_not_fix_the_width():
+    """The width comes from the first item learned, not from a rejected one."""
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8})
+    with pytest.raises(ValueError):
+        model.learn_one({"a": 1.0}, float("nan"))
+    assert model.state is None
+    model.learn_one({"a": 1.0, "b": 2.0, "c": 3.0}, 1.0)
+    assert model.n_ignored_features == 0 and model._engine.slots.capacity == 3
+
+
+def test_rejected_learn_many_learns_nothing():
+    """A batch with one bad target is rejected whole, also when ``tune_every`` splits it."""
+    X, y = _stream(20, 3)
+    yb = y.copy()
+    yb[18] = np.nan
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8}, tune_every=8)
+    ref = model.clone()
+    model.learn_one({"a": 1.0}, 1.0)
+    ref.learn_one({"a": 1.0}, 1.0)
+    with pytest.raises(ValueError, match="y"):
+        model.learn_many(pd.DataFrame(X, columns=list("bcd")), pd.Series(yb))
+    assert model._engine.n_learned == 1 and model.n_ignored_features == 0 and model._engine.slots.index == {"a": 0}
+    q = {"a": 0.7}
+    assert model.predict_one(q, with_dist=True).sigma == ref.predict_one(q, with_dist=True).sigma
+
+
+def test_nan_feature_in_a_dict_is_missing_as_in_a_frame():
+    """``x = {"a": nan}`` is learned as a missing ``a`` (0), as a NaN cell of a data frame is."""
+    one = RiverRegressor("bayes_linreg", init_params={"alpha": ALPHA, "beta": BETA})
+    many = one.clone()
+    one.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    one.learn_one({"a": float("nan"), "b": 3.0}, 2.0)
+    many.learn_many(pd.DataFrame({"a": [1.0, np.nan], "b": [2.0, 3.0]}), pd.Series([1.0, 2.0]))
+    m, S = blr_posterior([[1.0, 2.0], [0.0, 3.0]], [1.0, 2.0], ALPHA, BETA)
+    mu, var = predictive(m, S, BETA, [0.5, -1.0])
+    for model in (one, many):
+        dist = model.predict_one({"a": 0.5, "b": -1.0}, with_dist=True)
+        assert dist.mu == pytest.approx(mu, rel=tol(1e-9, 1e-5))
+        assert dist.sigma ** 2 == pytest.approx(var, rel=tol(1e-9, 1e-5))
+
+
+# --------------------------------------------------------------------- predict allocates nothing
+def test_predict_one_before_learning_does_not_fix_the_width():
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8})
+    assert np.isfinite(model.predict_one({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}))
+    assert model.state is None
+    model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    assert model._engine.slots.capacity == 2 and model._engine.slots.index == {"a": 0, "b": 1}
+
+
+def test_predict_one_on_an_unseen_feature_takes_no_slot():
+    """A prediction with unseen 'z' leaves the free slot for 'c', which is learned later."""
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8}, n_features=3)
+    model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    model.predict_one({"a": 1.0, "z": 5.0})
+    model.predict_many(pd.DataFrame({"a": [1.0], "y": [2.0], "z": [3.0]}))
+    model.learn_one({"a": 1.0, "c": 2.0}, 1.0)
+    assert model._engine.slots.index == {"a": 0, "b": 1, "c": 2} and model.n_ignored_features == 0
+
+
+def test_unseen_feature_is_predicted_with_its_weight_at_the_prior():
+    """An unseen feature's weight is at its prior (as River's own BayesianLinearRegression does it):
+    the prediction is that of the posterior whose design matrix has a zero column for it."""
+    X, y = _stream(30, 3)
+    model = RiverRegressor("bayes_linreg", init_params={"alpha": ALPHA, "beta": BETA})
+    for x, yi in zip(_late(X, [0, 0, 10 ** 9])[0], y):
+        model.learn_one(x, yi)
+    Xz = X.copy()
+    Xz[:, 2] = 0.0
+    m, S = blr_posterior(Xz, y, ALPHA, BETA)
+    mu, var = predictive(m, S, BETA, [0.4, -0.2, 2.0])
+    dist = model.predict_one({"a": 0.4, "b": -0.2, "c": 2.0}, with_dist=True)
+    assert dist.mu == pytest.approx(mu, rel=tol(1e-9, 1e-4))
+    assert dist.sigma ** 2 == pytest.approx(var, rel=tol(1e-9, 1e-4))
+    assert var > predictive(m, S, BETA, [0.4, -0.2, 0.0])[1] + 1.0  # the prior's 4/alpha is in it
+    assert model._engine.slots.index == {"a": 0, "b": 1}
+
+
+# ---------------------------------------------------------------------------- late features
+@pytest.mark.parametrize("intercept", [False, True])
+def test_bayes_linreg_grows_exactly(intercept):
+    """Features first seen at items 40 and 70 grow bayes_linreg: every prediction equals the
+    closed-form posterior on the zero-filled design matrix."""
+    X, y = _stream(100, 4)
+    rows, Xz = _late(X, [0, 0, 40, 70])
+    model = RiverRegressor("bayes_linreg", {"intercept": intercept}, {"alpha": ALPHA, "beta": BETA})
+    Phi = np.hstack([Xz, np.ones((len(y), 1))]) if intercept else Xz
+    for i, (x, yi) in enumerate(zip(rows, y)):
+        dist = model.predict_one(x, with_dist=True)
+        m, S = blr_posterior(Phi[:i], y[:i], ALPHA, BETA)
+        mu, var = predictive(m, S, BETA, Phi[i])
+        assert dist.mu == pytest.approx(mu, rel=tol(1e-8, 2e-4), abs=tol(1e-8, 2e-4))
+        assert dist.sigma ** 2 == pytest.approx(var, rel=tol(1e-8, 2e-4))
+        model.learn_one(x, yi)
+    assert model.n_ignored_features == 0 and model._engine.slots.capacity == 4  # 2 -> 4
+
+
+def test_default_learner_grows_like_a_wide_learner():
+    """The default (standardised, tuned every 50 items, calibrated) grown from 2 inputs to 8 predicts
+    as the same learner given 8 slots from the start, through tunes and growths."""
+    X, y = _stream(160, 5, seed=3)
+    rows, _ = _late(X, [0, 0, 30, 75, 120])
+    grown, wide = RiverRegressor(), RiverRegressor(n_features=8)
+    for x, yi in zip(rows, y):
+        _same_predictions(grown, wide, [x], tol(1e-7, 2e-3))
+        grown.learn_one(x, yi)
+        wide.learn_one(x, yi)
+    assert grown._engine.slots.capacity == 8 and grown.n_ignored_features == 0
+    _same_predictions(grown, wide, [{k: 0.5 for k in NAMES[:5]}, {"e": -2.0}], tol(1e-7, 2e-3))
+
+
+def test_growth_in_learn_many_matches_learn_one_and_pickles():
+    X, y = _stream(60, 4)
+    rows, Xz = _late(X, [0, 0, 20, 40])
+    one = RiverRegressor("bayes_linreg", {"intercept": True})
+    many = one.clone()
+    for x, yi in zip(rows, y):
+        one.learn_one(x, yi)
+    many.learn_many(pd.DataFrame(Xz[:20, :2], columns=list("ab")), pd.Series(y[:20]))
+    many.learn_many(pd.DataFrame(Xz[20:40, :3], columns=list("abc")), pd.Series(y[20:40]))
+    many.learn_many(pd.DataFrame(Xz[40:], columns=list("abcd")), pd.Series(y[40:]))
+    back = pickle.loads(pickle.dumps(many))
+    q = [{"a": 0.1, "b": 0.2, "c": 0.3, "d": -0.4}]
+    _same_predictions(one, many, q, tol(1e-9, 1e-4))
+    _same_predictions(back, many, q, 0.0)
+
+
+def test_a_learner_that_cannot_grow_ignores_late_features_and_counts_them():
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8})
+    model.learn_one({"a": 1.0, "b": 2.0}, 1.0)
+    with pytest.warns(UserWarning, match="'c' arrived after all 2 input slots"):
+        model.learn_one({"a": 1.0, "b": 2.0, "c": 5.0}, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once
+        model.learn_one({"a": 1.0, "d": 5.0}, 1.0)
+    assert model.n_ignored_features == 2 and model._engine.slots.capacity == 2
+    before = model.predict_one({"a": 1.0, "b": 2.0})
+    assert model.predict_one({"a": 1.0, "b": 2.0, "c": 100.0}) == before  # ignored at prediction too
+
+
+def test_forgetting_learner_does_not_grow():
+    """With forgetting an unseen weight's variance is not its prior's: no growth, the feature is ignored."""
+    model = RiverRegressor("bayes_linreg", {"forgetting": 0.9})
+    model.learn_one({"a": 1.0}, 1.0)
+    with pytest.warns(UserWarning, match="arrived after"):
+        model.learn_one({"a": 1.0, "b": 1.0}, 1.0)
+    assert model.n_ignored_features == 1
