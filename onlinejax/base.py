@@ -131,6 +131,7 @@ def student_t_cdf(z: Array, df: Array) -> Array:
     return jnp.where(z >= 0, 1.0 - tail, tail)
 
 
+@functools.partial(jax.jit, static_argnames="iterations")  # one compile per shape, not per eager call
 def student_t_quantile(p: float, df: Array, iterations: int = 64) -> Array:
     """Quantile ``t_ν(p)`` of the standard Student-t, ``p`` in (0.5, 1), by bisection on :func:`student_t_cdf`.
 
