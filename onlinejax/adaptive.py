@@ -55,6 +55,18 @@ phase's own mean, a learner whose intervals are too wide or too narrow by a
 constant factor is handled too. The first ``warmup`` stable items only
 estimate the mean.
 
+``detector="bocpd"`` replaces the CUSUM by Bayesian online changepoint
+detection (Adams & MacKay 2007; :mod:`onlinejax.changepoint`) on the same
+standardised residuals: each of 16 run-length hypotheses has its own
+inverse-gamma posterior of the residuals' variance
+(:func:`~onlinejax.changepoint.scale_runs_update`), and the machine alarms
+when the posterior probability that the variance changed between
+:data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago exceeds ½ (after
+``warmup`` items; ``hazard`` is the prior probability of a change per item):
+a single outlier is explained by a new run of length 1 that the following
+items close again, a drift's run persists. A constant miscalibration is
+absorbed into the runs' variance, as the CUSUM's relative test absorbs it.
+
 Under ``vmap`` the learning step and the tune run through
 :func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
@@ -70,8 +82,10 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .base import describe_factory, Learner, Prediction, check_int, check_positive, keep_if, make_learner, state_dtype
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
+                   make_learner, state_dtype)
 from .batching import cond_if_any
+from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
 
 Array = jax.Array
 
@@ -94,11 +108,19 @@ __all__ = [
     "TUNE",
     "MODES",
     "DETECTORS",
+    "RECENT_ITEMS",
+    "PERSIST_ITEMS",
+    "DETECTOR_RUNS",
 ]
 
 COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3
 MODES = ("cold_start", "stable", "high_error", "tune")
-DETECTORS = ("cusum", "frozen")
+DETECTORS = ("cusum", "frozen", "bocpd")
+
+#: ``detector="bocpd"``: run-length hypotheses kept, and the alarm's horizon: a change between
+#: ``PERSIST_ITEMS`` and ``RECENT_ITEMS`` items ago (a single outlier opens a run of length 1 that the next
+#: items mostly close again; a drift's run keeps growing).
+DETECTOR_RUNS, RECENT_ITEMS, PERSIST_ITEMS = 16, 8, 3
 
 
 class DetectorState(NamedTuple):
@@ -109,11 +131,14 @@ class DetectorState(NamedTuple):
       mean_z2: ``[]`` running mean of the (clipped) standardised squared residuals,
         started from a pseudo-observation of 1 (the calibrated value).
       cusum: ``[]`` the statistic ``g``.
+      runs: ``detector="bocpd"``'s run-length posterior
+        (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
     """
 
     n: Array
     mean_z2: Array
     cusum: Array
+    runs: Optional[ScaleRunsState] = None
 
 
 class AdaptiveState(NamedTuple):
@@ -151,7 +176,7 @@ class AdaptiveOptions(NamedTuple):
     """The static options of :func:`adaptive` (Python values; see its Args).
 
     Attributes:
-      detector: ``"cusum"`` or ``"frozen"``.
+      detector: ``"cusum"``, ``"frozen"`` or ``"bocpd"``.
       threshold, drift, warmup, clip: the CUSUM's alarm level ``λ``, allowance
         ``δ``, estimation-only items and clip of ``r``.
       shock: ``None`` or the one-item alarm ratio of ``z²`` to the phase's mean ``z²``.
@@ -159,6 +184,7 @@ class AdaptiveOptions(NamedTuple):
       always_learn: learn on stable items too.
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
+      hazard: ``detector="bocpd"``'s prior probability of a change per item.
     """
 
     detector: str = "cusum"
@@ -171,28 +197,32 @@ class AdaptiveOptions(NamedTuple):
     always_learn: bool = False
     tune: bool = True
     tune_batch: Optional[int] = 1
+    hazard: float = 1 / 250
 
 
-def _fresh_detector(dt) -> DetectorState:
-    return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=jnp.zeros((), dt))
+def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
+    runs = scale_runs_init(n_runs, dt) if n_runs else None
+    return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=jnp.zeros((), dt), runs=runs)
 
 
-def wrap_state(inner_state, phase_length) -> AdaptiveState:
+def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveState:
     """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
 
     ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
+    ``detector_runs``: the BOCPD detector's hypotheses (static; 0 for the other detectors).
     """
     dt = state_dtype(inner_state)
     i0 = jnp.zeros((), jnp.int32)
     return AdaptiveState(
         inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
-        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt),
+        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0,
     )
 
 
-def init(learner: Learner, phase_length: int, /, window=None, **inner_kwargs) -> AdaptiveState:
+def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: int = 0,
+         **inner_kwargs) -> AdaptiveState:
     """The cold-start state around ``learner.init(**inner_kwargs)``.
 
     Args:
@@ -200,11 +230,12 @@ def init(learner: Learner, phase_length: int, /, window=None, **inner_kwargs) ->
       phase_length: the default phase length ``W`` (the factory's ``window``).
       window: ``None``, or a window that is passed on to ``learner.init``
         (learners whose window is an init value) and becomes the phase length.
+      detector_runs: see :func:`wrap_state` (the factory sets it for ``detector="bocpd"``).
       **inner_kwargs: passed on to ``learner.init``.
     """
     if window is None:
-        return wrap_state(learner.init(**inner_kwargs), phase_length)
-    return wrap_state(learner.init(window=window, **inner_kwargs), window)
+        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs)
+    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs)
 
 
 def record_mode(state: AdaptiveState) -> Array:
@@ -244,7 +275,11 @@ def detect(options: AdaptiveOptions, det: DetectorState, z2: Array, abs_err: Arr
     g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - o.drift), 0.0)
     nf = det.n.astype(dt)
     mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
-    return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > o.threshold)) | shocked
+    if o.detector == "bocpd":
+        runs = scale_runs_update(det.runs, z2, o.hazard)
+        alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
+        return DetectorState(det.n + 1, mean, det.cusum, runs), alarm | shocked
+    return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g, runs=det.runs), (warm & (g > o.threshold)) | shocked
 
 
 def _learn_item(learner: Learner, args):
@@ -297,7 +332,7 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
         last=jnp.where(end, TUNE, mode).astype(jnp.int32),
         n_phase=jnp.where(end, 0, n_phase),
         phase_length=s.phase_length,
-        detector=keep_if(end, _fresh_detector(dt), det),
+        detector=keep_if(end, _fresh_detector(dt, 0 if det.runs is None else det.runs.run_length.shape[0]), det),
         phase_abs_err=jnp.where(end, 0.0, phase_abs),
         phase_n=jnp.where(end, 0, phase_n),
         reference=jnp.where(end, phase_abs / jnp.maximum(phase_n, 1).astype(dt), s.reference),
@@ -328,15 +363,16 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 @describe_factory
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
-             tune_batch: int | None = 1) -> Learner:
+             tune_batch: int | None = 1, hazard=1 / 250) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
       learner: the windowed learner (``tune`` is used when it has one).
       window: its window ``W``: the default length of the cold-start and
         high-error phases (``init(window=)`` overrides it; it lives in the state).
-      detector: ``"cusum"`` (default; standardised, relative CUSUM) or
-        ``"frozen"`` (the thesis's frozen-reference rule); see the module doc.
+      detector: ``"cusum"`` (default; standardised, relative CUSUM),
+        ``"frozen"`` (the thesis's frozen-reference rule) or ``"bocpd"``
+        (Bayesian online changepoint detection on the residuals' scale); see the module doc.
       threshold, drift, warmup, clip: CUSUM alarm level ``λ``, allowance ``δ``,
         items used only to estimate the phase's mean ``z²``, and the clip of
         ``r`` (static Python numbers).
@@ -357,6 +393,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         streams alarm at different items, so a tune event with ``k > 1``
         mostly pays for streams that do not need it. On a GPU a larger ``k``
         can pay off.
+      hazard: ``detector="bocpd"``: the prior probability of a change per item, in (0, 1).
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -380,9 +417,11 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         shock = float(shock)
     if tune and learner.tune is not None and tune_batch is not None:
         tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
+    check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
-                           always_learn, tune, tune_batch)
-    return make_learner(init=partial(init, learner, W), learn_one=partial(learn_one, learner, opts),
+                           always_learn, tune, tune_batch, float(hazard))
+    runs = DETECTOR_RUNS if detector == "bocpd" else 0
+    return make_learner(init=partial(init, learner, W, detector_runs=runs), learn_one=partial(learn_one, learner, opts),
                         predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, opts),
                         n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
                         skip_nonfinite=True)

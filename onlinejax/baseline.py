@@ -30,9 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (
-    describe_factory,Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner,
-                   welford_update)
+from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
+                   make_learner, welford_update)
 from .batching import cond_if_any
 
 __all__ = ["TrainOnceState", "train_once", "train_once_init", "train_once_learn", "train_once_predict",

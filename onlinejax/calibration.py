@@ -114,23 +114,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from .base import (
-    describe_factory,
-    Learner,
-    learnable,
-    Prediction,
-    StudentTPrediction,
-    student_t_quantile,
-    check_in_range,
-    check_int,
-    check_positive,
-    default_float_dtype,
-    is_concrete,
-    keep_if,
-    make_learner,
-    normal_quantile,
-    state_dtype,
-)
+from .base import (Learner, Prediction, StudentTPrediction, check_in_range, check_int, check_positive,
+                   default_float_dtype, describe_factory, is_concrete, keep_if, learnable, make_learner,
+                   normal_quantile, state_dtype, student_t_quantile)
 
 Array = jax.Array
 

@@ -50,7 +50,8 @@ from .combination.distribution import MixturePrediction, gaussian_log_density, m
 Array = jax.Array
 
 __all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "changepoint_probability",
-           "expected_run_length", "bocpd"]
+           "expected_run_length", "bocpd", "ScaleRunsState", "scale_runs_init", "scale_runs_update",
+           "recent_change_probability"]
 
 
 class BOCPDState(NamedTuple):
@@ -190,3 +191,64 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
     return make_learner(init=_init, learn_one=partial(learn_one, learner=learner),
                         predict_one=partial(predict_one, learner=learner), n_features=learner.n_features,
                         skip_nonfinite=True)
+
+
+# --------------------------------------------------------------------------
+# A change in the residuals' scale: the state machine's BOCPD drift detector
+# --------------------------------------------------------------------------
+class ScaleRunsState(NamedTuple):
+    """Run-length posterior of standardised residuals ``z ~ N(0, s²)`` whose variance ``s²`` changes.
+
+    Each hypothesis has the conjugate posterior ``s² ~ InvGamma(a, b)`` of its run (Murphy 2007,
+    "Conjugate Bayesian analysis of the Gaussian distribution", sec. 4): ``a ← a + ½``,
+    ``b ← b + z²/2`` per item, predictive ``z ~ t_{2a}(0, b/a)``.
+
+    Attributes:
+      log_weights: ``[R]`` log run-length posterior (``-inf``: an unused slot).
+      shape, rate: ``[R]`` each run's ``a``, ``b``.
+      run_length: ``[R]`` int32.
+    """
+
+    log_weights: Array
+    shape: Array
+    rate: Array
+    run_length: Array
+
+
+#: The prior of a new run's residual variance: ``InvGamma(1, 1)`` (predictive ``t₂(0, 1)``: a calibrated
+#: scale, heavy tails).
+SCALE_PRIOR = (1.0, 1.0)
+
+
+def scale_runs_init(n_runs: int, dtype) -> ScaleRunsState:
+    """One run of length 0 at the prior; ``n_runs = R`` slots (static)."""
+    a0, b0 = SCALE_PRIOR
+    return ScaleRunsState(jnp.full((n_runs,), -jnp.inf, dtype).at[0].set(0.0), jnp.full((n_runs,), a0, dtype),
+                          jnp.full((n_runs,), b0, dtype), jnp.zeros((n_runs,), jnp.int32))
+
+
+def _log_t(z2: Array, a: Array, b: Array) -> Array:
+    """``log t_{2a}(z; 0, b/a)`` from ``z²``: ``lgamma(a + ½) - lgamma(a) - ½log(2πb) - (a + ½)log(1 + z²/2b)``."""
+    return (jax.lax.lgamma(a + 0.5) - jax.lax.lgamma(a) - 0.5 * jnp.log(2.0 * jnp.pi * b)
+            - (a + 0.5) * jnp.log1p(z2 / (2.0 * b)))
+
+
+def scale_runs_update(s: ScaleRunsState, z2: Array, hazard) -> ScaleRunsState:
+    """The run-length recursion (A&M Algorithm 1) for one standardised squared residual ``z2: []``."""
+    a0, b0 = SCALE_PRIOR
+    dt = s.rate.dtype
+    lh, l1h = jnp.log(jnp.asarray(hazard, dt)), jnp.log1p(-jnp.asarray(hazard, dt))
+    a = jnp.concatenate([jnp.full((1,), a0, dt), s.shape])
+    b = jnp.concatenate([jnp.full((1,), b0, dt), s.rate])
+    joint = jnp.concatenate([lh[None], l1h + s.log_weights]) + _log_t(z2, a, b)
+    joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
+    top, idx = jax.lax.top_k(joint, s.log_weights.shape[0])
+    length = jnp.concatenate([jnp.ones((1,), jnp.int32), s.run_length + 1])
+    new = ScaleRunsState(top - jax.nn.logsumexp(top), (a + 0.5)[idx], (b + 0.5 * z2)[idx], length[idx])
+    return keep_if(jnp.isfinite(jax.nn.logsumexp(joint)), new, s)
+
+
+def recent_change_probability(s: ScaleRunsState, within: int, at_least: int = 1) -> Array:
+    """``[]`` posterior probability that the residuals' scale changed between ``within`` and ``at_least``
+    items ago (run lengths ``at_least ≤ r ≤ within``; ``at_least > 1`` asks the change to have persisted)."""
+    return jnp.sum(jnp.where((s.run_length <= within) & (s.run_length >= at_least), jnp.exp(s.log_weights), 0.0))

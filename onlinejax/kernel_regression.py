@@ -127,7 +127,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import describe_factory, Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
+                   make_learner)
 from .window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array

@@ -58,9 +58,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .batching import cond_if_any
-from .base import (
-    describe_factory,Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, state_dtype,
-                   welford_update)
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
+                   learnable, make_learner, state_dtype, welford_update)
 
 Array = jax.Array
 

@@ -141,3 +141,43 @@ def test_nonfinite_items_are_skipped_and_inputs_checked():
         bocpd(oj.bayes_linreg(2), n_runs=1)
     with pytest.raises(TypeError, match="^learner: "):
         bocpd("bayes_linreg")
+
+
+def test_scale_runs_recursion_matches_a_numpy_reference():
+    """The residual-variance model of adaptive(detector="bocpd"): InvGamma(1, 1) runs, exact while not pruned."""
+    from onlinejax.changepoint import recent_change_probability, scale_runs_init, scale_runs_update
+
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(size=8), 4.0 * rng.normal(size=6)])
+    h = 0.05
+    hyps = [(0.0, 1.0, 1.0, 0)]  # (log weight, a, b, run length)
+    s = scale_runs_init(len(z) + 2, jnp.float64 if X64 else jnp.float32)
+    for zi in z:
+        comps = [(np.log(h), 1.0, 1.0, 0)] + [(np.log1p(-h) + lw, a, b, r) for lw, a, b, r in hyps]
+        joint = np.array([lw + stats.t.logpdf(zi, 2 * a, 0.0, np.sqrt(b / a)) for lw, a, b, _ in comps])
+        ev = logsumexp(joint)
+        hyps = [(j - ev, a + 0.5, b + zi * zi / 2, r + 1) for j, (_, a, b, r) in zip(joint, comps)]
+        s = scale_runs_update(s, jnp.asarray(zi * zi, s.rate.dtype), h)
+        want = sum(np.exp(lw) for lw, _, _, r in hyps if r <= 3)
+        np.testing.assert_allclose(float(recent_change_probability(s, 3)), want, rtol=tol(1e-9, 1e-4),
+                                   atol=tol(1e-12, 1e-6))
+    assert float(recent_change_probability(s, 6)) > 0.5  # the scale quadrupled 6 items ago
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
+    from onlinejax.adaptive import HIGH_ERROR, adaptive, record_mode
+
+    rng = np.random.default_rng(seed)
+    n, change = 900, 500
+    X = rng.normal(size=(n, 2))
+    w1, w2 = rng.normal(size=2) * 2, rng.normal(size=2) * 2
+    Y = np.where(np.arange(n) < change, X @ w1, X @ w2) + 0.3 * rng.normal(size=n)
+    L = adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector="bocpd")
+    res = progressive_validation(L, L.init(), X, Y, record=record_mode)
+    modes = np.asarray(res.records)
+    alarms = [i for i in range(1, n) if modes[i] == HIGH_ERROR and modes[i - 1] != HIGH_ERROR]
+    assert len(alarms) == 1 and change <= alarms[0] <= change + 5, alarms
+    assert int(res.state.n_alarms) == 1
+    with pytest.raises(ValueError, match="^hazard: "):
+        adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector="bocpd", hazard=0.0)

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import describe_factory, Learner, check_in_range, check_int, keep_if, learnable, make_learner, state_dtype
+from ..base import Learner, check_in_range, check_int, describe_factory, keep_if, learnable, make_learner, state_dtype
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
 from .distribution import MixturePrediction, _informative, gaussian_log_density, mixture_prediction

@@ -110,7 +110,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..base import describe_factory, Learner, Prediction, check_int, check_positive, default_float_dtype, keep_if, make_learner
+from ..base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
+                    make_learner)
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse
 from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential
 from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,

@@ -14,7 +14,7 @@ import inspect
 
 import numpy as np
 
-from ..base import describe_factory, Learner, make_learner
+from ..base import Learner, describe_factory, make_learner
 
 Array = jax.Array
 

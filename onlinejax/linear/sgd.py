@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..base import describe_factory, Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype, keep_if, learnable, make_learner
+from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
+                    describe_factory, keep_if, learnable, make_learner)
 from .features import intercept_features, map_features
 
 Array = jax.Array

@@ -40,7 +40,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import describe_factory, Learner, Prediction, check_in_range, check_int, check_positive, keep_if, learnable, make_learner, normal_quantile, state_dtype
+from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
+                    learnable, make_learner, normal_quantile, state_dtype)
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import windowed_bayes_linreg

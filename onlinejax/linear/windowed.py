@@ -68,7 +68,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import describe_factory, Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype, make_learner
+from ..base import (Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
+                    describe_factory, make_learner)
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
