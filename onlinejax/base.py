@@ -488,14 +488,27 @@ def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     returns ``(state, prediction)`` and the prediction is passed through.
     :func:`make_learner` applies it (``skip_nonfinite=True``); it is exported
     for wrappers that build their step from other learners' cores.
+
+    ``fn`` never sees a non-finite value: a skipped item reaches it with
+    ``y = 0`` and, where ``x`` has a non-finite element, ``x = 0`` (the
+    prediction of such an ``x`` is then NaN, as before; a finite ``x`` too
+    large to square reaches ``fn`` as it is, so its prediction is kept). Without this,
+    ``jax.grad`` of anything computed through the learner is NaN as soon as
+    one item was skipped: the ``where`` sends a zero cotangent into ``fn``'s
+    unused branch, and zero times the NaN partials of ``fn`` at a NaN
+    ``x`` is NaN (the "double where" rule of JAX's FAQ).
     """
 
     def wrapped(state, x, y):
         ok = learnable(x, y)
-        out = fn(state, x, y)
+        x_finite = jnp.all(jnp.isfinite(x), axis=-1)
+        out = fn(state, jnp.where(x_finite, x, jnp.zeros_like(x)), jnp.where(ok, y, jnp.zeros_like(y)))
         new = out[0] if returns_prediction else out
         kept = keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
-        return (kept, out[1]) if returns_prediction else kept
+        if not returns_prediction:
+            return kept
+        nan_if_bad = lambda a: jnp.where(x_finite, a, jnp.nan) if jnp.issubdtype(a.dtype, jnp.floating) else a  # noqa: E731
+        return kept, jax.tree_util.tree_map(nan_if_bad, out[1])
 
     return wrapped
 

@@ -196,3 +196,20 @@ def test_reprs_are_readable():
     assert repr(s).startswith("StatefulLearner(Learner(bayes_linreg(2);") and "n_seen=1" in repr(s)
     sig = str(inspect.signature(kernel_regression))
     assert "array" not in sig and "alphas=None" in sig
+
+
+@pytest.mark.parametrize("x, y", [([np.nan, 1.0], 0.5), ([1.0, 0.3], np.inf)])
+def test_gradient_through_a_skipped_item_is_finite(x, y):
+    """skip_nonfinite's where used to send a zero cotangent into the learning step at the NaN item: 0 · NaN = NaN."""
+    import onlinejax as oj
+
+    L = oj.windowed_bayes_linreg(2, 4)
+    s = L.learn(L.init(), np.array([[0.1, 0.2], [0.3, -0.1]]), np.array([1.0, 0.5]))
+    dt = s.beta.dtype
+
+    def f(beta):
+        t = jax.jit(L.learn)(s._replace(beta=beta), jnp.asarray(x, dt), jnp.asarray(y, dt))  # traced: skipped, not refused
+        return L.predict(t, jnp.asarray([0.2, 0.4], dt)).var
+
+    g = jax.grad(f)(jnp.asarray(2.0, dt))
+    assert np.isfinite(float(g)) and float(g) != 0.0

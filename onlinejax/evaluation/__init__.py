@@ -9,3 +9,4 @@ from .streams import StreamsResult, evaluate_streams, streams_program
 from .runtime import default_cache_dir, enable_compilation_cache, use_cpu_cores
 from .grid import GridResult, replay_combination, run_grid
 from ..registry import GridLearner, register_learner, registered_learners
+from .tuning import TuneResult, prequential_score, tune_prequential
