@@ -14,9 +14,11 @@ from . import data, evaluation, linear
 from .base import Learner, Prediction, StudentTPrediction, default_float_dtype
 from .baseline import climatology
 from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
+from .changepoint import bocpd
 from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .linear import *  # noqa: F401,F403
 from .standardize import standardize
+from .evaluation import tune_prequential
 from .stateful import StatefulLearner
 
 __version__ = "0.1.0"
