@@ -539,7 +539,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     Args:
       learners: :class:`GridLearner` s, or ``{name: make(n_features) -> Learner}``.
       streams: a :class:`~onlinejax.data.StreamGroup` or a list of them (e.g.
-        :func:`~onlinejax.data.thesis_grid`).
+        :func:`~onlinejax.data.thesis_grid`). Over several processes a
+        group's ``X`` ``[S, n, d]`` and ``Y`` ``[S, n]`` may be any array-like
+        with ``shape`` and slicing along the streams (``np.memmap``, an HDF5
+        dataset): each process reads only the slices its devices run.
       level: central interval level for ``icr`` / ``aiw``.
       stable_window: items after the start and after each drift left out of
         the ``*_st`` metrics (the same for every learner, so rows compare).
