@@ -35,6 +35,15 @@ How the work is laid out (``benchmarks/grid.py`` measures it):
   ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
   across a 1-d :class:`jax.sharding.Mesh` with :func:`jax.shard_map`: every
   device runs its share of the streams and nothing is communicated.
+* **Several processes** (hosts, after ``jax.distributed.initialize``, e.g.
+  :func:`~onlinejax.evaluation.runtime.initialize_distributed`;
+  ``docs/multihost.md``). ``jax.devices()`` then lists every process's
+  devices and the mesh spans them all: every process runs the same
+  program on the same chunks, reads and places only its own devices' streams
+  (:func:`jax.make_array_from_callback`); after each chunk a small compiled
+  all-gather gives every process the chunk's per-stream metrics, so every
+  process builds the whole table (the same on each; a chunk's time is the
+  slowest process's, the gather left out).
 
 Timing: ``atpi`` (average time per item, thesis eq. 6.4) is the wall time of
 the chunk's compiled call divided by the items it processed (streams ×
@@ -253,6 +262,24 @@ class _Program(NamedTuple):
     compile_s: float
 
 
+def _spans_processes(devices: list) -> bool:
+    """Whether ``devices`` belong to several processes (after ``jax.distributed.initialize``).
+
+    Raises:
+      ValueError: they leave out some process (every process runs the same
+        program), or all belong to another process.
+    """
+    procs = {dv.process_index for dv in devices}
+    if len(procs) == 1:
+        if procs != {jax.process_index()}:
+            raise ValueError(f"devices: all belong to process {procs.pop()}, not this one ({jax.process_index()})")
+        return False
+    if procs != set(range(jax.process_count())):
+        raise ValueError(f"devices: span processes {sorted(procs)}; a multi-process grid needs devices of "
+                         f"all {jax.process_count()}")
+    return True
+
+
 class _Plan:
     """The grid's fixed options and the host-side data every program shares (converted once)."""
 
@@ -264,8 +291,11 @@ class _Plan:
         self.chunk_bytes, self.dtype = chunk_bytes, np.dtype(dtype)
         self.keep, self.vmap_bytes = keep_predictions, vmap_bytes
         self.devices = list(devices) if devices is not None else jax.devices()
+        self.multi = _spans_processes(self.devices)
         self.mesh = Mesh(np.asarray(self.devices), ("streams",)) if len(self.devices) > 1 else None
         self.shard = NamedSharding(self.mesh, P("streams")) if self.mesh is not None else None
+        self.replicated = NamedSharding(self.mesh, P()) if self.multi else None
+        self._all_gather = jax.jit(lambda t: t, out_shardings=self.replicated) if self.multi else None
         self._host, self._stable = {}, {}
 
     def weights(self, gl: GridLearner, grp) -> tuple[np.ndarray, np.ndarray]:
@@ -280,6 +310,8 @@ class _Plan:
 
     def chunk_args(self, grp, chunk: int, lo: int, w_all, w_st) -> tuple:
         """Streams ``lo .. lo + chunk`` (padded by repeating the last), placed on the devices."""
+        if self.multi:
+            return self._global_args(grp, chunk, lo, w_all, w_st)
         # numpy converts and indexes: a jnp conversion per chunk compiles a conversion program per call
         if id(grp) not in self._host:
             self._host[id(grp)] = (np.asarray(grp.X, self.dtype), np.asarray(grp.Y, self.dtype))
@@ -289,6 +321,58 @@ class _Plan:
         if self.shard is not None:
             return tuple(jax.device_put(a, self.shard) for a in args)
         return tuple(map(jnp.asarray, args))
+
+    def _global_args(self, grp, chunk: int, lo: int, w_all, w_st) -> tuple:
+        """:meth:`chunk_args` over several processes: global ``[chunk, ...]`` arrays sharded over the mesh.
+
+        This process reads, converts and places only the rows of its own
+        devices (one contiguous slice of ``grp.X`` / ``grp.Y`` per device), so
+        ``X``, ``Y`` may be any array-like with ``shape`` and slicing along the
+        streams, e.g. a ``np.memmap`` or an HDF5 dataset, read in part.
+        """
+        if id(grp) not in self._host:  # a jax.Array is copied to the host once; other arrays are sliced
+            self._host[id(grp)] = tuple(np.asarray(a) if isinstance(a, jax.Array) else a for a in (grp.X, grp.Y))
+        S = grp.X.shape[0]
+
+        def place(src):
+            def rows(index):  # one local device's block of the chunk: index[0] slices the chunk's streams
+                a, b, _ = index[0].indices(chunk)
+                idx = np.minimum(np.arange(lo + a, lo + b), S - 1)  # past the end: the last stream again
+                return np.asarray(src[idx[0]: idx[-1] + 1], self.dtype)[idx - idx[0]]
+
+            return jax.make_array_from_callback((chunk,) + tuple(src.shape[1:]), self.shard, rows)
+
+        return tuple(place(a) for a in (*self._host[id(grp)], w_all, w_st))
+
+    def replicate(self, tree):
+        """``tree``'s arrays (the same on every process) as global arrays replicated over the mesh's devices."""
+        def one(a):
+            return jax.make_array_from_single_device_arrays(
+                a.shape, self.replicated, [jax.device_put(a, dv) for dv in self.replicated.addressable_devices])
+
+        return jax.tree_util.tree_map(one, tree)
+
+    def gather(self, out: dict) -> dict:
+        """A chunk's outputs ``{name: [chunk, H, ...]}`` as NumPy arrays; over several processes all-gathered first.
+
+        The all-gather is one small compiled program per output shape (after
+        the timed call): every process then holds every stream's metrics.
+        """
+        if self.multi:
+            out = self._all_gather(out)
+        return jax.tree_util.tree_map(np.asarray, out)
+
+    def slowest(self, seconds: Sequence[float]) -> np.ndarray:
+        """Per entry, the largest of the processes' ``seconds`` (its own with one process), float64."""
+        secs = np.asarray(seconds, np.float64)
+        if not self.multi:
+            return secs
+        # one row per mesh device, each device's the seconds of its process, gathered like the metrics
+        # (as uint32 pairs: without x64 JAX would round float64 to float32)
+        bits, D = secs.view(np.uint32), len(self.devices)
+        rows = jax.make_array_from_callback((D, bits.size), self.shard,
+                                            lambda index: np.tile(bits, (len(range(D)[index[0]]), 1)))
+        return np.asarray(self._all_gather(rows)).view(np.float64).max(0)
 
     def build(self, gl: GridLearner, grp) -> _Program:
         """Trace, lower and compile one configuration for one stream shape."""
@@ -308,6 +392,7 @@ class _Plan:
         if self.mesh is not None:  # per-device work is independent: nothing to communicate
             fn = jax.shard_map(fn, mesh=self.mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
                                check_vma=False)
+        states = self.replicate(states) if self.multi else states
         t0 = time.perf_counter()
         exe = jax.jit(fn).lower(states, *self.chunk_args(grp, chunk, 0, *self.weights(gl, grp))).compile()
         return _Program(learner, states, [_label(gl, h) for h in range(H)], chunk, exe, time.perf_counter() - t0)
@@ -362,7 +447,8 @@ def _compile(plan: _Plan, batch: list, keys_of: dict, workers: int | None, progr
             for k, v in by_key.items():
                 built[k] = plan.build(*v)
                 bar.update()
-    return {k: built[k] for k in by_key}
+    secs = plan.slowest([built[k].compile_s for k in by_key])  # several processes: the slowest one's
+    return {k: built[k]._replace(compile_s=float(s)) for k, s in zip(by_key, secs)}
 
 
 def _rows(gl: GridLearner, grp, prog: _Program, out: dict, lo: int, atpi: float, kept: dict | None) -> list:
@@ -383,14 +469,16 @@ def _run_program(plan: _Plan, gl: GridLearner, grp, prog: _Program, kept: dict |
     """Run one compiled program over a stream group, chunk by chunk; its rows with the time per item."""
     S, n, d = grp.X.shape
     w_all, w_st = plan.weights(gl, grp)
-    rows = []
+    outs, secs = [], []
     for lo in range(0, S, prog.chunk):
         args = plan.chunk_args(grp, prog.chunk, lo, w_all, w_st)
         t0 = time.perf_counter()
         out = jax.block_until_ready(prog.executable(prog.states, *args))
-        secs = time.perf_counter() - t0
-        out = jax.tree_util.tree_map(np.asarray, out)
-        rows += _rows(gl, grp, prog, out, lo, secs / (prog.chunk * len(prog.labels) * n), kept)
+        secs.append(time.perf_counter() - t0)
+        outs.append(plan.gather(out))
+    rows = []
+    for lo, out, s in zip(range(0, S, prog.chunk), outs, plan.slowest(secs)):
+        rows += _rows(gl, grp, prog, out, lo, float(s) / (prog.chunk * len(prog.labels) * n), kept)
     return rows
 
 
@@ -451,7 +539,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     Args:
       learners: :class:`GridLearner` s, or ``{name: make(n_features) -> Learner}``.
       streams: a :class:`~onlinejax.data.StreamGroup` or a list of them (e.g.
-        :func:`~onlinejax.data.thesis_grid`).
+        :func:`~onlinejax.data.thesis_grid`). Over several processes a
+        group's ``X`` ``[S, n, d]`` and ``Y`` ``[S, n]`` may be any array-like
+        with ``shape`` and slicing along the streams (``np.memmap``, an HDF5
+        dataset): each process reads only the slices its devices run.
       level: central interval level for ``icr`` / ``aiw``.
       stable_window: items after the start and after each drift left out of
         the ``*_st`` metrics (the same for every learner, so rows compare).
@@ -462,7 +553,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         same program whatever the device count, so sharded and unsharded
         tables agree to rounding (a few ulps) as long as ``chunk_size`` is the same.
       devices: devices to shard chunks over (default ``jax.devices()``; one
-        device means no sharding).
+        device means no sharding). After ``jax.distributed.initialize`` the
+        default spans every process (each process must then call ``run_grid``
+        with the same arguments); ``jax.local_devices()`` runs the whole grid
+        in this process alone. Devices of only some of the processes are refused.
       progress: progress bars (tqdm, on stderr) over the programs compiled and run.
       dtype: learner state dtype (default float32, or float64 under x64).
       compile_workers: programs compiled at once in threads (default: the CPU
@@ -487,6 +581,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         compiling every program of a large grid first exhausts them.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
+      Over several processes every process returns the same table (``atpi``,
+      ``compile_s``: the slowest process's time); write it from process 0 only.
     """
     dtype = dtype or default_float_dtype()
     if delay is not None:

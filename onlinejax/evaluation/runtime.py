@@ -1,4 +1,4 @@
-"""Process-wide runtime settings for grid runs: host devices, the persistent compilation cache, BLAS threads.
+"""Process-wide runtime settings for grid runs: host devices, several processes, the compilation cache, BLAS threads.
 
 These change global JAX or BLAS state, so the library never calls them on
 import; the command line and the benchmarks do.
@@ -13,7 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from ..base import check_int
 
-__all__ = ["default_cache_dir", "use_cpu_cores", "enable_compilation_cache", "one_blas_thread"]
+__all__ = ["default_cache_dir", "use_cpu_cores", "initialize_distributed", "enable_compilation_cache",
+           "one_blas_thread"]
 
 
 def default_cache_dir() -> str:
@@ -51,6 +52,37 @@ def use_cpu_cores(n: int | None = None) -> int:
         except RuntimeError:  # backends already initialised: keep what they have
             pass
     return len(jax.devices("cpu"))
+
+
+def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None, *, local_device_ids=None, cpu_devices: int | None = None,
+                           cpu_collectives: str | None = "gloo", **kwargs) -> None:
+    """Join a multi-process JAX run (:func:`jax.distributed.initialize`), so :func:`run_grid` spans every process.
+
+    Afterwards ``jax.devices()`` lists the devices of every process and
+    :func:`~onlinejax.evaluation.run_grid` shards its stream chunks over all
+    of them (``docs/multihost.md``). Call it first, before anything runs on
+    JAX (and instead of :func:`use_cpu_cores`, which starts the backends). On
+    SLURM, Open MPI or Cloud TPU the three leading arguments may be left out:
+    JAX reads them from the cluster's environment.
+
+    Args:
+      coordinator_address: ``"host:port"`` of process 0's coordinator service.
+      num_processes: processes in the run; process_id: this one's, ``0 .. num_processes - 1``.
+      local_device_ids: the local GPUs this process uses (default: all it sees).
+      cpu_devices: host devices of this process on CPU (``jax_num_cpu_devices``; default: JAX's, 1).
+      cpu_collectives: the CPU backend's cross-process collectives (``"gloo"``,
+        or ``"mpi"``); ``None`` leaves JAX's setting. The GPU backends ignore it.
+      **kwargs: passed to :func:`jax.distributed.initialize` (e.g. ``initialization_timeout``).
+    Raises:
+      ValueError: ``cpu_devices`` is not an int >= 1.
+      RuntimeError: from JAX, when it is called twice or after the backends started.
+    """
+    if cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", check_int(cpu_devices, "cpu_devices", 1))
+    if cpu_collectives is not None:
+        jax.config.update("jax_cpu_collectives_implementation", cpu_collectives)
+    jax.distributed.initialize(coordinator_address, num_processes, process_id, local_device_ids, **kwargs)
 
 
 def enable_compilation_cache(path: str | None = None, min_compile_seconds: float = 0.5) -> str:
