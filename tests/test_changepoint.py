@@ -108,7 +108,12 @@ def test_hazard_vmaps_without_recompiling_and_differentiates():
     L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=6)
     hazards = jnp.asarray([0.002, 0.01, 0.05])
     res = evaluate_streams(L, X[None], Y[None], hyper={"hazard": hazards})
-    one = [progressive_validation(L, L.init(hazard=float(h)), X, Y).predictions for h in hazards]
+    from onlinejax.evaluation.progressive import _scan
+
+    one = [progressive_validation(L, L.init(hazard=float(hazards[0])), X, Y).predictions]
+    compiled = _scan._cache_size()
+    one += [progressive_validation(L, L.init(hazard=float(h)), X, Y).predictions for h in hazards[1:]]
+    assert _scan._cache_size() == compiled  # the hazard is an array in the state: no recompilation
     for i, p in enumerate(one):
         want = float(np.mean(np.asarray(p.log_prob(jnp.asarray(Y, p.mean.dtype)))))
         np.testing.assert_allclose(float(res.metrics["mlpd"][i, 0]), want, rtol=tol(1e-9, 1e-4))
