@@ -35,13 +35,24 @@ class ProgressiveResult(NamedTuple):
         return tree_repr(self)
 
 
+#: States up to this many bytes are stepped two items per loop iteration (``lax.scan(unroll=2)``): for a
+#: small learner the loop's own overhead is a large share of an item's cost (``benchmarks/bayes_linreg.py``);
+#: bigger states gain nothing and would only compile a body twice as long.
+UNROLL_STATE_BYTES = 4096
+
+
+def _state_bytes(state) -> int:
+    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(state))
+
+
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def _scan(learner: Learner, acc, record, state, X, Y):
     def body(s, xy):
         s, p = learner.step(s, *xy)
         return s, (p, record(s) if record is not None else None)
 
-    state, (preds, recs) = jax.lax.scan(body, state, (X, Y))
+    unroll = 2 if _state_bytes(state) <= UNROLL_STATE_BYTES else 1
+    state, (preds, recs) = jax.lax.scan(body, state, (X, Y), unroll=unroll)
     return state, preds, (score(acc, Y, preds) if acc is not None else None), recs
 
 
