@@ -27,39 +27,33 @@ __all__ = ["RiverRegressor"]
 class RiverRegressor(base.MiniBatchRegressor):
     """Any onlinejax learner as a River regressor with a Gaussian predictive distribution.
 
-    Parameters
-    ----------
-    learner
-        A function of onlinejax (``"bayes_linreg"``, ``"windowed_bayes_linreg"``,
+    Args:
+      learner: a function of onlinejax (``"bayes_linreg"``, ``"windowed_bayes_linreg"``,
         ``"gp_window"``, ``"kernel_regression"``, ...), a configuration registered by
         :mod:`onlinejax.zoo` (``"GPRegressionOLSMean_WS64"``), or a picklable callable
         ``factory(n_features, **learner_params) -> Learner``.
-    learner_params
-        Keyword arguments of the factory after ``n_features`` (e.g. ``{"window": 64}``).
-    init_params
-        Keyword arguments of ``learner.init`` (array hyperparameters such as ``alpha``, ``beta``).
-    n_features
-        Input slots. ``None``: as many as the first item learned has features. A feature takes a
-        slot when the first item with it is learned (not when it is predicted on, not by an
-        item that is rejected). A feature that appears once every slot is taken widens the
-        learner (doubling the slots) if it can be widened exactly (``"bayes_linreg"``,
-        ``"calibrated_bayes_linreg"``, without forgetting: the new weights start at their prior,
-        as if the slots had been reserved); for every other learner it is ignored, with a
-        warning and counted in ``n_ignored_features``. A missing feature (absent, ``None`` or
-        NaN) counts as 0; in ``predict_one`` a feature never learned counts at its prior weight
-        where a slot is free or the learner widens, and is ignored otherwise.
-    tune_every
-        Re-estimate the learner's hyperparameters (``learner.tune``) after every this many
-        learned items; 0 never does.
+      learner_params: keyword arguments of the factory after ``n_features`` (e.g. ``{"window": 64}``).
+      init_params: keyword arguments of ``learner.init`` (array hyperparameters such as ``alpha``, ``beta``).
+      n_features: input slots. ``None``: as many as the first item learned has features. A feature
+        takes a slot when the first item with it is learned (not when it is predicted on, not by an
+        item that is rejected). A feature that appears once every slot is taken widens the learner
+        (doubling the slots) if it can be widened exactly (``"bayes_linreg"``,
+        ``"calibrated_bayes_linreg"``, without forgetting: the new weights start at their prior, as
+        if the slots had been reserved); for every other learner it is ignored, with a warning, and
+        counted in ``n_ignored_features``. A missing feature (absent, ``None`` or NaN) counts as 0;
+        in ``predict_one`` a feature never learned counts at its prior weight where a slot is free
+        or the learner widens, and is ignored otherwise.
+      tune_every: re-estimate the learner's hyperparameters (``learner.tune``) after every this
+        many learned items; 0 never does.
 
-    Examples
-    --------
-    >>> from onlinejax.adapters.river import RiverRegressor
-    >>> model = RiverRegressor("bayes_linreg", {"intercept": True}, {"alpha": 1e-2, "beta": 1.0})
-    >>> model.learn_one({"a": 1.0, "b": 2.0}, 3.0)
-    >>> dist = model.predict_one({"a": 1.0, "b": 2.0}, with_dist=True)
-    >>> round(dist.mu, 3) == round(model.predict_one({"a": 1.0, "b": 2.0}), 3)
-    True
+    Example::
+
+        >>> from onlinejax.adapters.river import RiverRegressor
+        >>> model = RiverRegressor("bayes_linreg", {"intercept": True}, {"alpha": 1e-2, "beta": 1.0})
+        >>> model.learn_one({"a": 1.0, "b": 2.0}, 3.0)
+        >>> dist = model.predict_one({"a": 1.0, "b": 2.0}, with_dist=True)
+        >>> round(dist.mu, 3) == round(model.predict_one({"a": 1.0, "b": 2.0}), 3)
+        True
     """
 
     def __init__(self, learner="calibrated_bayes_linreg", learner_params: dict | None = None,
