@@ -186,7 +186,8 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
                                title=f"Mean over {n_streams} streams, per family")]
     paths.append(plot_windowed_error(curves, os.path.join(out, "grid_error.png"), drift_at=cp, window=window,
                                      title=f"Sliding-window SMSE on {what}"))
-    lab = next((l for l in reversed(labels) if l.startswith("Combination")), labels[0])
+    family = {r["learner"]: r.get("family") for r in res.rows}
+    lab = next((l for l in reversed(labels) if family[l] == "Combination"), labels[0])  # the combination's, if run
     m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)][:2])
     lo_i = max(0, (cp if cp >= 0 else len(y) // 2) - 150)
     sl = slice(lo_i, lo_i + 300)
