@@ -52,6 +52,7 @@ __all__ = [
     "skip_nonfinite",
     "describe_factory",
     "tree_repr",
+    "tree_nbytes",
     "StaticOptions",
     "learnable",
     "welford_update",
@@ -280,6 +281,11 @@ def _leaf_repr(a) -> str:
         v = np.asarray(a).item()
         return f"{v:.4g}" if isinstance(v, float) else repr(v)
     return f"{np.dtype(a.dtype).name}{list(a.shape)}"
+
+
+def tree_nbytes(tree) -> int:
+    """Bytes of a pytree's array leaves (shapes and dtypes only: also for ``jax.eval_shape`` results)."""
+    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(tree))
 
 
 def tree_repr(tree, depth: int = 2) -> str:

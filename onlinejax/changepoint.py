@@ -200,7 +200,7 @@ class ScaleRunsState(NamedTuple):
     """Run-length posterior of standardised residuals ``z ~ N(0, s²)`` whose variance ``s²`` changes.
 
     Each hypothesis has the conjugate posterior ``s² ~ InvGamma(a, b)`` of its run (Murphy 2007,
-    "Conjugate Bayesian analysis of the Gaussian distribution", sec. 4): ``a ← a + ½``,
+    "Conjugate Bayesian analysis of the Gaussian distribution", known mean): ``a ← a + ½``,
     ``b ← b + z²/2`` per item, predictive ``z ~ t_{2a}(0, b/a)``.
 
     Attributes:
@@ -227,12 +227,6 @@ def scale_runs_init(n_runs: int, dtype) -> ScaleRunsState:
                           jnp.full((n_runs,), b0, dtype), jnp.zeros((n_runs,), jnp.int32))
 
 
-def _log_t(z2: Array, a: Array, b: Array) -> Array:
-    """``log t_{2a}(z; 0, b/a)`` from ``z²``: ``lgamma(a + ½) - lgamma(a) - ½log(2πb) - (a + ½)log(1 + z²/2b)``."""
-    return (jax.lax.lgamma(a + 0.5) - jax.lax.lgamma(a) - 0.5 * jnp.log(2.0 * jnp.pi * b)
-            - (a + 0.5) * jnp.log1p(z2 / (2.0 * b)))
-
-
 def scale_runs_update(s: ScaleRunsState, z2: Array, hazard) -> ScaleRunsState:
     """The run-length recursion (A&M Algorithm 1) for one standardised squared residual ``z2: []``."""
     a0, b0 = SCALE_PRIOR
@@ -240,7 +234,9 @@ def scale_runs_update(s: ScaleRunsState, z2: Array, hazard) -> ScaleRunsState:
     lh, l1h = jnp.log(jnp.asarray(hazard, dt)), jnp.log1p(-jnp.asarray(hazard, dt))
     a = jnp.concatenate([jnp.full((1,), a0, dt), s.shape])
     b = jnp.concatenate([jnp.full((1,), b0, dt), s.rate])
-    joint = jnp.concatenate([lh[None], l1h + s.log_weights]) + _log_t(z2, a, b)
+    # each run's inverse-gamma predictive t_{2a}(0, b/a) at |z| (symmetric)
+    joint = jnp.concatenate([lh[None], l1h + s.log_weights]) + jax.scipy.stats.t.logpdf(
+        jnp.sqrt(z2), 2.0 * a, 0.0, jnp.sqrt(b / a))
     joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
     top, idx = jax.lax.top_k(joint, s.log_weights.shape[0])
     length = jnp.concatenate([jnp.ones((1,), jnp.int32), s.run_length + 1])

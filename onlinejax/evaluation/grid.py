@@ -53,7 +53,6 @@ excluded (reported separately as ``compile_s``); ``drmax = 1/atpi``.
 from __future__ import annotations
 
 import csv
-import math
 import os
 import sys
 import time
@@ -66,7 +65,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tqdm import tqdm
 
-from ..base import Learner, check_int, default_float_dtype
+from ..base import Learner, check_int, default_float_dtype, tree_nbytes
 from ..baseline import recorded
 from ..combination import replay
 from ..registry import GridLearner
@@ -228,8 +227,7 @@ def _label(gl: GridLearner, h: int) -> str:
 
 
 def _state_bytes(learner: Learner, dtype) -> int:
-    shapes = jax.eval_shape(lambda: learner.init(dtype=dtype))
-    return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(shapes))
+    return tree_nbytes(jax.eval_shape(lambda: learner.init(dtype=dtype)))
 
 
 def _vmap_width(state_bytes: int, vmap_bytes: int) -> int:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_repr
+from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_nbytes, tree_repr
 from .metrics import score
 
 Array = jax.Array
@@ -41,17 +41,13 @@ class ProgressiveResult(NamedTuple):
 UNROLL_STATE_BYTES = 4096
 
 
-def _state_bytes(state) -> int:
-    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(state))
-
-
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def _scan(learner: Learner, acc, record, state, X, Y):
     def body(s, xy):
         s, p = learner.step(s, *xy)
         return s, (p, record(s) if record is not None else None)
 
-    unroll = 2 if _state_bytes(state) <= UNROLL_STATE_BYTES else 1
+    unroll = 2 if tree_nbytes(state) <= UNROLL_STATE_BYTES else 1
     state, (preds, recs) = jax.lax.scan(body, state, (X, Y), unroll=unroll)
     return state, preds, (score(acc, Y, preds) if acc is not None else None), recs
 
