@@ -50,6 +50,8 @@ __all__ = [
     "sequential",
     "keep_if",
     "skip_nonfinite",
+    "zero_unusable",
+    "BLAS_MIN_FEATURES",
     "describe_factory",
     "tree_repr",
     "tree_nbytes",
@@ -483,6 +485,30 @@ def learnable(x: Array, y: Array) -> Array:
     return jnp.all(jnp.abs(x) <= limit, axis=-1) & (jnp.abs(y) <= limit)
 
 
+#: Input widths from which XLA:CPU computes a learner's matrix-vector products with BLAS calls rather than
+#: inline loops: there a fused producer of ``x`` costs more than materialising it (:func:`zero_unusable`),
+#: and a step that shares ``Wᵀx`` between prediction and update pays off
+#: (:func:`onlinejax.linear.bayes.step_one`); below it the fused, separate forms are faster.
+BLAS_MIN_FEATURES = 12
+
+
+def zero_unusable(x: Array, x_ok: Array, y: Array, y_ok: Array) -> tuple[Array, Array]:
+    """``(x, y)`` with the rows of ``x`` where ``x_ok`` is false and the ``y`` where ``y_ok`` is false set to 0.
+
+    Shapes: ``x: [..., d]``, ``x_ok, y, y_ok: [...]``. From ``d >=``
+    :data:`BLAS_MIN_FEATURES` the result passes through an optimisation barrier:
+    left to itself XLA:CPU fuses the ``where`` into the matrix-vector products
+    that consume ``x``, and a dot with a fused operand is emitted as a plain
+    loop instead of a call to the BLAS kernel — at ``d = 45`` that doubled the
+    Bayesian linear regression step (``benchmarks/bayes_linreg.py``).
+    """
+    xz = jnp.where(x_ok[..., None], x, jnp.zeros_like(x))
+    yz = jnp.where(y_ok, y, jnp.zeros_like(y))
+    if x.shape[-1] < BLAS_MIN_FEATURES:  # narrower products are emitted inline, and fusing them is cheaper
+        return xz, yz
+    return jax.lax.optimization_barrier((xz, yz))
+
+
 def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     """Make a single-item ``fn(state, x, y)`` leave the state unchanged when ``x`` or ``y`` is not
     finite (or too large to square, see :func:`learnable`).
@@ -508,7 +534,7 @@ def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     def wrapped(state, x, y):
         ok = learnable(x, y)
         x_finite = jnp.all(jnp.isfinite(x), axis=-1)
-        out = fn(state, jnp.where(x_finite, x, jnp.zeros_like(x)), jnp.where(ok, y, jnp.zeros_like(y)))
+        out = fn(state, *zero_unusable(x, x_finite, y, ok))
         new = out[0] if returns_prediction else out
         kept = keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
         if not returns_prediction:

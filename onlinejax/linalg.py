@@ -71,7 +71,8 @@ def prior_sqrt_cov(alpha: Array) -> Array:
     return jnp.diag(jax.lax.rsqrt(alpha))
 
 
-def sqrt_cov_rank1(W: Array, m: Array, x: Array, y: Array, r: Array, sign: float | Array = 1.0):
+def sqrt_cov_rank1(W: Array, m: Array, x: Array, y: Array, r: Array, sign: float | Array = 1.0,
+                   f: Array | None = None):
     """Add (``sign=+1``) or remove (``sign=-1``) one observation from ``N(m, WWᵀ)``.
 
     Args:
@@ -82,11 +83,13 @@ def sqrt_cov_rank1(W: Array, m: Array, x: Array, y: Array, r: Array, sign: float
       r: ``[]`` noise variance of the observation (``1/β``, or ``1/(wβ)`` for a
         weighted observation).
       sign: ``+1`` to absorb the observation, ``-1`` to remove it.
+      f: ``None``, or ``Wᵀx`` (``[d]``) when the caller has it already (a
+        prediction's ``xᵀSx = fᵀf`` needs it too).
     Returns:
       ``(W₊, m₊)`` with ``W₊W₊ᵀ = (S⁻¹ + sign·xxᵀ/r)⁻¹`` and the matching mean
       (Bishop eq. 3.50–3.51; thesis eq. 5.4 for ``+``, eq. 5.9–5.11 for ``-``).
     """
-    f = W.T @ x
+    f = W.T @ x if f is None else f
     Wf = W @ f
     rho = r + sign * (f @ f)
     eps = jnp.finfo(W.dtype).eps

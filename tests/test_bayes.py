@@ -157,6 +157,53 @@ def test_nonfinite_items_are_skipped_inside_jit(rng):
     assert rel_err(sb.mean, sg.mean) < tol(1e-12, 1e-5) and int(sb.n_skipped) == 1
 
 
+@pytest.mark.parametrize("tunable", [True, False])
+@pytest.mark.parametrize("intercept", [False, True])
+def test_shared_step_is_predict_then_learn(rng, tunable, intercept):
+    """d >= BLAS_MIN_FEATURES: the factory's step shares Wᵀx between prediction and update
+    (bayes.step_one); each prediction is the float64 predictive of the items before it."""
+    d, n, beta = 20, 60, 3.0
+    X, Y = _data(rng, n=n, d=d)
+    lrn = oj.bayes_linreg(d, alpha=0.7, beta=beta, tunable=tunable, intercept=intercept)
+    res = oj.evaluation.progressive_validation(lrn, lrn.init(), X, Y)
+    Xf = np.hstack([X, np.ones((n, 1))]) if intercept else X
+    for t in (0, 1, 17, n - 1):
+        m, S = blr_posterior(Xf[:t], Y[:t], 0.7, beta) if t else (np.zeros(Xf.shape[1]), np.eye(Xf.shape[1]) / 0.7)
+        rm, rv = predictive(m, S, beta, Xf[t])
+        assert float(res.predictions.mean[t]) == pytest.approx(rm, rel=tol(1e-9, 1e-4), abs=tol(1e-12, 1e-5))
+        assert float(res.predictions.var[t]) == pytest.approx(rv, rel=tol(1e-9, 1e-4))
+    m, S = blr_posterior(Xf, Y, 0.7, beta)
+    assert rel_err(res.state.mean, m) < tol(1e-9, 1e-4)
+    assert rel_err(_cov(res.state), S) < tol(1e-9, 1e-4)
+    if tunable:
+        assert rel_err(res.state.stats.gram, Xf.T @ Xf) < tol(1e-12, 1e-6)
+        assert rel_err(res.state.stats.xty, Xf.T @ Y) < tol(1e-12, 1e-6)
+        assert float(res.state.stats.n) == n
+
+
+def test_shared_step_skips_like_learn_one(rng):
+    """bayes.step_one on unusable items: the state of learn_one, the prediction of predict_one."""
+    d = 16
+    s = bayes.learn_batch(bayes.init(d, 1.0, 2.0), rng.normal(size=(30, d)), rng.normal(size=30), forget=False)
+    x = rng.normal(size=d)
+    nan_x, big_x = x.copy(), x.copy()
+    nan_x[3] = np.nan
+    big_x[5] = 1e30  # finite, too large to square in float32 (and learnable() uses the dtype's limit)
+    big_x = big_x if not X64 else big_x * 1e150
+    step = jax.jit(lambda s, x, y: bayes.step_one(s, x, y, forget=False))
+    learn = jax.jit(lambda s, x, y: bayes.learn_one(s, x, y, forget=False))
+    for xi, yi in ((x, 0.5), (nan_x, 0.5), (big_x, 0.5), (x, np.inf), (x, np.nan)):
+        got, pred = step(s, xi, yi)
+        want = learn(s, xi, yi)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol(1e-12, 1e-6),
+                                       atol=tol(1e-12, 1e-6))
+        ref = bayes.predict_one(s, xi)
+        np.testing.assert_allclose(np.asarray(pred.mean), np.asarray(ref.mean), rtol=tol(1e-12, 1e-6))
+        np.testing.assert_allclose(np.asarray(pred.var), np.asarray(ref.var), rtol=tol(1e-12, 1e-6))
+    assert int(step(s, nan_x, 0.5)[0].n_skipped) == 1 and np.isnan(float(step(s, nan_x, 0.5)[1].mean))
+
+
 def test_bad_input_raises_value_error_naming_argument(rng):
     lrn = oj.bayes_linreg(3)
     s = lrn.init()

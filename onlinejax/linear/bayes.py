@@ -47,8 +47,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, learnable, make_learner)
+from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
+                    describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
@@ -61,6 +61,7 @@ __all__ = [
     "init",
     "learn_one",
     "learn_batch",
+    "step_one",
     "predict_one",
     "predict_batch",
     "unlearn_one",
@@ -129,7 +130,7 @@ def init(n_features: int, alpha=1.0, beta=1.0, forgetting=1.0, dtype=None) -> Ba
 
 def _finite_rows(X, Y):
     ok = learnable(X, Y)
-    return ok, jnp.where(ok[..., None], X, 0.0), jnp.where(ok, Y, 0.0)
+    return ok, *zero_unusable(X, ok, Y, ok)
 
 
 def _variance_cap(state):
@@ -157,6 +158,37 @@ def learn_one(state: BayesLinRegState, x: Array, y: Array, *, forget: bool = Tru
         s = stats
         stats = SufficientStats(lam * s.gram + jnp.outer(x, x), lam * s.xty + x * y, lam * s.yty + y * y, lam * s.n + ok)
     return state._replace(mean=m, cov_sqrt=W, stats=stats, n_seen=state.n_seen + ok, n_skipped=state.n_skipped + (~ok))
+
+
+def step_one(state: BayesLinRegState, x: Array, y: Array, *, forget: bool = True,
+             track: bool = True) -> tuple[BayesLinRegState, Prediction]:
+    """:func:`predict_one`, then :func:`learn_one` (``x: [d]``, ``y: []``), sharing their work.
+
+    Without forgetting (``forget=False``) the prediction's ``f = Wᵀx``
+    (``xᵀSx = fᵀf``, Bishop eq. 3.59) and ``xᵀm`` are the ones the rank-1
+    update needs (:func:`onlinejax.linalg.sqrt_cov_rank1`), so an item costs
+    three ``O(d²)`` passes over ``W`` instead of four. With forgetting the
+    update works on ``W`` rescaled first, and the two are computed apart.
+    The prediction of an ``x`` with a non-finite element is NaN, as
+    :func:`predict_one`'s.
+    """
+    if forget:
+        return learn_one(state, x, y, forget=True, track=track), predict_one(state, x)
+    ok = learnable(x, y)
+    x_finite = jnp.all(jnp.isfinite(x))
+    xs, y = zero_unusable(x, x_finite, y, ok)
+    f = state.cov_sqrt.T @ xs
+    mean = xs @ state.mean
+    pred = Prediction(jnp.where(x_finite, mean, jnp.nan), jnp.where(x_finite, 1.0 / state.beta + f @ f, jnp.nan))
+    # a skipped item enters the update as f = 0, an exact no-op, as in learn_one
+    W, m = sqrt_cov_rank1(state.cov_sqrt, state.mean, xs, y, 1.0 / state.beta, 1.0, f=jnp.where(ok, f, 0.0))
+    m = jnp.where(ok, m, state.mean)  # xᵀm may overflow for a finite x too large to learn
+    stats = state.stats
+    if track:
+        s = stats
+        stats = keep_if(ok, SufficientStats(s.gram + jnp.outer(xs, xs), s.xty + xs * y, s.yty + y * y, s.n + 1.0), s)
+    new = state._replace(mean=m, cov_sqrt=W, stats=stats, n_seen=state.n_seen + ok, n_skipped=state.n_skipped + (~ok))
+    return new, pred
 
 
 def learn_batch(state: BayesLinRegState, X: Array, Y: Array, *, forget: bool = True, track: bool = True) -> BayesLinRegState:
@@ -299,6 +331,8 @@ def bayes_linreg(
         init=_init,
         learn_one=partial(learn_one, forget=forget, track=tunable),
         learn_batch=partial(learn_batch, forget=forget, track=tunable),
+        # the shared step pays off once the products are BLAS calls (base.BLAS_MIN_FEATURES)
+        step_one=partial(step_one, forget=forget, track=tunable) if d_int >= BLAS_MIN_FEATURES else None,
         predict_one=predict_one,
         predict_batch=predict_batch,
         n_features=d_int,
