@@ -37,7 +37,7 @@ def stream(n, d, seed=0):
     return X, (X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)).astype(np.float32)
 
 
-def time_scan(lrn, X, Y, reps=3):
+def time_scan(lrn, X, Y, reps=7):
     t0 = time.perf_counter()
     jax.block_until_ready(progressive_validation(lrn, lrn.init(), X, Y))
     first = time.perf_counter() - t0
