@@ -1,6 +1,6 @@
 """The thesis's evaluation (learner configurations × the 576-stream grid): items/s per family.
 
-Run:  .venv/bin/python benchmarks/grid.py [--learners GP,Kernel] [--per-cell K | --full] [--n 2000]
+Run:  .venv/bin/python benchmarks/grid.py [--learners GP,Kernel] [--per-cell K] [--n 2000] [--bare]
       (one host device per core by default, see onlinejax.evaluation.use_cpu_cores; XLA_FLAGS=
        --xla_force_host_platform_device_count=N overrides it)
 
@@ -9,7 +9,12 @@ processed, the compile seconds and the run seconds (compiled calls only), the
 items per second, and — as the in-run baseline the guide asks for — the ratio
 to the thesis's own reported per-item cost, which put the whole 36,864-session
 evaluation at about 8 hours of CPU (36,864 × 2000 items / 8 h ≈ 2,560 items/s).
-Default: all 64 registered configurations on the full grid.
+Default: the thesis's 64 configurations (52 online, 12 batch) on the full grid.
+
+``--bare`` also runs, on the same streams, each windowed family's bare
+learner at W = 64 (learning every item, never tuned, no state machine) and
+prints µs per item of the state-machine configuration at W = 64 beside it
+(issue 26's per-item target: within 2x), per input dimension.
 """
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ def main():
     ap.add_argument("--per-cell", type=int, default=None, help="stratified sample instead of the full grid")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--bare", action="store_true",
+                    help="also run each windowed family's bare learner (W = 64) and compare per-item costs")
     ap.add_argument("--compile-cache", default="none", metavar="DIR",
                     help="persistent compilation cache ('none', the default, times a cold run; 'default': "
                          "the command line's ~/.cache/onlinejax/xla)")
@@ -50,32 +57,86 @@ def main():
 
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
-    gls = registered_learners(a.learners)
-    if a.learners is None:  # the thesis's 52 online + 12 batch configurations, not the registered combinations
-        gls = [g for g in gls if g.family != "Combination"]
+    if a.learners is None:  # the thesis's 52 online + 12 batch configurations (not the recommended ones)
+        gls = zoo.thesis_online_learners() + zoo.thesis_batch_learners()
+    else:
+        gls = registered_learners(a.learners)
+    bare = bare_learners() if a.bare else []
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
-    res = run_grid(gls, groups)
+    res = run_grid(gls + bare, groups)
     wall = time.perf_counter() - t0
+    gls_all, gls = gls + bare, gls
     fam = {}
-    for gl in gls:
+    for gl in gls:  # the bare learners are compared below, not counted in their families
         comp = sum(v for k, v in res.compile_seconds.items() if k[0] == gl.name)
         f = fam.setdefault(gl.family, {"sessions": 0, "items": 0, "compile": 0.0, "run": 0.0})
         f["compile"] += comp
     for r in res.rows:
+        if r["learner"].startswith("bare:"):
+            continue
         f = fam[r["family"]]
         f["sessions"] += 1
         f["items"] += r["n"]
         f["run"] += r["atpi"] * r["n"]
-    print(f"{len(gls)} configurations x {len(names)} streams x {a.n} items: {len(res.rows)} sessions, "
+    print(f"{len(gls_all)} configurations x {len(names)} streams x {a.n} items: {len(res.rows)} sessions, "
           f"{wall:.1f} s wall incl. compile")
     print(f"{'family':18s} {'sessions':>8s} {'M items':>8s} {'compile s':>9s} {'run s':>8s} {'items/s':>10s} {'x thesis':>8s}")
     for k, f in fam.items():
         ips = f["items"] / max(f["run"], 1e-12)
         print(f"{k:18s} {f['sessions']:8d} {f['items'] / 1e6:8.2f} {f['compile']:9.1f} {f['run']:8.1f} {ips:10.0f} "
               f"{ips / THESIS_ITEMS_PER_S:8.1f}")
+    if bare:
+        print_bare_comparison(res.rows)
     if a.csv:
         print("wrote", res.to_csv(a.csv))
+
+
+#: windowed family -> (its state-machine configuration at W = 64, the bare learner's maker)
+def _bare_makers():
+    from onlinejax.gp import gp_window
+    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.zoo import THESIS_WINDOWS
+
+    cap = max(THESIS_WINDOWS)
+    return {
+        "BayesianMLE": ("BayesianMLEWindowed_WS64", lambda d: bayesian_mle_windowed(d, 64, capacity=cap), None),
+        "BayesianMAP": ("BayesianMAPWindowed_WS64", lambda d: bayesian_map_windowed(d, 64, capacity=cap), None),
+        "GPRegression": ("GPRegressionZeroMean_WS64", lambda d: gp_window(d, 64, mean="zero"), 1),
+        "KernelRegression": ("KernelRegression_WS64", lambda d: kernel_regression(d, 64), None),
+    }
+
+
+def bare_learners():
+    from onlinejax.registry import grid_learner
+
+    return [grid_learner(f"bare:{fam}_WS64", fam, make, vmap_bytes=vb) for fam, (_, make, vb) in _bare_makers().items()]
+
+
+def print_bare_comparison(rows):
+    """µs per item (``atpi``, items-weighted) of each W = 64 state machine beside its bare learner, per d."""
+    import numpy as np
+
+    def us(name):
+        out = {}
+        for r in rows:
+            if r["learner"] == name:
+                t = out.setdefault(r["d"], [0.0, 0])
+                t[0] += r["atpi"] * r["n"]
+                t[1] += r["n"]
+        return {d: 1e6 * t / n for d, (t, n) in out.items()}
+
+    print("\nper-item cost, state machine (W = 64) vs its bare learner (learns every item, no tune), µs/item:")
+    print(f"{'family':18s} {'d':>3s} {'machine':>9s} {'bare':>9s} {'ratio':>7s}")
+    for fam, (machine, _, _) in _bare_makers().items():
+        m, b = us(machine), us(f"bare:{fam}_WS64")
+        if not m:  # the W = 64 configuration was not among --learners
+            continue
+        for d in sorted(set(m) & set(b)):
+            print(f"{fam:18s} {d:3d} {m[d]:9.2f} {b[d]:9.2f} {m[d] / b[d]:6.2f}x")
+        mm, bb = np.mean(list(m.values())), np.mean(list(b.values()))
+        print(f"{fam:18s} {'all':>3s} {mm:9.2f} {bb:9.2f} {mm / bb:6.2f}x")
 
 
 if __name__ == "__main__":
