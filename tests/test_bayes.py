@@ -357,3 +357,25 @@ def test_evidence_optimum_with_offset_inputs_matches_float64(kind, offset):
         return
     assert float(t.beta) == pytest.approx(b_ref, rel=tol(1e-4, 1e-2))
     assert float(t.alpha[0]) == pytest.approx(a_ref, rel=tol(1e-3, 2e-2))
+
+
+def test_shared_step_gradient_ignores_a_skipped_item(rng):
+    """jax.grad through the d >= 12 scan (bayes.step_one) with a NaN item equals the gradient without it."""
+    d = 14
+    X, Y = _data(rng, n=40, d=d)
+    lrn = oj.bayes_linreg(d, alpha=1.0, beta=2.0)
+    Xn, Yn = X.copy(), Y.copy()
+    Xn[7, 3] = np.nan
+
+    def loss(log_beta, X, Y):
+        s = lrn.init(beta=jnp.exp(log_beta))
+        _, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), s, (jnp.asarray(X), jnp.asarray(Y)))
+        lp = p.log_prob(jnp.asarray(Y))
+        return jnp.sum(jnp.where(jnp.isfinite(lp), lp, 0.0))
+
+    b0 = jnp.log(jnp.asarray(2.0, jnp.zeros(()).dtype))
+    g_nan = jax.grad(loss)(b0, Xn, Yn)
+    keep = np.arange(40) != 7
+    g_ref = jax.grad(loss)(b0, X[keep], Y[keep])
+    assert np.isfinite(float(g_nan))
+    assert float(g_nan) == pytest.approx(float(g_ref), rel=tol(1e-9, 1e-4))
