@@ -47,8 +47,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, keep_if, learnable, make_learner, zero_unusable)
+from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive,
+                    default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
