@@ -499,8 +499,8 @@ def zero_unusable(x: Array, x_ok: Array, y: Array, y_ok: Array) -> tuple[Array, 
     :data:`BLAS_MIN_FEATURES` the result passes through an optimisation barrier:
     left to itself XLA:CPU fuses the ``where`` into the matrix-vector products
     that consume ``x``, and a dot with a fused operand is emitted as a plain
-    loop instead of a call to the BLAS kernel — at ``d = 45`` that doubled the
-    Bayesian linear regression step (``benchmarks/bayes_linreg.py``).
+    loop instead of a call to the BLAS kernel, several times slower at the
+    widths where BLAS is used (``benchmarks/bayes_linreg.py``).
     """
     xz = jnp.where(x_ok[..., None], x, jnp.zeros_like(x))
     yz = jnp.where(y_ok, y, jnp.zeros_like(y))
