@@ -213,3 +213,54 @@ def test_gradient_through_a_skipped_item_is_finite(x, y):
 
     g = jax.grad(f)(jnp.asarray(2.0, dt))
     assert np.isfinite(float(g)) and float(g) != 0.0
+
+
+def _dot_precisions(jaxpr) -> list:
+    """Every dot_general's ``precision`` in a jaxpr and all its sub-jaxprs (scan, cond, while, pjit, custom rules)."""
+    from jax.extend import core as jcore
+
+    out = []
+
+    def subs(v):
+        if isinstance(v, jcore.ClosedJaxpr):
+            yield v.jaxpr
+        elif isinstance(v, jcore.Jaxpr):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            for u in v:
+                yield from subs(u)
+
+    def walk(j):
+        for eqn in j.eqns:
+            if eqn.primitive.name == "dot_general":
+                out.append(eqn.params["precision"])
+            for v in eqn.params.values():
+                for sj in subs(v):
+                    walk(sj)
+
+    walk(jaxpr.jaxpr)
+    return out
+
+
+def test_learners_trace_their_matrix_products_in_full_precision():
+    """make_learner traces every function under full_precision: no dot_general is left at JAX's default
+    precision (TF32 for float32 on NVIDIA GPUs), also inside a user's jit, in derivatives (jvp; the GP's
+    tune differentiates in reverse mode) and under a user's lower-precision context."""
+    from onlinejax import bayes_linreg
+    from onlinejax.adaptive import adaptive
+    from onlinejax.gp import gp_window
+
+    highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+    x, y = jnp.linspace(-1.0, 1.0, 3), jnp.asarray(0.5)
+    for lrn in (bayes_linreg(3), gp_window(3, 8), adaptive(gp_window(3, 8), 8)):
+        s = lrn.init()
+        for fn in (lambda s: lrn.step(s, x, y), lambda s: lrn.predict(s, x).mean,
+                   lambda s: jax.jit(lrn.learn)(s, x, y),
+                   lambda s: jax.jvp(lambda u: lrn.predict(lrn.learn(s, u, y), u).log_prob(y), (x,), (x,))[1]):
+            with jax.default_matmul_precision("bfloat16"):
+                precisions = _dot_precisions(jax.make_jaxpr(fn)(s))
+            assert precisions and all(p == highest for p in precisions), (repr(lrn), precisions)
+    g = gp_window(3, 8)
+    s = g.learn(g.init(), jnp.ones((8, 3)) * jnp.arange(8.0)[:, None], jnp.arange(8.0))
+    precisions = _dot_precisions(jax.make_jaxpr(g.tune)(s))
+    assert precisions and all(p == highest for p in precisions)
