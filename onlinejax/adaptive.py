@@ -282,6 +282,11 @@ def detect(options: AdaptiveOptions, det: DetectorState, z2: Array, abs_err: Arr
     return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g, runs=det.runs), (warm & (g > o.threshold)) | shocked
 
 
+def _default_tune_batch() -> int | None:
+    """``tune_batch="auto"``: 1 on JAX's CPU backend, ``None`` (the whole batch) on accelerators."""
+    return 1 if jax.default_backend() == "cpu" else None
+
+
 def _learn_item(learner: Learner, args):
     s, x, y = args
     return learner.learn(s, x, y), x, y
@@ -363,7 +368,7 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 @describe_factory
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
-             tune_batch: int | None = 1, hazard=1 / 250) -> Learner:
+             tune_batch: int | None | str = "auto", hazard=1 / 250) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -388,11 +393,13 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       tune: call the learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune the streams that need it this many at
         a time (``None``: the whole batch whenever any stream tunes); see
-        :func:`onlinejax.batching.cond_if_any`. Default 1: on a CPU a
-        vmapped tune of ``k`` windows costs about ``k`` single tunes, and
-        streams alarm at different items, so a tune event with ``k > 1``
-        mostly pays for streams that do not need it. On a GPU a larger ``k``
-        can pay off.
+        :func:`onlinejax.batching.cond_if_any`. Default ``"auto"``: 1 when
+        JAX's default backend is the CPU (there a vmapped tune of ``k``
+        windows costs about ``k`` single tunes, and streams alarm at
+        different items, so a tune event with ``k > 1`` mostly pays for
+        streams that do not need it), ``None`` on accelerators (a GPU tunes
+        the whole batch in about the time of one tune, while tuning the
+        streams one after another would serialise thousands of tunes).
       hazard: ``detector="bocpd"``: the prior probability of a change per item, in (0, 1).
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
@@ -415,6 +422,10 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         if not float(shock) > 1.0:
             raise ValueError(f"shock: must be > 1, got {shock!r}")
         shock = float(shock)
+    if isinstance(tune_batch, str):
+        if tune_batch != "auto":
+            raise ValueError(f"tune_batch: must be an int >= 1, None or 'auto', got {tune_batch!r}")
+        tune_batch = _default_tune_batch()
     if tune and learner.tune is not None and tune_batch is not None:
         tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
     check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)

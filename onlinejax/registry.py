@@ -36,12 +36,15 @@ class GridLearner(NamedTuple):
         compiles one program per stream shape for all of them and vmaps over
         their ``init_kwargs`` (e.g. the thesis's three GP mean functions at
         one window size). Their compile time is reported under the first one's name.
-      vmap_bytes: optional override of the grid runner's ``vmap_bytes`` for
-        this configuration (``1``: one (stream, hyperparameter) pair at a
-        time). Under ``vmap`` every stream of a group pays for a costly step
-        (a GP's ``O(W²)`` learning) whenever any stream of the group takes
-        it, so learners with such steps run faster unbatched
-        (``benchmarks/grid.py``).
+      vmap_bytes: optional override of the grid runner's default
+        ``vmap_bytes`` for this configuration on CPU devices (``1``: one
+        (stream, hyperparameter) pair at a time). Under ``vmap`` every
+        stream of a group pays for a costly step (a GP's ``O(W²)``
+        learning) whenever any stream of the group takes it, so on a CPU
+        learners with such steps run faster unbatched
+        (``benchmarks/grid.py``). Accelerators ignore it (there every stream
+        of a chunk is vmapped, or ``run_grid``'s own ``vmap_bytes`` applies
+        when given).
     """
 
     name: str

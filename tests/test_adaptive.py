@@ -320,3 +320,16 @@ def test_detect_is_the_relative_cusum(shock):
     for e, want in ((2.9, False), (3.1, True)):
         d2, alarm = detect(frozen, det, jnp.asarray(1e6, DTYPE), jnp.asarray(e, DTYPE), jnp.asarray(1.0, DTYPE))
         assert bool(alarm) == want and d2 is det
+
+
+def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
+    """``tune_batch="auto"``: one stream at a time on the CPU, the whole batch on an accelerator; other strings refused."""
+    import importlib
+
+    adaptive_mod = importlib.import_module("onlinejax.adaptive")
+
+    assert adaptive_mod._default_tune_batch() == (1 if jax.default_backend() == "cpu" else None)
+    monkeypatch.setattr(adaptive_mod.jax, "default_backend", lambda: "gpu")
+    assert adaptive_mod._default_tune_batch() is None
+    with pytest.raises(ValueError, match="tune_batch"):
+        adaptive_mod.adaptive(gp_window(2, 8), 8, tune_batch="all")

@@ -140,6 +140,33 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     assert all(x.vmap_bytes == 1 for x in registered_learners("GPRegression"))
 
 
+def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
+    """On non-CPU devices every stream of a group is one chunk, all vmapped (the per-configuration
+    CPU hints ignored, an explicit ``vmap_bytes`` kept); the rows equal the CPU defaults'."""
+    from onlinejax.evaluation import grid as grid_mod
+
+    g = groups[1]  # 4 streams
+    base = _learners()[1]
+    alone = base._replace(name="blr-alone", vmap_bytes=1)
+    cpu = run_grid([base, alone], g, progress=False, chunk_size=None)
+    widths, chunks = [], []
+    real_program, real_chunk = grid_mod.streams_program, grid_mod._default_chunk
+    monkeypatch.setattr(grid_mod, "streams_program", lambda *a, **k: widths.append(k["width"]) or real_program(*a, **k))
+    monkeypatch.setattr(grid_mod, "_default_chunk", lambda *a: chunks.append(a[-1]) or real_chunk(*a))
+    monkeypatch.setattr(grid_mod, "_all_cpu", lambda devices: False)
+    acc = run_grid([base, alone], g, progress=False)
+    assert widths == [None, None] and chunks == [grid_mod._ACCELERATOR_CHUNK_BYTES] * 2
+    for a, b in zip(cpu.rows, acc.rows):
+        assert (a["learner"], a["stream"]) == (b["learner"], b["stream"])
+        for m in METRICS:
+            np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
+    widths.clear()
+    run_grid([alone], g, progress=False, vmap_bytes=1)  # an explicit run_grid value holds everywhere
+    assert widths == [1]
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        run_grid([base], g, progress=False, chunk_bytes=0)
+
+
 def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
     """Programs compiled a batch at a time (learners never split): the same rows, in the same order."""
     lrn = [_learners()[0], _learners()[2]]
@@ -315,7 +342,7 @@ SHARD_SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_equals_unsharded_on_four_host_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("ROWS")][0]
@@ -389,6 +416,7 @@ def test_use_cpu_cores_sets_host_devices_before_jax_starts():
         print("ok")
     """)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"  # host devices, also on a machine with a GPU
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"

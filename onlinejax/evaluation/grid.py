@@ -31,6 +31,11 @@ How the work is laid out (``benchmarks/grid.py`` measures it):
 * **Chunk size from the state size.** A vmapped batch of states that
   outgrows the last-level cache runs slower per item, so by default a chunk
   holds at most ``chunk_bytes`` (8 MiB) of learner states per device.
+* **Accelerators.** On GPUs (any non-CPU devices) the byte limits above,
+  which are CPU cache sizes, give way: a chunk holds a whole group (up to
+  1 GiB of states per device) and every stream in it is vmapped, since a
+  GPU runs the batch's arithmetic in parallel and pays mostly per kernel
+  launch, once per item whatever the batch.
 * **Devices.** With several devices (GPUs, or CPU host devices via
   ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) each chunk is split
   across a 1-d :class:`jax.sharding.Mesh` with :func:`jax.shard_map`: every
@@ -230,6 +235,17 @@ def _state_bytes(learner: Learner, dtype) -> int:
     return tree_nbytes(jax.eval_shape(lambda: learner.init(dtype=dtype)))
 
 
+#: run_grid's defaults on CPU devices: states vmapped together, and states per chunk (last-level cache).
+_CPU_VMAP_BYTES, _CPU_CHUNK_BYTES = 32 << 10, 8 << 20
+#: states per chunk on accelerators (every stream of a chunk vmapped): a whole grid group at once.
+_ACCELERATOR_CHUNK_BYTES = 1 << 30
+
+
+def _all_cpu(devices) -> bool:
+    """Whether every device is a CPU (the byte limits of :func:`run_grid` then apply)."""
+    return all(dv.platform == "cpu" for dv in devices)
+
+
 def _vmap_width(state_bytes: int, vmap_bytes: int) -> int:
     """(stream, hyperparameter) pairs vmapped together: ``vmap_bytes`` of states, at least one."""
     return max(1, vmap_bytes // max(state_bytes, 1))
@@ -286,9 +302,15 @@ class _Plan:
         self.groups, self.level, self.stable_window, self.delay = groups, level, stable_window, delay
         # 0 is refused, not read as "the default" (None)
         self.chunk_size = None if chunk_size is None else check_int(chunk_size, "chunk_size", 1)
-        self.chunk_bytes, self.dtype = chunk_bytes, np.dtype(dtype)
-        self.keep, self.vmap_bytes = keep_predictions, vmap_bytes
+        self.dtype = np.dtype(dtype)
         self.devices = list(devices) if devices is not None else jax.devices()
+        # a GPU runs a whole group's steps in parallel and launches each kernel once per item, so there
+        # every stream of a chunk is vmapped; the per-configuration byte limits are CPU cache sizes
+        self.on_cpu = _all_cpu(self.devices)
+        self.keep = keep_predictions
+        self.vmap_bytes = vmap_bytes if vmap_bytes is not None else (_CPU_VMAP_BYTES if self.on_cpu else None)
+        self.chunk_bytes = chunk_bytes if chunk_bytes is not None else (
+            _CPU_CHUNK_BYTES if self.on_cpu else _ACCELERATOR_CHUNK_BYTES)
         self.multi = _spans_processes(self.devices)
         self.mesh = Mesh(np.asarray(self.devices), ("streams",)) if len(self.devices) > 1 else None
         self.shard = NamedSharding(self.mesh, P("streams")) if self.mesh is not None else None
@@ -384,9 +406,11 @@ class _Plan:
         one = _state_bytes(learner, self.dtype)
         per_dev = self.chunk_size or _default_chunk(one * H, S, n_dev, self.chunk_bytes)
         chunk = check_int(per_dev, "chunk_size", 1) * n_dev
-        vb = self.vmap_bytes if gl.vmap_bytes is None else check_int(gl.vmap_bytes, f"{gl.name}: vmap_bytes", 1)
+        vb = self.vmap_bytes
+        if gl.vmap_bytes is not None:
+            vb = check_int(gl.vmap_bytes, f"{gl.name}: vmap_bytes", 1) if self.on_cpu else vb
         fn = streams_program(learner, level=self.level, delay=self.delay, keep_predictions=self.keep,
-                             width=_vmap_width(one, vb))
+                             width=None if vb is None else _vmap_width(one, vb))
         if self.mesh is not None:  # per-device work is independent: nothing to communicate
             fn = jax.shard_map(fn, mesh=self.mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
                                check_vma=False)
@@ -529,9 +553,9 @@ def _checked_streams(streams) -> list:
 
 def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
-             chunk_bytes: int = 8 << 20, devices: Sequence | None = None, progress: bool = True, dtype=None,
+             chunk_bytes: int | None = None, devices: Sequence | None = None, progress: bool = True, dtype=None,
              compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int = 32 << 10, compile_batch: int = 32) -> GridResult:
+             vmap_bytes: int | None = None, compile_batch: int = 32) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -547,7 +571,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
       delay: ``None`` for progressive validation; an int ``k >= 1`` for
         delayed progressive validation with every label arriving ``k`` items late.
       chunk_size: streams *per device* per compiled call (default: as many
-        as fit in ``chunk_bytes`` of learner state). Each device then runs the
+        as fit in ``chunk_bytes`` of learner state: 8 MiB on CPU devices,
+        a core's last-level cache; 1 GiB on accelerators). Each device then runs the
         same program whatever the device count, so sharded and unsharded
         tables agree to rounding (a few ulps) as long as ``chunk_size`` is the same.
       devices: devices to shard chunks over (default ``jax.devices()``; one
@@ -560,13 +585,17 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
       compile_workers: programs compiled at once in threads (default: the CPU
         count; 1 compiles one after the other). ``compile_s`` is then each
         program's own wall time, which overlaps others'.
-      vmap_bytes: (``GridLearner.vmap_bytes`` overrides it per configuration)
-        inside a chunk, at most this many bytes of learner states
+      vmap_bytes: inside a chunk, at most this many bytes of learner states
         are vmapped together; larger groups run one after another
         (``lax.map``). A vmapped step touches every state in the group, so
-        once they outgrow the core's private caches each item streams them
+        once they outgrow a CPU core's private caches each item streams them
         from memory, while small learners (linear, kernel regression) gain
-        from wide vmaps.
+        from wide vmaps. Default on CPU devices: 32 KiB, and
+        ``GridLearner.vmap_bytes`` overrides it per configuration (the zoo's
+        GPs run one stream at a time). On accelerators the per-configuration
+        values are ignored and the default is no limit (every stream of a
+        chunk in one vmap): a GPU pays per kernel launch, not per byte of a
+        small state.
       keep_predictions: also return every row's predictions
         (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
@@ -588,8 +617,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     learners, row_order = _merge_programs(_checked_learners(learners))
     groups = _checked_streams(streams)
     plan = _Plan(groups, level=float(level), stable_window=check_int(stable_window, "stable_window", 0),
-                 delay=delay, chunk_size=chunk_size, chunk_bytes=chunk_bytes, devices=devices, dtype=dtype,
-                 keep_predictions=keep_predictions, vmap_bytes=check_int(vmap_bytes, "vmap_bytes", 1))
+                 delay=delay, chunk_size=chunk_size, devices=devices, dtype=dtype,
+                 chunk_bytes=None if chunk_bytes is None else check_int(chunk_bytes, "chunk_bytes", 1),
+                 keep_predictions=keep_predictions,
+                 vmap_bytes=None if vmap_bytes is None else check_int(vmap_bytes, "vmap_bytes", 1))
     if compile_workers is not None:
         compile_workers = check_int(compile_workers, "compile_workers", 1)
     keys_of = _program_keys(learners, groups)
