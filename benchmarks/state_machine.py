@@ -16,12 +16,12 @@ beside the bare learner (predict, then learn every item). The difference
 between the first two rows is what an untaken tune branch costs per item on
 this backend: the branch runs on no item of the segment.
 
-``--outside`` also times a prototype that takes the tune out of the per-item
-loop (issue 26's proposal, not in the library): an inner ``while_loop`` steps
-the machine built with ``tune=False`` until an item ends a learning phase,
-and the outer loop runs the learner's tune there — the same computations in
-the same order. Whole streams (``--streams`` per learner), one at a time, with
-the largest deviation of its predictions from the in-loop machine's.
+The stable-stretch rows time the machine with its tune inside the per-item
+step (``learner.deferred`` removed, so ``progressive_validation`` scans
+``learner.step``). ``--outside`` compares, on whole streams (``--streams`` per
+learner, one at a time), that plain scan with the library's default for one
+stream: the tunes run between item loops (``Learner.deferred``), with the
+largest deviation between the two runs' predictions.
 """
 from __future__ import annotations
 
@@ -36,9 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
-import jax.numpy as jnp  # noqa: E402
-
-from onlinejax.adaptive import STABLE, TUNE, adaptive, record_mode  # noqa: E402
+from onlinejax.adaptive import STABLE, adaptive, record_mode  # noqa: E402
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
 from onlinejax.gp import gp_window  # noqa: E402
@@ -72,46 +70,23 @@ def _time(learner, state, X, Y, reps=5):
     return best / len(Y) * 1e6, out
 
 
-def tune_outside_loop(inner, window):
-    """Prototype ``run(state, X, Y) -> (state, means)``: the machine's tunes outside its per-item loop."""
-    machine = adaptive(inner, window, tune=False)  # marks the phase's end (last == TUNE) without tuning
-
-    def run(s, X, Y):
-        n = X.shape[0]
-
-        def item(c):
-            s, i, mu = c
-            s, p = machine.step(s, X[i], Y[i])
-            return s, i + 1, mu.at[i].set(p.mean)
-
-        def segment(c):
-            s, i, mu = c
-            s = s._replace(last=jnp.zeros_like(s.last))
-            s, i, mu = jax.lax.while_loop(lambda c: (c[1] < n) & (c[0].last != TUNE), item, (s, i, mu))
-            tuned = s._replace(inner=inner.tune(s.inner), n_tunes=s.n_tunes + 1)
-            return jax.lax.cond(s.last == TUNE, lambda: tuned, lambda: s), i, mu
-
-        s, _, mu = jax.lax.while_loop(lambda c: c[1] < n, segment, (s, jnp.zeros((), jnp.int32), jnp.zeros(n, X.dtype)))
-        return s, mu
-
-    return run
-
-
 def compare_outside(label, d, make, window, streams, seed):
-    print(f"\n{label}, d = {d}: whole streams, tune inside vs outside the per-item loop (prototype), µs per item")
+    print(f"\n{label}, d = {d}: whole streams, tune inside the per-item step vs between item loops (deferred), "
+          "µs per item")
     g = thesis_grid(jax.random.key(seed), [n for n in stratified_names(4, seed=seed) if n.split("_")[4] == str(d)][:streams])[0]
-    inner = make(d)
-    machine = adaptive(inner, window)
-    f_in = jax.jit(lambda s, x, y: progressive_validation(machine, s, x, y))
-    f_out = jax.jit(tune_outside_loop(inner, window))
+    machine = adaptive(make(d), window)
+    plain = machine._replace(deferred=None)
+    f_in = jax.jit(lambda s, x, y: progressive_validation(plain, s, x, y))
+    f_out = jax.jit(lambda s, x, y: progressive_validation(machine, s, x, y))
     for i in range(g.X.shape[0]):
         X, Y = np.asarray(g.X[i]), np.asarray(g.Y[i])
         s0 = machine.init()
         us_in, r = _time_call(f_in, s0, X, Y)
         us_out, o = _time_call(f_out, s0, X, Y)
-        dev = float(np.max(np.abs(np.asarray(r.predictions.mean, np.float64) - np.asarray(o[1], np.float64))) / np.std(Y))
-        print(f"  {g.properties[i]['stream']:30s} inside {us_in:6.2f}  outside {us_out:6.2f}  tunes {int(r.state.n_tunes)}/"
-              f"{int(o[0].n_tunes)}  largest |Δ mean| {dev:.1e} sd")
+        dev = float(np.max(np.abs(np.asarray(r.predictions.mean, np.float64)
+                               - np.asarray(o.predictions.mean, np.float64))) / np.std(Y))
+        print(f"  {g.properties[i]['stream']:30s} in the step {us_in:6.2f}  deferred {us_out:6.2f}  tunes "
+              f"{int(r.state.n_tunes)}/{int(o.state.n_tunes)}  largest |Δ mean| {dev:.1e} sd")
 
 
 def _time_call(f, *args, reps=5):
@@ -129,7 +104,8 @@ def main():
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--items", type=int, default=400)
     ap.add_argument("--seed", type=int, default=5)
-    ap.add_argument("--outside", action="store_true", help="also time the tune-outside-the-loop prototype")
+    ap.add_argument("--outside", action="store_true",
+                    help="also compare whole streams with the tune in the step and deferred (the library's default)")
     ap.add_argument("--streams", type=int, default=6)
     a = ap.parse_args()
     print(describe())
@@ -138,12 +114,13 @@ def main():
     print(f"W = {W}; a stretch of {a.items} stable items (no learning, no tune) of a thesis stream per learner; µs per item")
     for label, d, make in cases:
         inner = make(d)
-        machine = adaptive(inner, W)
+        machine = adaptive(inner, W)._replace(deferred=None)  # the tune's branch in every step
         name, X, Y, start = _stable_stretch(machine, d, a.items, a.seed)
         s0 = progressive_validation(machine, machine.init(), X[:start], Y[:start]).state
         seg = (X[start:start + a.items], Y[start:start + a.items])
         print(f"\n{label}, d = {d}, stream {name}, items {start}..{start + a.items}")
-        for row, lrn in (("machine, its tune", machine), ("machine, trivial tune", adaptive(inner._replace(tune=_trivial_tune), W)),
+        trivial = adaptive(inner._replace(tune=_trivial_tune), W)._replace(deferred=None)
+        for row, lrn in (("machine, its tune", machine), ("machine, trivial tune", trivial),
                          ("machine, tune=False", adaptive(inner, W, tune=False))):
             us, st = _time(lrn, s0, *seg)
             print(f"  {row:24s} {us:7.2f}   (tunes {int(st.n_tunes) - int(s0.n_tunes)}, learned "

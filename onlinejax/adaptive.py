@@ -82,8 +82,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
-                   make_learner, state_dtype)
+from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, check_positive, describe_factory,
+                   keep_if, make_learner, state_dtype)
 from .batching import cond_if_any
 from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
 
@@ -98,6 +98,7 @@ __all__ = [
     "wrap_state",
     "detect",
     "step_one",
+    "tune_due",
     "learn_one",
     "predict_one",
     "tune_inner",
@@ -185,6 +186,8 @@ class AdaptiveOptions(NamedTuple):
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
       hazard: ``detector="bocpd"``'s prior probability of a change per item.
+      defer_tune: count the tune at a phase's end but leave it to the caller
+        (the learner's :class:`~onlinejax.base.DeferredStep`).
     """
 
     detector: str = "cusum"
@@ -198,6 +201,7 @@ class AdaptiveOptions(NamedTuple):
     tune: bool = True
     tune_batch: Optional[int] = 1
     hazard: float = 1 / 250
+    defer_tune: bool = False
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -329,7 +333,7 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
-    if inner_tune is not None:
+    if inner_tune is not None and not options.defer_tune:
         inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(end, inner)
     new = AdaptiveState(
         inner=inner,
@@ -432,7 +436,20 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
                            always_learn, tune, tune_batch, float(hazard))
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
-    return make_learner(init=partial(init, learner, W, detector_runs=runs), learn_one=partial(learn_one, learner, opts),
-                        predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, opts),
-                        n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
-                        skip_nonfinite=True)
+
+    def build(o):
+        return make_learner(init=partial(init, learner, W, detector_runs=runs), learn_one=partial(learn_one, learner, o),
+                            predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
+                            n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
+                            skip_nonfinite=True)
+
+    out = build(opts)
+    if not (tune and learner.tune is not None):
+        return out
+    # the same machine with its tunes left to the caller: a runner's per-item loop then has no tune branch
+    return out._replace(deferred=DeferredStep(build(opts._replace(defer_tune=True)).step, tune_due, out.tune))
+
+
+def tune_due(before: AdaptiveState, after: AdaptiveState) -> Array:
+    """Whether the item that took ``before`` to ``after`` ended a learning phase (its tune is due)."""
+    return after.n_tunes > before.n_tunes

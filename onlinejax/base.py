@@ -39,6 +39,7 @@ __all__ = [
     "student_t_cdf",
     "student_t_quantile",
     "Learner",
+    "DeferredStep",
     "default_float_dtype",
     "normal_quantile",
     "make_learner",
@@ -237,6 +238,34 @@ class StaticOptions:
         return cls(tuple(sorted(options.items())))
 
 
+class DeferredStep(NamedTuple):
+    """A learner's step with its rare, costly part split off, for runners that loop over items between them.
+
+    A state machine that tunes at the end of each learning phase carries
+    the tune as a branch of every step; on XLA:CPU even an untaken branch
+    costs a learner of a large state about a microsecond per item
+    (``benchmarks/state_machine.py``). With this split a runner steps
+    items in an inner loop that has no such branch and applies the rare part
+    between such loops (:func:`onlinejax.evaluation.progressive_validation`
+    does, for one stream at a time).
+
+    Contract: for every state ``s`` and item ``(x, y)``,
+    ``learner.step(s, x, y)`` equals ``t, p = step(s, x, y)`` followed by
+    ``t = apply(t) if due(s, t) else t``, returning ``(t, p)``.
+
+    Attributes:
+      step: ``(state, x, y) -> (state, Prediction)`` with the boundary of
+        :attr:`Learner.step`, the rare part left pending.
+      due: ``(state_before, state_after) -> bool []``: whether the item left
+        the rare part pending.
+      apply: ``state -> state``: the rare part.
+    """
+
+    step: Callable[[State, Any, Any], tuple[State, "Prediction"]]
+    due: Callable[[State, State], Array]
+    apply: Callable[[State], State]
+
+
 class Learner(NamedTuple):
     """An online learner: a record of pure functions (optax style).
 
@@ -260,6 +289,8 @@ class Learner(NamedTuple):
         hyperparameters from the learner's own data and rebuild the state.
       description: the call that built the learner (``"windowed_bayes_linreg(3, 64)"``),
         set by the public factories (:func:`describe_factory`); used by ``repr``.
+      deferred: optional :class:`DeferredStep`, ``step`` with its rare part
+        (a state machine's tune) split off; runners may use it instead of ``step``.
     """
 
     init: Callable[..., State]
@@ -270,6 +301,7 @@ class Learner(NamedTuple):
     downdate: Optional[Callable[..., State]] = None
     tune: Optional[Callable[..., State]] = None
     description: Optional[str] = None
+    deferred: Optional[DeferredStep] = None
 
     def __repr__(self) -> str:
         extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]

@@ -333,3 +333,59 @@ def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
     assert adaptive_mod._default_tune_batch() is None
     with pytest.raises(ValueError, match="tune_batch"):
         adaptive_mod.adaptive(gp_window(2, 8), 8, tune_batch="all")
+
+
+def _segment_stream(seed, n=360):
+    """A stream with two drifts and two non-finite items: several tunes and skips."""
+    X, Y, _ = _stream(seed, 2, drift_at=120)
+    X, Y = np.array(X[:n]), np.array(Y[:n])
+    Y[240:] = 3.0 - 2.0 * Y[240:]
+    X[50, 1], Y[200] = np.nan, np.inf
+    return X, Y
+
+
+@pytest.mark.parametrize("detector", ["cusum", "bocpd"])
+@pytest.mark.parametrize("name", ["gp", "kernel_regression"])
+def test_deferred_tunes_equal_the_step(name, detector):
+    """progressive_validation on one stream runs the tunes between item loops (DeferredStep); under vmap it
+    falls back to the plain scan. Both equal scanning learner.step: the same tunes, states and predictions."""
+    W = 32
+    lrn = adaptive({"gp": lambda: gp_window(2, W, mean="ols"), "kernel_regression": lambda: kernel_regression(2, W)}[name](),
+                   W, detector=detector)
+    assert lrn.deferred is not None and adaptive(kernel_regression(2, W), W, tune=False).deferred is None
+    plain = lrn._replace(deferred=None)
+    run = jax.jit(lambda lr, s, X, Y: progressive_validation(lr, s, X, Y), static_argnums=0)
+    streams = [_segment_stream(seed) for seed in (3, 4)]
+    outs = []
+    for X, Y in streams:
+        a, b = run(lrn, lrn.init(), X, Y), run(plain, plain.init(), X, Y)
+        assert int(a.state.n_tunes) >= 2 and int(a.state.n_skipped) == 2
+        for f in ("n_tunes", "n_alarms", "n_learned", "n_seen", "n_skipped", "mode", "last"):
+            assert int(getattr(a.state, f)) == int(getattr(b.state, f)), f
+        for u, v in ((a.predictions.mean, b.predictions.mean), (a.predictions.var, b.predictions.var)):
+            np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol(1e-7, 2e-3), atol=tol(1e-9, 1e-3))
+        outs.append(a)
+    Xs, Ys = (np.stack(v) for v in zip(*streams))
+    vm = {k: jax.jit(jax.vmap(lambda X, Y, lr=lr: progressive_validation(lr, lr.init(), X, Y)))(Xs, Ys)
+          for k, lr in (("deferred", lrn), ("plain", plain))}
+    _leaves_equal(vm["deferred"], vm["plain"])  # under vmap: the plain scan, the same program
+    np.testing.assert_array_equal(np.asarray(vm["deferred"].state.n_tunes), [int(a.state.n_tunes) for a in outs])
+
+
+def test_deferred_step_contract():
+    """step(s, x, y) == deferred.step then apply when due, item by item (the DeferredStep contract)."""
+    W = 16
+    lrn = adaptive(kernel_regression(2, W), W)
+    d = lrn.deferred
+    X, Y = _segment_stream(5)
+    step, deferred_step = jax.jit(lrn.step), jax.jit(d.step)  # traced: the non-finite items are skipped, not refused
+    s = t = lrn.init()
+    dues = 0
+    for x, y in zip(X, Y):
+        s, p = step(s, x, y)
+        u, q = deferred_step(t, x, y)
+        due = bool(d.due(t, u))
+        dues += due
+        t = d.apply(u) if due else u
+        _leaves_equal((s, p), (t, q))
+    assert dues == int(s.n_tunes) >= 2

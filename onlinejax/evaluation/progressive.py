@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_batching import custom_vmap
 
 from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_nbytes, tree_repr
 from .metrics import score
@@ -43,6 +44,10 @@ UNROLL_STATE_BYTES = 4096
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def _scan(learner: Learner, acc, record, state, X, Y):
+    if learner.deferred is not None and record is None:
+        state, preds = _segments_or_scan(learner)(state, X, Y)
+        return state, preds, (score(acc, Y, preds) if acc is not None else None), None
+
     def body(s, xy):
         s, p = learner.step(s, *xy)
         return s, (p, record(s) if record is not None else None)
@@ -50,6 +55,61 @@ def _scan(learner: Learner, acc, record, state, X, Y):
     unroll = 2 if tree_nbytes(state) <= UNROLL_STATE_BYTES else 1
     state, (preds, recs) = jax.lax.scan(body, state, (X, Y), unroll=unroll)
     return state, preds, (score(acc, Y, preds) if acc is not None else None), recs
+
+
+def _plain_scan(learner: Learner, state, X, Y):
+    return jax.lax.scan(lambda s, xy: learner.step(s, *xy), state, (X, Y))
+
+
+def _segments(learner: Learner, state, X, Y):
+    """:func:`_plain_scan` with the learner's rare part (:class:`~onlinejax.base.DeferredStep`) between loops.
+
+    An inner ``while_loop`` steps items with ``deferred.step`` until one
+    leaves the rare part due (or the stream ends); the outer loop applies it
+    and goes on. The per-item loop then carries no branch for the rare part.
+    """
+    d, n = learner.deferred, X.shape[0]
+    shapes = jax.eval_shape(learner.step, state, X[0], Y[0])[1]
+    preds = jax.tree_util.tree_map(lambda a: jnp.zeros((n,) + a.shape, a.dtype), shapes)
+    not_due = jnp.zeros((), bool)
+
+    def item(c):
+        s, i, preds, _ = c
+        t, p = d.step(s, X[i], Y[i])
+        preds = jax.tree_util.tree_map(lambda buf, v: buf.at[i].set(v), preds, p)
+        return t, i + 1, preds, jnp.asarray(d.due(s, t), bool)
+
+    def segment(c):
+        s, i, preds, due = jax.lax.while_loop(lambda c: (c[1] < n) & ~c[3], item, c)
+        return jax.lax.cond(due, d.apply, lambda v: v, s), i, preds, not_due
+
+    state, _, preds, _ = jax.lax.while_loop(lambda c: c[1] < n, segment,
+                                            (state, jnp.zeros((), jnp.int32), preds, not_due))
+    return state, preds
+
+
+def _segments_or_scan(learner: Learner):
+    """``run(state, X, Y) -> (state, predictions)``: :func:`_segments` for one stream, the plain scan under ``vmap``.
+
+    Under ``vmap`` a ``while_loop`` runs until every stream's loop is done,
+    so the streams would wait for each other's rare parts; there the plain
+    scan (whose rare branch is a lazy :func:`~onlinejax.batching.cond_if_any`) is cheaper.
+    """
+
+    @custom_vmap
+    def run(state, X, Y):
+        return _segments(learner, state, X, Y)
+
+    @run.def_vmap
+    def _rule(axis_size, in_batched, state, X, Y):
+        def full(a, b):
+            return a if b else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
+
+        args = [jax.tree_util.tree_map(full, a, b) for a, b in zip((state, X, Y), in_batched)]
+        out = jax.vmap(partial(_plain_scan, learner))(*args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return run
 
 
 def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=None) -> ProgressiveResult:
@@ -69,6 +129,12 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
     Returns:
       :class:`ProgressiveResult` with the final state, the ``n`` predictions
       made *before* each item was learned, the metric values and the records.
+
+    A learner with a :class:`~onlinejax.base.DeferredStep` (``learner.deferred``,
+    e.g. :func:`~onlinejax.adaptive.adaptive`'s tunes) runs, when no
+    ``record`` is asked for and the call is not vmapped, as item loops with
+    the rare part applied between them: the same results as scanning
+    ``learner.step``, without the rare part's branch in the per-item loop.
 
     Many streams and many hyperparameter values run as one program with
     :func:`~onlinejax.evaluation.evaluate_streams` (one flat ``vmap`` over the
