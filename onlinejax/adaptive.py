@@ -372,7 +372,7 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 @describe_factory
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
-             tune_batch: int | None | str = "auto", hazard=1 / 250) -> Learner:
+             tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -405,6 +405,13 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         the whole batch in about the time of one tune, while tuning the
         streams one after another would serialise thousands of tunes).
       hazard: ``detector="bocpd"``: the prior probability of a change per item, in (0, 1).
+      split_tune: also give the learner a :class:`~onlinejax.base.DeferredStep`
+        (``Learner.deferred``), so that progressive validation of one stream
+        tunes between item loops instead of carrying the tune's branch in every
+        step. Which is faster depends on the compiled program: on XLA:CPU it
+        made kernel regression 3-6x cheaper per item and a zero- or
+        average-mean GP about 1.3x, but a GP with an OLS mean 10-30 % dearer
+        (``benchmarks/state_machine.py``); the results are the same to rounding.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -438,13 +445,14 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):
-        return make_learner(init=partial(init, learner, W, detector_runs=runs), learn_one=partial(learn_one, learner, o),
+        return make_learner(init=partial(init, learner, W, detector_runs=runs),
+                            learn_one=partial(learn_one, learner, o),
                             predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
                             n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
                             skip_nonfinite=True)
 
     out = build(opts)
-    if not (tune and learner.tune is not None):
+    if not (split_tune and tune and learner.tune is not None):
         return out
     # the same machine with its tunes left to the caller: a runner's per-item loop then has no tune branch
     return out._replace(deferred=DeferredStep(build(opts._replace(defer_tune=True)).step, tune_due, out.tune))

@@ -353,6 +353,7 @@ def test_deferred_tunes_equal_the_step(name, detector):
     lrn = adaptive({"gp": lambda: gp_window(2, W, mean="ols"), "kernel_regression": lambda: kernel_regression(2, W)}[name](),
                    W, detector=detector)
     assert lrn.deferred is not None and adaptive(kernel_regression(2, W), W, tune=False).deferred is None
+    assert adaptive(kernel_regression(2, W), W, split_tune=False).deferred is None
     plain = lrn._replace(deferred=None)
     run = jax.jit(lambda lr, s, X, Y: progressive_validation(lr, s, X, Y), static_argnums=0)
     streams = [_segment_stream(seed) for seed in (3, 4)]
