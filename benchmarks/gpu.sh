@@ -34,7 +34,7 @@ run_env() {
         $PY -c 'import jax, jaxlib; print(\"jax\", jax.__version__, jax.devices(), jax.default_backend())'"
 }
 run_tests() {  # float32 on the GPU: the learners' numerics and the grid runner (TAIL shows the failures)
-    TAIL=40 step tests "${TESTS_S:-150}" $PY -m pytest -p no:cacheprovider -o addopts= -m "not slow" -n 8 -v -rfE \
+    TAIL=40 step tests "${TESTS_S:-400}" $PY -m pytest -p no:cacheprovider -o addopts= -m "not slow" -n 8 -v -rfE \
         tests/test_base.py tests/test_linalg.py tests/test_bayes.py tests/test_windowed.py tests/test_gp.py \
         tests/test_gp_anatomy.py tests/test_kernel_regression.py tests/test_adaptive.py tests/test_grid_runner.py
     grep -c " PASSED" "$OUT/tests.log" | sed 's/^/passed: /'
