@@ -36,10 +36,12 @@ from .base import check_int
 
 T = TypeVar("T")
 
-__all__ = ["cond_if_any"]
+__all__ = ["cond_if_any", "broadcast_unbatched"]
 
 
-def _broadcast(tree, batched, size):
+def broadcast_unbatched(tree, batched, size: int):
+    """In a ``custom_vmap`` rule: ``tree``'s leaves that are not batched (``batched`` leaf ``False``) given
+    the leading batch axis ``[size, ...]`` of the batched ones, so one ``jax.vmap`` can take them all."""
     return jax.tree_util.tree_map(lambda a, b: a if b else jnp.broadcast_to(a, (size,) + jnp.shape(a)), tree, batched)
 
 
@@ -71,7 +73,7 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
     def _rule(axis_size, in_batched, pred, x):
         pred_b, x_b = in_batched
         pred = pred if pred_b else jnp.broadcast_to(pred, (axis_size,))
-        x = _broadcast(x, x_b, axis_size)
+        x = broadcast_unbatched(x, x_b, axis_size)
         if max_batch is None or max_batch >= axis_size:
 
             def branch(px):

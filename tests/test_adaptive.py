@@ -370,6 +370,8 @@ def test_deferred_tunes_equal_the_step(name, detector):
     vm = {k: jax.jit(jax.vmap(lambda X, Y, lr=lr: progressive_validation(lr, lr.init(), X, Y)))(Xs, Ys)
           for k, lr in (("deferred", lrn), ("plain", plain))}
     _leaves_equal(vm["deferred"], vm["plain"])  # under vmap: the plain scan, the same program
+    empty = progressive_validation(lrn, lrn.init(), np.zeros((0, 2)), np.zeros(0))
+    assert empty.predictions.mean.shape == (0,) and int(empty.state.n_seen) == 0
     np.testing.assert_array_equal(np.asarray(vm["deferred"].state.n_tunes), [int(a.state.n_tunes) for a in outs])
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_nbytes, tree_repr
+from ..batching import broadcast_unbatched
 from .metrics import score
 
 Array = jax.Array
@@ -44,7 +45,7 @@ UNROLL_STATE_BYTES = 4096
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def _scan(learner: Learner, acc, record, state, X, Y):
-    if learner.deferred is not None and record is None:
+    if learner.deferred is not None and record is None and X.shape[0] > 0:
         state, preds = _segments_or_scan(learner)(state, X, Y)
         return state, preds, (score(acc, Y, preds) if acc is not None else None), None
 
@@ -102,10 +103,7 @@ def _segments_or_scan(learner: Learner):
 
     @run.def_vmap
     def _rule(axis_size, in_batched, state, X, Y):
-        def full(a, b):
-            return a if b else jnp.broadcast_to(a, (axis_size,) + jnp.shape(a))
-
-        args = [jax.tree_util.tree_map(full, a, b) for a, b in zip((state, X, Y), in_batched)]
+        args = [broadcast_unbatched(a, b, axis_size) for a, b in zip((state, X, Y), in_batched)]
         out = jax.vmap(partial(_plain_scan, learner))(*args)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
