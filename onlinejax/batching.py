@@ -71,9 +71,7 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
 
     @g.def_vmap
     def _rule(axis_size, in_batched, pred, x):
-        pred_b, x_b = in_batched
-        pred = pred if pred_b else jnp.broadcast_to(pred, (axis_size,))
-        x = broadcast_unbatched(x, x_b, axis_size)
+        pred, x = broadcast_unbatched((pred, x), tuple(in_batched), axis_size)
         if max_batch is None or max_batch >= axis_size:
 
             def branch(px):
