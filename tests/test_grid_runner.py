@@ -306,8 +306,10 @@ def test_shared_program_rows_equal_separate_programs(groups):
     for ra, rb in zip(a.rows, b.rows):
         for m in METRICS:
             # float32: the two programs fuse their reductions differently (more so on a GPU), and a
-            # stream with changepoints amplifies last-bit differences through the window's tunes
-            np.testing.assert_allclose(ra[m], rb[m], rtol=tol(1e-9, 1e-3), err_msg=f"{ra['learner']} {ra['stream']} {m}")
+            # stream with changepoints amplifies last-bit differences through the window's tunes; the
+            # absolute part is for metrics near 0 (an r2 of 0.05 carries the mse's error times 20)
+            np.testing.assert_allclose(ra[m], rb[m], rtol=tol(1e-9, 1e-3), atol=tol(0.0, 1e-4),
+                                       err_msg=f"{ra['learner']} {ra['stream']} {m}")
     smse = {r["learner"]: r["smse"] for r in a.rows if r["stream"] == a.rows[0]["stream"]}
     assert len(set(smse.values())) == 4  # the three means really differ
     with pytest.raises(ValueError, match="init_kwargs"):
