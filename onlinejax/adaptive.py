@@ -13,8 +13,9 @@ and when to tune:
   then **tune** → **stable**.
 
 Every item's outcome is kept in ``state.last`` (``COLD_START``, ``STABLE``,
-``HIGH_ERROR``, or ``TUNE`` on the item after which a tune ran) so plots can
-shade the phases: ``progressive_validation(..., record=record_mode)``.
+``HIGH_ERROR``, or ``TUNE`` on the item that ended a learning phase, after
+which its tune runs) so plots can shade the phases:
+``progressive_validation(..., record=record_mode)``.
 
 The module's anatomy: :class:`AdaptiveState` (with :class:`DetectorState`)
 and the static :class:`AdaptiveOptions`; :func:`init` / :func:`wrap_state`;
@@ -72,7 +73,11 @@ Under ``vmap`` the learning step and the tune run through
 only on items where some stream learns, and a tune runs only for the streams
 that tune on that item (``tune_batch`` at a time), not for every stream on
 every item, which is what a vmapped ``lax.cond`` would do (it becomes a
-``select`` that evaluates both branches).
+``select`` that evaluates both branches). With thousands of streams on an
+accelerator some stream ends a phase on almost every item, so the batch
+still runs its tune program almost every item; ``adaptive(tune_every=k)``
+lets each finished phase's tune wait for the next item whose count is a
+multiple of ``k``, so that the streams share their tune items.
 """
 from __future__ import annotations
 
@@ -155,6 +160,9 @@ class AdaptiveState(NamedTuple):
       phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
       reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
       n_learned, n_tunes, n_alarms, n_seen, n_skipped: ``[]`` int32 counters.
+      tune_pending: ``[]`` bool: a learning phase ended and its tune waits for
+        the next item whose count ``n_seen`` is a multiple of ``tune_every``
+        (always false with ``tune_every=1``).
     """
 
     inner: Any
@@ -171,6 +179,7 @@ class AdaptiveState(NamedTuple):
     n_alarms: Array
     n_seen: Array
     n_skipped: Array
+    tune_pending: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -188,6 +197,8 @@ class AdaptiveOptions(NamedTuple):
       hazard: ``detector="bocpd"``'s prior probability of a change per item.
       defer_tune: count the tune at a phase's end but leave it to the caller
         (the learner's :class:`~onlinejax.base.DeferredStep`).
+      tune_every: run a due tune only on items whose count ``n_seen`` is a
+        multiple of this (1: at the phase's end).
     """
 
     detector: str = "cusum"
@@ -202,6 +213,7 @@ class AdaptiveOptions(NamedTuple):
     tune_batch: Optional[int] = 1
     hazard: float = 1 / 250
     defer_tune: bool = False
+    tune_every: int = 1
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -221,7 +233,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveSta
         inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
         phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
-        n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0,
+        n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
     )
 
 
@@ -333,8 +345,15 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
+    due, pending = end, s.tune_pending
+    if inner_tune is not None and options.tune_every > 1:
+        # the phase's window stays as it is while the tune waits (stable items are not learned),
+        # unless an alarm starts a new phase first; under vmap the streams' tunes then share items
+        want = end | s.tune_pending
+        due = want & ((s.n_seen + 1) % options.tune_every == 0)
+        pending = want & ~due
     if inner_tune is not None and not options.defer_tune:
-        inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(end, inner)
+        inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(due, inner)
     new = AdaptiveState(
         inner=inner,
         mode=jnp.where(end, STABLE, mode).astype(jnp.int32),
@@ -346,10 +365,11 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
         phase_n=jnp.where(end, 0, phase_n),
         reference=jnp.where(end, phase_abs / jnp.maximum(phase_n, 1).astype(dt), s.reference),
         n_learned=s.n_learned + learning,
-        n_tunes=s.n_tunes + (end & (inner_tune is not None)),
+        n_tunes=s.n_tunes + (due & (inner_tune is not None)),
         n_alarms=s.n_alarms + alarm,
         n_seen=s.n_seen + 1,
         n_skipped=s.n_skipped,
+        tune_pending=pending,
     )
     return new, pred
 
@@ -372,7 +392,8 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 @describe_factory
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
-             tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True) -> Learner:
+             tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
+             tune_every: int = 1) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -412,6 +433,15 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         made kernel regression 3-6x cheaper per item and a zero- or
         average-mean GP about 1.3x, but a GP with an OLS mean 10-30 % dearer
         (``benchmarks/state_machine.py``); the results are the same to rounding.
+      tune_every: run the tune that ends a learning phase only on the next
+        item whose count (``n_seen``, from 1) is a multiple of ``tune_every``
+        (static int >= 1; default 1: on the phase's last item, the thesis's
+        rule). Meant for many vmapped streams on an accelerator, where the
+        batch runs one tune program on every item on which any stream
+        tunes: with ``tune_every=k`` at most one item in ``k`` pays for it.
+        While its tune waits a stream predicts with the previous
+        hyperparameters; its window does not change (stable items are not
+        learned, unless ``always_learn``) unless an alarm starts a new phase first.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -440,8 +470,9 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     if tune and learner.tune is not None and tune_batch is not None:
         tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
     check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
+    tune_every = check_int(tune_every, "tune_every", 1)
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
-                           always_learn, tune, tune_batch, float(hazard))
+                           always_learn, tune, tune_batch, float(hazard), tune_every=tune_every)
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):
@@ -459,5 +490,5 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
 
 
 def tune_due(before: AdaptiveState, after: AdaptiveState) -> Array:
-    """Whether the item that took ``before`` to ``after`` ended a learning phase (its tune is due)."""
+    """Whether the item that took ``before`` to ``after`` is due a tune (a phase's end; see ``tune_every``)."""
     return after.n_tunes > before.n_tunes

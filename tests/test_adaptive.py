@@ -375,10 +375,11 @@ def test_deferred_tunes_equal_the_step(name, detector):
     np.testing.assert_array_equal(np.asarray(vm["deferred"].state.n_tunes), [int(a.state.n_tunes) for a in outs])
 
 
-def test_deferred_step_contract():
+@pytest.mark.parametrize("tune_every", [1, 7])
+def test_deferred_step_contract(tune_every):
     """step(s, x, y) == deferred.step then apply when due, item by item (the DeferredStep contract)."""
     W = 16
-    lrn = adaptive(kernel_regression(2, W), W)
+    lrn = adaptive(kernel_regression(2, W), W, tune_every=tune_every)
     d = lrn.deferred
     X, Y = _segment_stream(5)
     step, deferred_step = jax.jit(lrn.step), jax.jit(d.step)  # traced: the non-finite items are skipped, not refused
@@ -392,3 +393,49 @@ def test_deferred_step_contract():
         t = d.apply(u) if due else u
         _leaves_equal((s, p), (t, q))
     assert dues == int(s.n_tunes) >= 2
+
+
+@pytest.mark.parametrize("k", [5, 16])
+def test_tune_every_runs_each_phase_tune_at_the_next_multiple(k):
+    """With ``tune_every=k`` the tune of a phase ending on item count ``c`` runs on count ``k·ceil(c/k)``
+    (a phase ending while one waits shares it), only there; one stream and vmapped streams agree."""
+    W = 16
+    lrn = adaptive(kernel_regression(2, W), W, tune_every=k)
+    rec = lambda s: (s.n_tunes, s.n_seen, s.last)  # noqa: E731
+    streams = [_segment_stream(seed) for seed in (3, 4, 6)]
+    run = jax.jit(lambda s, X, Y: progressive_validation(lrn, s, X, Y, record=rec))  # traced: skips the NaN items
+    outs = []
+    for X, Y in streams:
+        r = run(lrn.init(), X, Y)
+        n_tunes, n_seen, last = (np.asarray(a) for a in r.records)
+        ends = n_seen[last == TUNE]
+        assert len(ends) >= 2
+        want = sorted({int(-(-c // k) * k) for c in ends if -(-c // k) * k <= n_seen[-1]})
+        tuned = np.diff(np.concatenate([[0], n_tunes])) > 0
+        np.testing.assert_array_equal(n_seen[tuned], want)
+        assert int(r.state.n_tunes) == len(want)
+        assert bool(r.state.tune_pending) == (-(-ends[-1] // k) * k > n_seen[-1])  # the last phase's tune still waits
+        outs.append(r)
+    Xs, Ys = (np.stack(v) for v in zip(*streams))
+    vm = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y)))(Xs, Ys)
+    for i, r in enumerate(outs):
+        assert int(vm.state.n_tunes[i]) == int(r.state.n_tunes)
+        np.testing.assert_allclose(np.asarray(vm.predictions.mean[i]), np.asarray(r.predictions.mean),
+                                   rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    with pytest.raises(ValueError, match="tune_every"):
+        adaptive(kernel_regression(2, W), W, tune_every=0)
+
+
+def test_tune_every_waiting_tune_sees_the_phase_window():
+    """A stable stretch does not learn, so a tune that waited tunes the same window: the state just after it
+    equals the tune_every=1 machine's right after its phase end, hyperparameters and all."""
+    W, k = 16, 10
+    X, Y = _segment_stream(3)
+    now, later = adaptive(kernel_regression(2, W), W), adaptive(kernel_regression(2, W), W, tune_every=k)
+    a = progressive_validation(now, now.init(), X[:W], Y[:W])  # cold start: tuned on its W-th item
+    b = progressive_validation(later, later.init(), X[:W], Y[:W])
+    assert int(a.state.n_tunes) == 1 and int(b.state.n_tunes) == 0 and bool(b.state.tune_pending)
+    c = -(-W // k) * k  # the waiting tune's item count
+    b = progressive_validation(later, b.state, X[W:c], Y[W:c])
+    assert int(b.state.n_tunes) == 1 and not bool(b.state.tune_pending) and int(b.state.n_learned) == W
+    _leaves_equal(b.state.inner, a.state.inner)
