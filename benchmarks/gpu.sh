@@ -3,7 +3,7 @@
 # and JAX's CUDA wheels (pip install -e '.[cuda]', or an image that has jax with its CUDA plugin).
 #
 # Run from the repository root:  OUT=/tmp/gpu bash benchmarks/gpu.sh [step ...]
-# Steps (default: all, in this order): env tests grid gp bayes notebook. Each step has a time limit,
+# Steps (default: all, in this order): env tests grid gp bayes tune_every notebook. Each step has a time limit,
 # writes its whole log to $OUT/<step>.log and prints its exit status, its seconds and its log's tail.
 # PY (default python3) runs everything; the repository is put on PYTHONPATH, so an image's own jax
 # is used as it is. River, for the baselines, may be installed from wheels in $WHEELS.
@@ -43,10 +43,11 @@ run_tests() {  # float32 on the GPU: the learners' numerics and the grid runner 
 run_grid() { TAIL=30 step grid "${GRID_S:-300}" $PY benchmarks/grid.py ${GRID_ARGS:-}; }
 run_gp() { step gp "${GP_S:-90}" $PY benchmarks/gp_window.py --skip-grid --repeats 3; }
 run_bayes() { step bayes "${BAYES_S:-120}" $PY benchmarks/bayes_linreg.py; }
+run_tune_every() { step tune_every "${TUNE_EVERY_S:-200}" $PY benchmarks/tune_every.py; }
 run_notebook() {
     ONLINEJAX_NB_SIZE=full step notebook "${NB_S:-300}" $PY notebooks/execute.py notebooks/01_gpu_benchmark.ipynb
 }
 
-for s in ${@:-env tests grid gp bayes notebook}; do
+for s in ${@:-env tests grid gp bayes tune_every notebook}; do
     "run_$s"
 done
