@@ -1,6 +1,7 @@
 """The thesis's evaluation (learner configurations × the 576-stream grid): items/s per family.
 
 Run:  .venv/bin/python benchmarks/grid.py [--learners GP,Kernel] [--per-cell K] [--n 2000] [--bare]
+      [--tune-every K]
       (one host device per core by default, see onlinejax.evaluation.use_cpu_cores; XLA_FLAGS=
        --xla_force_host_platform_device_count=N overrides it)
 
@@ -15,6 +16,12 @@ Default: the thesis's 64 configurations (52 online, 12 batch) on the full grid.
 learner at W = 64 (learning every item, never tuned, no state machine) and
 prints µs per item of the state-machine configuration at W = 64 beside it
 (issue 26's per-item target: within 2x), per input dimension.
+
+``--tune-every K`` builds the default configurations' state machines with
+``adaptive(tune_every=K)`` (their names end in ``_TE{K}``): on an accelerator,
+where every stream of a group is vmapped, the batch then tunes on at most one
+item in ``K`` instead of on every item some stream tunes
+(``benchmarks/tune_every.py``); the thesis's rule is ``K = 1``, the default.
 """
 from __future__ import annotations
 
@@ -40,6 +47,8 @@ def main():
     ap.add_argument("--csv", default=None)
     ap.add_argument("--bare", action="store_true",
                     help="also run each windowed family's bare learner (W = 64) and compare per-item costs")
+    ap.add_argument("--tune-every", type=int, default=1, metavar="K",
+                    help="the state machines' tune_every (default 1, the thesis's rule; only without --learners)")
     ap.add_argument("--compile-cache", default="none", metavar="DIR",
                     help="persistent compilation cache ('none', the default, times a cold run; 'default': "
                          "the command line's ~/.cache/onlinejax/xla)")
@@ -58,10 +67,13 @@ def main():
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
     if a.learners is None:  # the thesis's 52 online + 12 batch configurations (not the recommended ones)
-        gls = zoo.thesis_online_learners() + zoo.thesis_batch_learners()
+        gls = zoo.thesis_online_learners(a.tune_every) + zoo.thesis_batch_learners()
     else:
+        if a.tune_every != 1:
+            ap.error("--tune-every applies to the default configurations, not to --learners")
         gls = registered_learners(a.learners)
     bare = bare_learners() if a.bare else []
+    te = "" if a.tune_every == 1 else f"_TE{a.tune_every}"
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
     res = run_grid(gls + bare, groups)
@@ -87,7 +99,7 @@ def main():
         print(f"{k:18s} {f['sessions']:8d} {f['items'] / 1e6:8.2f} {f['compile']:9.1f} {f['run']:8.1f} {ips:10.0f} "
               f"{ips / THESIS_ITEMS_PER_S:8.1f}")
     if bare:
-        print_bare_comparison(res.rows)
+        print_bare_comparison(res.rows, te)
     if a.csv:
         print("wrote", res.to_csv(a.csv))
 
@@ -114,7 +126,7 @@ def bare_learners():
     return [grid_learner(f"bare:{fam}_WS64", fam, make, vmap_bytes=vb) for fam, (_, make, vb) in _bare_makers().items()]
 
 
-def print_bare_comparison(rows):
+def print_bare_comparison(rows, suffix: str = ""):
     """µs per item (``atpi``, items-weighted) of each W = 64 state machine beside its bare learner, per d."""
     import numpy as np
 
@@ -130,7 +142,7 @@ def print_bare_comparison(rows):
     print("\nper-item cost, state machine (W = 64) vs its bare learner (learns every item, no tune), µs/item:")
     print(f"{'family':18s} {'d':>3s} {'machine':>9s} {'bare':>9s} {'ratio':>7s}")
     for fam, (machine, _, _) in _bare_makers().items():
-        m, b = us(machine), us(f"bare:{fam}_WS64")
+        m, b = us(machine + suffix), us(f"bare:{fam}_WS64")
         if not m:  # the W = 64 configuration was not among --learners
             continue
         for d in sorted(set(m) & set(b)):
