@@ -9,9 +9,10 @@ in one ``run_grid`` program (as on an accelerator; on a CPU ``run_grid``
 would run such a GP stream by stream), for each ``tune_every`` in
 ``--every``, beside the same machine with ``tune=False`` and the bare
 window learner. Prints, per configuration, the wall time of the compiled run
-per item of the whole batch (µs; ``atpi`` × streams), the ratio to
-the first configuration measured in the same run, and the mean log-score skill (against climatology) and its largest per-stream
-change from the first configuration. The machines tune as ``adaptive``'s
+per item of the whole batch (µs; ``atpi`` × streams), the ratio to the first
+configuration measured in the same run, the mean log-score skill (against
+climatology) and its largest per-stream change from the first
+configuration. The machines tune as ``adaptive``'s
 ``tune_batch="auto"`` chooses for the backend: the whole batch at once on an
 accelerator, stream by stream (under ``lax.map``) on a CPU, where
 ``tune_every`` therefore saves nothing.
