@@ -82,6 +82,12 @@ def normal_quantile(level: float) -> float:
 class Prediction(NamedTuple):
     """A Gaussian predictive distribution ``N(mean, var)``.
 
+    The scores (:meth:`log_prob`, :meth:`cdf`, :meth:`crps`) floor the variance
+    at the dtype's ``tiny``, so a zero variance scores as the point mass it
+    is, without NaN: a log density that is very negative but finite away from
+    the mean, a step CDF, a CRPS of ``|y - mean|``. A variance above ``tiny``
+    scores exactly as without the floor.
+
     Attributes:
       mean: ``[...]`` predictive mean (``[]`` for one item, ``[b]`` for a batch).
       var: ``[...]`` predictive variance of the *observation* (noise included),
@@ -108,31 +114,68 @@ class Prediction(NamedTuple):
         half = z * self.std
         return self.mean - half, self.mean + half
 
+    def _scored(self, y: Array) -> tuple[Array, Array, Array]:
+        """``(y, var, dtype)`` for the scores: ``y`` cast, ``var`` floored at ``tiny`` (a point mass scores finitely)."""
+        dt = jnp.result_type(self.mean, self.var)
+        return jnp.asarray(y, dt), jnp.maximum(self.var, jnp.finfo(dt).tiny), dt
+
     def cdf(self, y: Array) -> Array:
-        """``Φ((y - μ)/σ)``: the probability integral transform of ``y`` (broadcast against ``mean``)."""
-        y = jnp.asarray(y, self.mean.dtype)
-        return jax.scipy.special.ndtr((y - self.mean) / self.std)
+        """``Φ((y - μ)/σ)``: the probability integral transform of ``y`` (broadcast against ``mean``).
+
+        With ``var = 0``: the step ``1{y > μ}`` (½ at ``y = μ``).
+        """
+        y, var, _ = self._scored(y)
+        return jax.scipy.special.ndtr((y - self.mean) / jnp.sqrt(var))
 
     def log_prob(self, y: Array) -> Array:
-        """Gaussian log density of ``y`` (broadcast against ``mean``)."""
-        y = jnp.asarray(y, self.mean.dtype)
-        return -0.5 * (jnp.log(2.0 * jnp.pi * self.var) + (y - self.mean) ** 2 / self.var)
+        """Gaussian log density ``-½[log(2πσ²) + (y - μ)²/σ²]`` of ``y`` (broadcast against ``mean``).
+
+        The squared residual is capped at the dtype's largest finite value, so
+        a residual of many standard deviations (a point mass missed) gives a
+        very negative, finite log density, never ``-inf``.
+        """
+        y, var, dt = self._scored(y)
+        return -0.5 * (jnp.log(2.0 * jnp.pi * var) + jnp.minimum((y - self.mean) ** 2 / var, jnp.finfo(dt).max))
 
     def crps(self, y: Array) -> Array:
-        """Closed-form CRPS ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21)."""
-        y = jnp.asarray(y, self.mean.dtype)
-        sd = jnp.sqrt(self.var)
+        """Closed-form CRPS ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21).
+
+        Where ``z`` overflows (a point mass) the limit ``|y - μ|``.
+        """
+        y, var, _ = self._scored(y)
+        sd = jnp.sqrt(var)
         z = (y - self.mean) / sd
-        return sd * (z * (2.0 * jax.scipy.stats.norm.cdf(z) - 1.0) + 2.0 * jax.scipy.stats.norm.pdf(z) - _INV_SQRT_PI)
+        crps = sd * (z * (2.0 * jax.scipy.stats.norm.cdf(z) - 1.0) + 2.0 * jax.scipy.stats.norm.pdf(z) - _INV_SQRT_PI)
+        return jnp.where(jnp.isinf(z), jnp.abs(y - self.mean), crps)
+
+
+#: Degrees of freedom from which :func:`student_t_cdf` uses Hill's normal approximation instead of betainc.
+_HILL_MIN_DF = 20.0
 
 
 def student_t_cdf(z: Array, df: Array) -> Array:
-    """CDF of the standard Student-t with ``df`` degrees of freedom (Abramowitz & Stegun 26.7.1).
+    """CDF of the standard Student-t with ``df`` degrees of freedom.
 
-    ``F(z) = 1 - ½ I_{ν/(ν+z²)}(ν/2, ½)`` for ``z >= 0``, mirrored for ``z < 0``.
+    For ``ν < 20``: ``F(z) = 1 - ½ I_{ν/(ν+z²)}(ν/2, ½)`` for ``z >= 0``,
+    mirrored for ``z < 0`` (Abramowitz & Stegun 26.7.1). For ``ν >= 20``:
+    Hill's normal approximation (Hill 1970, CACM Algorithm 395), whose error
+    there is far below float32's resolution and shrinks to float64's as ``ν``
+    grows; the incomplete beta function
+    loses the tail ``1 - ν/(ν + z²) ≈ z²/ν`` to cancellation at large ``ν``
+    (in float32, all of it once ``z²/ν`` is below the resolution of 1).
     """
     z = jnp.asarray(z)
-    tail = 0.5 * jax.scipy.special.betainc(0.5 * df, 0.5, df / (df + z * z))
+    z2 = z * z
+    tail = 0.5 * jax.scipy.special.betainc(0.5 * df, 0.5, df / (df + z2))
+    large = df >= _HILL_MIN_DF
+    nu = jnp.where(large, df, _HILL_MIN_DF)  # a valid ν in the branch not taken, so its gradient is finite
+    a = nu - 0.5
+    b = 48.0 * a * a
+    # capped where the normal tail underflows in either dtype (a deviate of 100), so no power overflows
+    w = jnp.minimum(a * jnp.log1p(z2 / nu), 1e4)
+    root = jnp.where(w > 0, jnp.sqrt(jnp.where(w > 0, w, 1.0)), 0.0)
+    u = (((((-0.4 * w - 3.3) * w - 24.0) * w - 85.5) / (0.8 * w * w + 100.0 + b) + w + 3.0) / b + 1.0) * root
+    tail = jnp.where(large, jax.scipy.special.ndtr(-u), tail)
     return jnp.where(z >= 0, 1.0 - tail, tail)
 
 
@@ -156,18 +199,45 @@ def student_t_quantile(p: float, df: Array, iterations: int = 64) -> Array:
     return 0.5 * (lo + hi)
 
 
+def _log_gamma_ratio_excess(x: Array) -> Array:
+    """``log Γ(x + ½) - log Γ(x) - ½ log x`` for ``x > 0``, accurate for any ``x`` in either dtype.
+
+    For ``x >= 10`` the asymptotic series ``-1/(8x) + 1/(192x³) - 1/(640x⁵) +
+    17/(14336x⁷) - 31/(18432x⁹)`` (the difference of Stirling's series for
+    ``log Γ``, DLMF 5.11.1; the first term left out is ``O(x⁻¹¹)``); below,
+    the difference of ``gammaln``, which for large ``x`` would cancel to the
+    dtype's resolution of ``log Γ(x)``.
+    """
+    big = x >= 10.0
+    xb = jnp.where(big, x, 10.0)
+    u = 1.0 / (xb * xb)
+    series = (-1.0 / 8.0 + u * (1.0 / 192.0 + u * (-1.0 / 640.0 + u * (17.0 / 14336.0 - u * 31.0 / 18432.0)))) / xb
+    xs = jnp.where(big, 1.0, x)
+    direct = jax.scipy.special.gammaln(xs + 0.5) - jax.scipy.special.gammaln(xs) - 0.5 * jnp.log(xs)
+    return jnp.where(big, series, direct)
+
+
 class StudentTPrediction(NamedTuple):
-    """A Student-t predictive distribution ``μ + s·T_ν`` (location, scale, degrees of freedom ``ν > 2``).
+    """A Student-t predictive distribution ``μ + s·T_ν`` (location, scale, degrees of freedom ``ν > 0``).
 
     The calibration wrappers return it (:func:`onlinejax.calibration.conformal`
     with ``df=``): a heavy-tailed predictive whose log density at a residual
     of ``z`` scales falls like ``-(ν+1) log|z|`` instead of ``-z²/2``, so one
     surprise (a discontinuity, a drift) costs tens of nats, not millions.
+    :func:`onlinejax.baseline.climatology` returns it with ``ν = n - 1``.
+
+    Every ``ν > 0`` is valid and large ``ν`` (the Gaussian limit, up to
+    ``1/ε`` and beyond) is computed without cancellation; the moments and
+    scores that do not exist are infinite: :attr:`var` is ``+inf`` for
+    ``ν <= 2`` and :meth:`crps` is ``+inf`` for ``ν <= 1``. The scores floor
+    the scale at ``sqrt(tiny)`` of the dtype (as :class:`Prediction` floors
+    its variance at ``tiny``), so a scale of 0 scores as a point mass without
+    NaN; a larger scale scores exactly as without the floor.
 
     Attributes:
-      mean: ``[...]`` location ``μ`` (the mean, as ``ν > 1``).
-      scale: ``[...]`` scale ``s > 0``.
-      df: ``[...]`` degrees of freedom ``ν > 2``, the shape of ``mean`` (so a batch of
+      mean: ``[...]`` location ``μ`` (the mean where ``ν > 1``).
+      scale: ``[...]`` scale ``s >= 0``.
+      df: ``[...]`` degrees of freedom ``ν > 0``, the shape of ``mean`` (so a batch of
         predictions scans and vmaps leaf by leaf).
     """
 
@@ -177,8 +247,9 @@ class StudentTPrediction(NamedTuple):
 
     @property
     def var(self) -> Array:
-        """Variance ``s² ν/(ν - 2)``."""
-        return self.scale * self.scale * self.df / (self.df - 2.0)
+        """Variance ``s² ν/(ν - 2)``; ``+inf`` for ``ν <= 2``, where the t has no finite variance."""
+        finite = self.df > 2.0
+        return jnp.where(finite, self.scale * self.scale * self.df / jnp.where(finite, self.df - 2.0, 1.0), jnp.inf)
 
     @property
     def std(self) -> Array:
@@ -191,29 +262,57 @@ class StudentTPrediction(NamedTuple):
         half = student_t_quantile(0.5 + 0.5 * float(level), jnp.broadcast_to(self.df, jnp.shape(self.mean))) * self.scale
         return self.mean - half, self.mean + half
 
+    def _scored(self, y: Array) -> tuple[Array, Array, Array]:
+        """``(y, z, s)``: ``y`` cast, the scale ``s`` floored at ``sqrt(tiny)`` and ``z = (y - μ)/s``."""
+        dt = jnp.result_type(self.mean, self.scale)
+        y = jnp.asarray(y, dt)
+        s = jnp.maximum(self.scale, np.sqrt(np.finfo(dt).tiny).astype(dt))
+        return y, (y - self.mean) / s, s
+
+    def _log1p_z2_over_df(self, z: Array) -> Array:
+        """``log(1 + z²/ν)``, with ``z²`` capped at the dtype's largest finite value (finite for a point mass)."""
+        return jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / self.df)
+
     def cdf(self, y: Array) -> Array:
-        """``F_ν((y - μ)/s)`` (:func:`student_t_cdf`), broadcast against ``mean``."""
-        y = jnp.asarray(y, self.mean.dtype)
-        return student_t_cdf((y - self.mean) / self.scale, self.df)
+        """``F_ν((y - μ)/s)`` (:func:`student_t_cdf`), broadcast against ``mean``; a step at ``μ`` for ``s = 0``."""
+        _, z, _ = self._scored(y)
+        return student_t_cdf(z, self.df)
 
     def log_prob(self, y: Array) -> Array:
-        """Log density of ``y`` (broadcast against ``mean``)."""
-        y = jnp.asarray(y, self.mean.dtype)
-        return jax.scipy.stats.t.logpdf(y, self.df, self.mean, self.scale)
+        """Log density ``log Γ((ν+1)/2) - log Γ(ν/2) - ½ log(νπ) - log s - (ν+1)/2 log(1 + z²/ν)`` of ``y``.
+
+        The ratio of gamma functions is taken as ``½ log(ν/2)`` plus its small
+        excess (:func:`_log_gamma_ratio_excess`), which cancels ``½ log ν``
+        exactly, so large ``ν`` loses no precision (``jax.scipy.stats.t.logpdf``
+        subtracts two ``gammaln`` of order ``ν log ν`` and keeps only their
+        resolution). Broadcast against ``mean``.
+        """
+        _, z, s = self._scored(y)
+        nu = self.df
+        return (_log_gamma_ratio_excess(0.5 * nu) - 0.5 * np.log(2.0 * np.pi) - jnp.log(s)
+                - 0.5 * (nu + 1.0) * self._log1p_z2_over_df(z))
 
     def crps(self, y: Array) -> Array:
-        """Closed-form CRPS (Jordan, Krüger & Lerch 2019, scoringRules, ``crps_t``; ``ν > 1``).
+        """Closed-form CRPS (Jordan, Krüger & Lerch 2019, scoringRules, ``crps_t``); ``+inf`` for ``ν <= 1``.
 
         ``s[z(2F_ν(z) - 1) + 2 f_ν(z)(ν + z²)/(ν - 1) - 2√ν B(½, ν - ½)/((ν - 1) B(½, ν/2)²)]``
-        with ``z = (y - μ)/s``.
+        with ``z = (y - μ)/s``. The Beta functions and the density enter
+        through :func:`_log_gamma_ratio_excess` (no cancellation at large
+        ``ν``); the constant term tends to ``1/√π``, the Gaussian's. Where
+        ``z`` overflows (a point mass) ``s·z`` is ``y - μ``.
         """
-        y = jnp.asarray(y, self.mean.dtype)
-        nu = self.df
-        z = (y - self.mean) / self.scale
-        lbeta = lambda a, b: jax.scipy.special.gammaln(a) + jax.scipy.special.gammaln(b) - jax.scipy.special.gammaln(a + b)  # noqa: E731
-        const = 2.0 * jnp.sqrt(nu) / (nu - 1.0) * jnp.exp(lbeta(0.5, nu - 0.5) - 2.0 * lbeta(0.5, 0.5 * nu))
-        pdf = jnp.exp(jax.scipy.stats.t.logpdf(z, nu))
-        return self.scale * (z * (2.0 * student_t_cdf(z, nu) - 1.0) + 2.0 * pdf * (nu + z * z) / (nu - 1.0) - const)
+        y, z, s = self._scored(y)
+        finite = self.df > 1.0  # the t has no mean for ν <= 1: every forecast's CRPS is infinite
+        nu = jnp.where(finite, self.df, 2.0)
+        r = _log_gamma_ratio_excess
+        log_c = (-0.5 * np.log(np.pi) - jnp.log1p(-1.0 / nu) - 0.5 * jnp.log1p(-0.5 / nu)
+                 - r(nu - 0.5) + 2.0 * r(0.5 * nu))
+        # log[f_ν(z)(ν + z²)/(ν - 1)]: the density's power (ν+1)/2 less the one of (ν + z²)
+        log_pdf_term = (r(0.5 * nu) - 0.5 * np.log(2.0 * np.pi) - jnp.log1p(-1.0 / nu)
+                        - 0.5 * (nu - 1.0) * jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / nu))
+        sz = jnp.where(jnp.isinf(z), y - self.mean, s * z)
+        out = sz * (2.0 * student_t_cdf(z, nu) - 1.0) + s * (2.0 * jnp.exp(log_pdf_term) - jnp.exp(log_c))
+        return jnp.where(finite, out, jnp.inf)
 
 
 @jax.tree_util.register_static
@@ -478,20 +577,38 @@ def check_in_range(value, name: str, lo: float, hi: float, lo_open=True, hi_open
             raise ValueError(f"{name}: must lie in {lb}{lo}, {hi}{rb}, got {value!r}")
 
 
-def welford_update(n: Array, mean: Array, m2: Array, value: Array, decay=1.0) -> tuple[Array, Array, Array]:
-    """One step of Welford's running mean and sum of squared deviations, the past faded by ``decay``.
+def welford_update(n: Array, mean: Array, var: Array, value: Array, decay=1.0) -> tuple[Array, Array, Array]:
+    """One step of Welford's running mean and variance, in the variance form, the past faded by ``decay``.
 
-    ``n ← δn + 1``, ``m ← m + (v - m)/n``, ``M2 ← δM2 + (v - m_old)(v - m_new)``
-    (Welford 1962; West 1979 for weights). Element-wise: ``mean``, ``m2`` and
-    ``value`` share a shape (``[]`` or ``[d]``), ``n`` is ``[]``.
+    ``n ← min(δn + 1, n_max)``, ``m ← m + (v - m_old)/n``,
+    ``σ² ← σ² + ((v - m_old)(v - m) - σ²)/n`` (Welford 1962; West 1979 for
+    weights; the variance form as in Finch 2009, "Incremental calculation of
+    weighted mean and variance"). ``σ²`` is the (weighted) mean squared
+    deviation ``M2/n``, not the growing sum ``M2``: where the count stops,
+    the estimates stop moving instead of drifting (a float32 count stops
+    at ``2²⁴``, while ``M2`` would keep growing).
 
+    The count saturates at ``n_max = 1/(32ε)`` of the dtype (``2¹⁸`` in
+    float32, ``2⁴⁷`` in float64): up to there a new item moves the estimates
+    by tens of units in their last place, so their rounding errors average
+    out; with a larger count the increments shrink to a few units in the
+    last place and their rounding, which does not average out, biases the
+    variance. Beyond ``n_max`` items the statistics are exponentially
+    weighted with a memory of ``n_max`` items. Element-wise: ``mean``, ``var`` and ``value``
+    share a shape (``[]`` or ``[d]``), ``n`` is ``[]``.
+
+    Args:
+      n: ``[]`` (decayed) count of the items so far (0 before the first).
+      mean: running mean; var: running mean squared deviation (any finite value before the first item).
+      value: the new item; decay: weight of the past per item, in ``(0, 1]``.
     Returns:
-      ``(n, mean, m2)`` after ``value``.
+      ``(n, mean, var)`` after ``value``.
     """
-    n = decay * n + 1.0
+    n_max = 1.0 / (32.0 * jnp.finfo(jnp.result_type(n, mean)).eps)
+    n = jnp.minimum(decay * n + 1.0, n_max)
     delta = value - mean
     mean = mean + delta / n
-    return n, mean, decay * m2 + delta * (value - mean)
+    return n, mean, var + (delta * (value - mean) - var) / n
 
 
 def keep_if(ok: Array, new: State, old: State) -> State:

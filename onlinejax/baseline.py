@@ -1,7 +1,8 @@
-"""Baselines as learners: climatology (the targets' running Gaussian) and train-once batch learners.
+"""Baselines as learners: climatology (the targets' Student-t predictive) and train-once batch learners.
 
 :func:`climatology` ignores the inputs and predicts every target from the
-running mean and variance of the targets seen so far. It is the yardstick of
+running mean and variance of the targets seen so far: the posterior
+predictive of a Gaussian with unknown mean and variance, a Student-t. It is the yardstick of
 the log-score skill (a learner's mean log predictive density minus
 climatology's, :func:`onlinejax.evaluation.metrics.log_score_skill`): a
 learner with negative skill would have done better by forgetting its inputs.
@@ -30,8 +31,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
-                   make_learner, welford_update)
+from .base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
+                   describe_factory, keep_if, make_learner, welford_update)
 from .batching import cond_if_any
 
 __all__ = ["TrainOnceState", "train_once", "train_once_init", "train_once_learn", "train_once_predict",
@@ -43,16 +44,20 @@ class ClimatologyState(NamedTuple):
     """State of :func:`climatology`.
 
     Attributes:
-      n: ``[]`` number of targets seen (floating, for Welford's update).
-      mean: ``[]`` their mean.
-      m2: ``[]`` sum of squared deviations from ``mean``.
+      n: ``[]`` number of targets seen (floating, for Welford's update; it
+        saturates at :func:`~onlinejax.base.welford_update`'s ``n_max``,
+        ``2¹⁸`` in float32, beyond which the statistics are exponentially
+        weighted with that memory).
+      mean: ``[]`` their mean ``ȳ``.
+      var: ``[]`` their mean squared deviation from ``ȳ`` (the population
+        variance, ``(n - 1)/n`` times the unbiased ``s²``).
       prior_var: ``[]`` the predictive variance before two targets were seen.
       n_skipped: ``[]`` int32 non-finite targets skipped.
     """
 
     n: jax.Array
     mean: jax.Array
-    m2: jax.Array
+    var: jax.Array
     prior_var: jax.Array
     n_skipped: jax.Array
 
@@ -66,32 +71,54 @@ def climatology_init(prior_var=1.0, dtype=None) -> ClimatologyState:
 
 
 def climatology_learn(s: ClimatologyState, y: jax.Array) -> ClimatologyState:
-    """Welford's update of the running mean and squared deviations (Welford 1962); a non-finite ``y`` is skipped."""
+    """Welford's update of the running mean and variance (:func:`~onlinejax.base.welford_update`); a non-finite ``y`` is skipped."""
     # not skip_nonfinite: the inputs are ignored (a non-finite x is harmless) and metrics call this on targets alone
     ok = jnp.isfinite(y)
-    n, mean, m2 = welford_update(s.n, s.mean, s.m2, jnp.where(ok, y, s.mean))
-    return keep_if(ok, s._replace(n=n, mean=mean, m2=m2), s._replace(n_skipped=s.n_skipped + 1))
+    n, mean, var = welford_update(s.n, s.mean, s.var, jnp.where(ok, y, s.mean))
+    return keep_if(ok, s._replace(n=n, mean=mean, var=var), s._replace(n_skipped=s.n_skipped + 1))
 
 
-def climatology_predict(s: ClimatologyState) -> Prediction:
-    """The next target's predictive ``N(ȳ, s²(1 + 1/n))`` after ``n >= 2`` targets.
+def climatology_predict(s: ClimatologyState) -> StudentTPrediction:
+    """The next target's posterior predictive: ``ȳ + s·sqrt(1 + 1/n)·T_{n-1}`` after ``n >= 2`` targets.
 
-    ``s²`` is the unbiased sample variance; ``(1 + 1/n)`` adds the mean's own
-    uncertainty (the plug-in form of the Student-t predictive of a Gaussian
-    with unknown mean and variance). Before two targets: ``N(ȳ, prior_var)``
-    (``ȳ = 0`` before the first). The variance is kept above ``eps·ȳ²`` (the
-    dtype's resolution at the targets' scale), so constant targets do not
-    give a zero variance.
+    The exact posterior predictive of a Gaussian with unknown mean and
+    variance under the noninformative prior ``p(μ, σ²) ∝ 1/σ²`` (Gelman et
+    al. 2013, BDA3 §3.2, "Normal data with a noninformative prior"): a Student-t with
+    ``ν = n - 1`` degrees of freedom, location ``ȳ`` and scale
+    ``s·sqrt(1 + 1/n)``, ``s²`` the unbiased sample variance. Its tails keep
+    a target far from the first few costing tens of nats, not the millions
+    of a Gaussian fitted to two nearly equal targets. At ``n = 2`` it is a
+    Cauchy (``ν = 1``: no mean, an infinite CRPS), at ``n = 3`` its variance
+    is infinite (``ν = 2``); the log density and the interval are finite.
+
+    Before two targets: ``N(ȳ, prior_var)`` (``ȳ = 0`` before the first), as
+    a Student-t of ``ν = 1/ε`` degrees of freedom, which is that Gaussian to
+    the dtype's resolution within a few scales of ``ȳ``, so that every item's
+    prediction is the same pytree (a ``lax.scan`` needs one type). The scale
+    is kept above ``ε|ȳ| + sqrt(tiny)`` (the dtype's resolution at the
+    targets' scale), so constant targets never give a zero scale.
+
+    Args:
+      s: the state after the targets so far.
+    Returns:
+      A :class:`~onlinejax.base.StudentTPrediction` with ``[]`` leaves.
     """
     dt = s.mean.dtype
-    var = jnp.where(s.n >= 2, s.m2 / jnp.maximum(s.n - 1.0, 1.0) * (1.0 + 1.0 / jnp.maximum(s.n, 1.0)), s.prior_var)
-    floor = jnp.finfo(dt).eps * s.mean * s.mean + jnp.sqrt(jnp.finfo(dt).tiny)
-    return Prediction(s.mean, jnp.maximum(var, floor))
+    fi = jnp.finfo(dt)
+    ready = s.n >= 2.0
+    n = jnp.where(ready, s.n, 2.0)  # a valid n in the branch not taken, so no 0/0 reaches a gradient
+    # s²(1 + 1/n) with s² = var·n/(n - 1); kept above tiny so that no sqrt(0) reaches a gradient
+    scale = jnp.sqrt(jnp.maximum(s.var * (n + 1.0) / (n - 1.0), fi.tiny))
+    scale = jnp.maximum(scale, fi.eps * jnp.abs(s.mean) + jnp.sqrt(fi.tiny))
+    return StudentTPrediction(s.mean, jnp.where(ready, scale, jnp.sqrt(s.prior_var)),
+                              jnp.where(ready, n - 1.0, 1.0 / fi.eps).astype(dt))
 
 
 @describe_factory
 def climatology(n_features: int, *, prior_var=1.0, dtype=None) -> Learner:
     """Climatology: predict every target from the running mean and variance of the targets so far.
+
+    The prediction is the Student-t posterior predictive of :func:`climatology_predict`.
 
     Args:
       n_features: ``d``; the inputs are checked and ignored.
@@ -103,7 +130,7 @@ def climatology(n_features: int, *, prior_var=1.0, dtype=None) -> Learner:
     Example::
 
         clim = climatology(3)
-        state, pred = clim.step(clim.init(), [0.0, 1.0, 2.0], 5.0)   # N(0, 1), then learns 5
+        state, pred = clim.step(clim.init(), [0.0, 1.0, 2.0], 5.0)   # ≈ N(0, 1), then learns 5
     """
     d = check_int(n_features, "n_features", 1)
     check_positive(prior_var, "prior_var")

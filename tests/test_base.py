@@ -264,3 +264,172 @@ def test_learners_trace_their_matrix_products_in_full_precision():
     s = g.learn(g.init(), jnp.ones((8, 3)) * jnp.arange(8.0)[:, None], jnp.arange(8.0))
     precisions = _dot_precisions(jax.make_jaxpr(g.tune)(s))
     assert precisions and all(p == highest for p in precisions)
+
+
+# --- point masses, Student-t of any degrees of freedom, Welford's statistics -----------------------
+def test_zero_variance_scores_as_a_point_mass():
+    """var = 0 (scale = 0): a finite, very negative log density off the mean, a step CDF, CRPS = |y - μ|."""
+    from onlinejax.base import StudentTPrediction
+
+    dt = jnp.zeros(()).dtype
+    fi = np.finfo(dt)
+    mu, y = 1.5, np.array([1.5, 2.5, -7.0, 1e30])
+    preds = (Prediction(jnp.full(4, mu, dt), jnp.zeros(4, dt)),
+             StudentTPrediction(jnp.full(4, mu, dt), jnp.zeros(4, dt), jnp.full(4, 4.0, dt)))
+    for p in preds:
+        lp, cdf, crps = (np.asarray(f(jnp.asarray(y, dt)), np.float64) for f in (p.log_prob, p.cdf, p.crps))
+        assert np.all(np.isfinite(lp)) and np.all(np.isfinite(cdf)) and np.all(np.isfinite(crps))
+        np.testing.assert_array_equal(cdf, [0.5, 1.0, 0.0, 1.0])
+        np.testing.assert_allclose(crps, np.abs(y - mu), rtol=tol(1e-12, 1e-6), atol=1e-18)
+        assert np.all(lp[1:] < lp[0] - 40.0)
+    # closed forms at the floor: N(μ, tiny) at the mean, and a miss whose squared residual overflows
+    lp = np.asarray(preds[0].log_prob(jnp.asarray(y, dt)), np.float64)
+    assert lp[0] == pytest.approx(-0.5 * np.log(2 * np.pi * float(fi.tiny)), rel=tol(1e-12, 1e-6))
+    assert lp[3] == pytest.approx(-0.5 * float(fi.max), rel=1e-6)
+    assert lp[1] < -1e30
+    lt = np.asarray(preds[1].log_prob(jnp.asarray(y, dt)), np.float64)[:2]  # z² finite: the t's own density
+    np.testing.assert_allclose(lt, stats.t.logpdf(y[:2], 4.0, mu, np.sqrt(float(fi.tiny))), rtol=tol(1e-9, 1e-5))
+
+
+def test_point_mass_floor_changes_nothing_above_tiny(rng):
+    """Above ``tiny`` the scores are bit for bit the unfloored Gaussian formulas."""
+    dt = jnp.zeros(()).dtype
+    mu = jnp.asarray(rng.normal(size=50), dt)
+    var = jnp.asarray(10.0 ** rng.uniform(-30, 30, size=50), dt)
+    y = jnp.asarray(rng.normal(size=50) * 10, dt)
+    p = Prediction(mu, var)
+    sd = jnp.sqrt(var)
+    z = (y - mu) / sd
+    want = {"log_prob": -0.5 * (jnp.log(2.0 * jnp.pi * var) + (y - mu) ** 2 / var),
+            "cdf": jax.scipy.special.ndtr((y - mu) / sd),
+            "crps": sd * (z * (2.0 * stats_norm_cdf(z) - 1.0) + 2.0 * jax.scipy.stats.norm.pdf(z) - 1 / np.sqrt(np.pi))}
+    for k, v in want.items():
+        np.testing.assert_array_equal(np.asarray(getattr(p, k)(y)), np.asarray(v), err_msg=k)
+
+
+def stats_norm_cdf(z):
+    return jax.scipy.stats.norm.cdf(z)
+
+
+@pytest.mark.parametrize("nu", [1.0, 1.5, 2.0, 3.0, 19.5, 25.0, 1e3, 1e5, 1e7])
+def test_student_t_of_any_degrees_of_freedom_matches_scipy(nu):
+    """Log density, CDF, interval, variance and CRPS for small ν (no variance, no mean) and large ν (the Gaussian
+    limit), where gammaln and betainc cancel in float32."""
+    from scipy import integrate, special
+
+    from onlinejax.base import StudentTPrediction
+
+    dt = jnp.zeros(()).dtype
+    mu, sc = 2.0, 0.5
+    y = np.array([-40.0, -1.0, 1.9, 2.0, 2.7, 5.0, 300.0])
+    p = StudentTPrediction(jnp.full(y.shape, mu, dt), jnp.full(y.shape, sc, dt), jnp.full(y.shape, nu, dt))
+    ref = stats.t(nu, mu, sc)
+    np.testing.assert_allclose(np.asarray(p.log_prob(jnp.asarray(y, dt))), ref.logpdf(y), rtol=tol(1e-10, 1e-5))
+    np.testing.assert_allclose(np.asarray(p.cdf(jnp.asarray(y, dt))), ref.cdf(y), rtol=tol(1e-9, 1e-4),
+                               atol=tol(1e-13, 3e-7))
+    for level, rt in ((0.5, 1e-5), (0.95, 1e-5), (0.999, 3e-4)):  # float32: F resolves 1 - p to ε only
+        lo, hi = p.interval(level)
+        half = ref.interval(level)[1] - mu
+        np.testing.assert_allclose([mu - float(lo[0]), float(hi[0]) - mu], [half, half], rtol=tol(1e-9, rt))
+    assert float(p.var[0]) == (np.inf if nu <= 2 else pytest.approx(ref.var(), rel=tol(1e-9, 1e-5)))
+    crps = np.asarray(p.crps(jnp.asarray(y, dt)), np.float64)
+    if nu <= 1:
+        assert np.all(crps == np.inf)
+        return
+    # Jordan, Krüger & Lerch 2019 in float64 (scipy's betaln has no cancellation), checked by quadrature once
+    z = (y - mu) / sc
+    const = 2 * np.sqrt(nu) / (nu - 1) * np.exp(special.betaln(0.5, nu - 0.5) - 2 * special.betaln(0.5, nu / 2))
+    want = sc * (z * (2 * stats.t.cdf(z, nu) - 1) + 2 * stats.t.pdf(z, nu) * (nu + z * z) / (nu - 1) - const)
+    if nu < 100:
+        f = lambda x, h: (ref.cdf(x) - h) ** 2  # noqa: E731
+        quad = integrate.quad(f, -np.inf, 2.7, args=(0.0,), limit=400)[0] + integrate.quad(f, 2.7, np.inf, args=(1.0,),
+                                                                                            limit=400)[0]
+        assert want[4] == pytest.approx(quad, rel=1e-6)
+    np.testing.assert_allclose(crps, want, rtol=tol(1e-8, 1e-4), atol=tol(1e-12, 1e-6))
+
+
+def test_student_t_cdf_is_accurate_at_large_df():
+    """Hill's approximation from ν = 20: the CDF and quantile stay on scipy's where betainc loses the tail."""
+    from onlinejax.base import student_t_cdf, student_t_quantile
+
+    dt = jnp.zeros(()).dtype
+    z = np.array([-1e3, -8.0, -3.0, -1.0, -0.01, 0.0, 0.5, 1.0, 3.0, 8.0, 1e3, np.inf, -np.inf])
+    for nu in (19.9, 20.0, 50.0, 1e4, 1e6, 1e9, 1e30):
+        np.testing.assert_allclose(np.asarray(student_t_cdf(jnp.asarray(z, dt), jnp.asarray(nu, dt))),
+                                   stats.t.cdf(z, nu), rtol=tol(1e-9, 1e-4), atol=tol(1e-13, 3e-7), err_msg=str(nu))
+        assert float(student_t_quantile(0.975, jnp.asarray(nu, dt))) == pytest.approx(stats.t.ppf(0.975, nu),
+                                                                                       rel=tol(1e-9, 1e-5))
+    assert np.isnan(float(student_t_cdf(jnp.asarray(np.nan, dt), jnp.asarray(30.0, dt))))
+    # finite gradients on either side of the switch, also at z = 0
+    for nu in (4.0, 30.0):
+        g = jax.grad(lambda z: student_t_cdf(z, jnp.asarray(nu, dt)))(jnp.asarray(0.7, dt))
+        assert float(g) == pytest.approx(stats.t.pdf(0.7, nu), rel=tol(1e-6, 1e-3))
+
+
+def _welford64(n, mean, var, x, n_max):
+    """float64 reference of the variance-form recursion, the count saturating at ``n_max``."""
+    for v in np.asarray(x, np.float64):
+        n = min(n + 1.0, n_max)
+        d = v - mean
+        mean += d / n
+        var += (d * (v - mean) - var) / n
+    return n, mean, var
+
+
+def test_welford_at_a_saturated_float32_count(rng):
+    """A float32 state whose count is already 2²⁴ (where n + 1 == n): a few thousand more items move the mean and
+    variance as the float64 recursion does; a growing sum of squares would have drifted instead."""
+    from onlinejax.base import welford_update
+
+    f32 = jnp.float32
+    n_max = 1.0 / (32.0 * float(np.finfo(np.float32).eps))
+    x = np.asarray(5.0 + 3.0 * rng.normal(size=4000), np.float32)
+    run = jax.jit(lambda s, x: jax.lax.scan(lambda s, v: (welford_update(*s, v), None), s, x)[0])
+    n, mean, var = run((f32(2.0 ** 24), f32(5.0), f32(9.0)), jnp.asarray(x))
+    n64, mean64, var64 = _welford64(2.0 ** 24, 5.0, 9.0, x, n_max)
+    assert float(n) == n64 == n_max
+    assert float(mean) == pytest.approx(mean64, abs=1e-5 * 3.0)  # each step rounds to half a unit of 5's last place
+    assert float(var) == pytest.approx(var64, rel=1e-5)
+    # the estimates moved by the weight of 4000 items, not more
+    assert abs(float(var) - 9.0) < 0.5 and abs(np.sqrt(float(var)) - np.sqrt(var64)) / np.sqrt(var64) < 1e-5
+
+
+def test_welford_float32_scan_of_a_million_items(rng):
+    """10⁶ float32 items under lax.scan: the standard deviation within 1e-3 of float64 NumPy's."""
+    from scipy.signal import lfilter
+
+    from onlinejax.base import welford_update
+
+    N = 10 ** 6
+    x = np.asarray(1e3 + 3.0 * rng.normal(size=N), np.float32)
+    z = jnp.zeros((), jnp.float32)
+    n, mean, var = jax.jit(lambda x: jax.lax.scan(lambda s, v: (welford_update(*s, v), None), (z, z, z), x)[0])(
+        jnp.asarray(x))
+    # float64: exact statistics of the first n_max items, then the exponential weighting with memory n_max (lfilter)
+    x64 = x.astype(np.float64)
+    n_max = int(1.0 / (32.0 * float(np.finfo(np.float32).eps)))
+    a = 1.0 / n_max
+    m0, v0 = x64[:n_max].mean(), x64[:n_max].var()
+    m = lfilter([a], [1.0, a - 1.0], x64[n_max:], zi=[(1.0 - a) * m0])[0]
+    m_prev = np.concatenate([[m0], m[:-1]])
+    v = lfilter([a], [1.0, a - 1.0], (x64[n_max:] - m_prev) * (x64[n_max:] - m), zi=[(1.0 - a) * v0])[0]
+    assert float(n) == n_max
+    # a new item's weight 2⁻¹⁸ moves a mean of 1000 by less than its float32 resolution: it freezes, close
+    assert float(mean) == pytest.approx(m[-1], abs=0.01 * 3.0)
+    assert np.sqrt(float(var)) == pytest.approx(np.sqrt(v[-1]), rel=1e-3)
+    assert np.sqrt(float(var)) == pytest.approx(x64.std(), rel=1e-2)  # and the stream's own spread
+
+
+def test_welford_with_decay_is_the_exponentially_weighted_mean_and_variance(rng):
+    from onlinejax.base import welford_update
+
+    dt = jnp.zeros(()).dtype
+    x = 3.0 + 2.0 * rng.normal(size=(300, 2))
+    z = jnp.zeros((2,), dt)
+    n, mean, var = jax.lax.scan(lambda s, v: (welford_update(*s, v, 0.97), None), (jnp.zeros((), dt), z, z),
+                                jnp.asarray(x, dt))[0]
+    w = 0.97 ** np.arange(299, -1, -1)
+    m = w @ x / w.sum()
+    assert float(n) == pytest.approx(w.sum(), rel=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(mean), m, rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(var), w @ (x - m) ** 2 / w.sum(), rtol=tol(1e-10, 1e-4))

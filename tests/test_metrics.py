@@ -154,18 +154,29 @@ def test_nonfinite_items_are_skipped_and_counted(rng, make):
         assert float(got[k]) == pytest.approx(float(want[k]), rel=tol(1e-12, 1e-5), abs=tol(1e-12, 1e-6)), k
 
 
-def _np_climatology(y, prior_var=1.0):
-    """float64 reference: predict y_t from y_<t (mean, unbiased variance · (1 + 1/n))."""
-    mu, var = np.zeros(len(y)), np.full(len(y), prior_var)
+def _np_climatology(y, prior_var=1.0, eps=None):
+    """float64 reference: predict y_t from y_<t: the Student-t posterior predictive (BDA3 §3.2).
+
+    Returns ``(location, scale, df)``: ``ȳ``, ``s·sqrt(1 + 1/t)`` (``s²`` unbiased) and ``t - 1`` from ``t = 2``;
+    before, ``(ȳ, sqrt(prior_var), 1/eps)`` (0 before the first target).
+    """
+    eps = np.finfo(jnp.zeros(()).dtype).eps if eps is None else eps
+    mu, sc, df = np.zeros(len(y)), np.full(len(y), np.sqrt(prior_var)), np.full(len(y), 1.0 / eps)
     for t in range(len(y)):
         if t >= 1:
             mu[t] = y[:t].mean()
         if t >= 2:
-            var[t] = y[:t].var(ddof=1) * (1 + 1 / t)
-    return mu, var
+            sc[t], df[t] = y[:t].std(ddof=1) * np.sqrt(1 + 1 / t), t - 1
+    return mu, sc, df
+
+
+def _np_climatology_logpdf(y, prior_var=1.0):
+    mu, sc, df = _np_climatology(y, prior_var)
+    return stats.t.logpdf(y, df, mu, sc)
 
 
 def test_climatology_learner_matches_numpy(rng):
+    from onlinejax.base import StudentTPrediction
     from onlinejax.baseline import climatology
     from onlinejax.evaluation import progressive_validation
 
@@ -173,9 +184,11 @@ def test_climatology_learner_matches_numpy(rng):
     X = rng.normal(size=(200, 2))
     clim = climatology(2)
     p = progressive_validation(clim, clim.init(), X, y).predictions
-    mu, var = _np_climatology(y)
+    assert isinstance(p, StudentTPrediction)
+    mu, sc, df = _np_climatology(y)
     np.testing.assert_allclose(np.asarray(p.mean), mu, rtol=tol(1e-12, 1e-6))
-    np.testing.assert_allclose(np.asarray(p.var)[2:], var[2:], rtol=tol(1e-9, 2e-3))
+    np.testing.assert_allclose(np.asarray(p.scale), sc, rtol=tol(1e-9, 2e-3))
+    np.testing.assert_array_equal(np.asarray(p.df, np.float64), df)
     # a non-finite target inside jit is skipped: the state equals the run without it
     s = clim.init()
     s1 = jax.jit(lambda s, y: clim.learn(s, jnp.zeros(2), y))(s, jnp.asarray(jnp.nan, s.mean.dtype))
@@ -183,13 +196,17 @@ def test_climatology_learner_matches_numpy(rng):
 
 
 def test_log_score_skill_matches_numpy(rng):
+    from onlinejax.base import StudentTPrediction
+
     y, mu, var = _stream(rng, 150)
     w = (rng.uniform(size=150) > 0.3).astype(float)
     dt = jnp.zeros(()).dtype
     got = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.asarray(mu, dt), jnp.asarray(var, dt)), jnp.asarray(w, dt))
-    cm, cv = _np_climatology(y)
+    np.testing.assert_allclose(np.asarray(M.climatology_log_density(jnp.asarray(y, dt)))[2:],
+                               _np_climatology_logpdf(y)[2:], rtol=tol(1e-9, 1e-4))
+    cm, cs, cdf = _np_climatology(y)
     lp = stats.norm.logpdf(y, mu, np.sqrt(var))
-    lc = stats.norm.logpdf(y, cm, np.sqrt(cv))
+    lc = stats.t.logpdf(y, cdf, cm, cs)
     ww = w.copy()
     ww[:2] = 0
     assert float(got["skill"]) == pytest.approx(np.sum(ww * (lp - lc)) / ww.sum(), rel=tol(1e-9, 1e-4))
@@ -197,8 +214,22 @@ def test_log_score_skill_matches_numpy(rng):
     assert float(got["mlpd_from"]) == pytest.approx(np.sum(ww * lp) / ww.sum(), rel=tol(1e-9, 1e-4))
     # a perfect-variance oracle beats climatology; climatology itself has skill 0
     assert float(got["skill"]) > 0
-    own = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.asarray(cm, dt), jnp.asarray(cv, dt)))
+    own = M.log_score_skill(jnp.asarray(y, dt), StudentTPrediction(*(jnp.asarray(a, dt) for a in (cm, cs, cdf))))
     assert abs(float(own["skill"])) < tol(1e-9, 1e-4)
+
+
+def test_log_score_skill_survives_nearly_equal_first_targets(rng):
+    """Two nearly equal first targets of a unit-noise stream: climatology's third log density is a Cauchy's, not
+    a Gaussian's of variance ~1e-12 (-10⁵ nats and more), so the skill averages tens of nats at most."""
+    dt = jnp.zeros(()).dtype
+    y = rng.normal(size=100)
+    y[1] = y[0] + 1e-6
+    y[2] = y[0] + 2.0
+    lc = np.asarray(M.climatology_log_density(jnp.asarray(y, dt)), np.float64)
+    assert np.all(np.isfinite(lc)) and lc[2] > -30.0
+    assert lc[2] == pytest.approx(_np_climatology_logpdf(y)[2], rel=tol(1e-6, 0.1))
+    sk = M.log_score_skill(jnp.asarray(y, dt), Prediction(jnp.zeros(100, dt), jnp.ones(100, dt)))
+    assert abs(float(sk["skill"])) < 1.0 and int(sk["n_nonfinite"]) == 0
 
 
 def test_progressive_validation_rejects_nonfinite_targets():

@@ -34,8 +34,9 @@ quantities are not finite (a NaN mean, a zero variance's ``-inf`` log
 density) is left out of every average and counted in ``n_nonfinite``, so one
 bad item never makes a stream's metrics NaN.
 
-:func:`log_score_skill` compares a learner's log densities with those of a
-running-Gaussian climatology (:func:`onlinejax.baseline.climatology`).
+:func:`log_score_skill` compares a learner's log densities with those of
+climatology (:func:`onlinejax.baseline.climatology`), the Student-t posterior
+predictive of the targets seen so far.
 """
 from __future__ import annotations
 
@@ -288,7 +289,18 @@ def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | 
 
 
 def climatology_log_density(Y: Array) -> Array:
-    """``[n]`` log density of each target under :func:`onlinejax.baseline.climatology` (predicted before learning it)."""
+    """``[n]`` log density of each target under :func:`onlinejax.baseline.climatology` (predicted before learning it).
+
+    Item ``t`` is scored by the Student-t posterior predictive of the ``t``
+    targets before it (:func:`onlinejax.baseline.climatology_predict`:
+    ``ν = t - 1`` from ``t = 2``, ``≈ N(ȳ, 1)`` before), so nearly equal
+    first targets cost tens of nats at most, not millions.
+
+    Args:
+      Y: ``[n]`` targets (a non-finite one is scored NaN and not learned).
+    Returns:
+      ``[n]`` log densities in ``Y``'s floating dtype (the default float for integers).
+    """
     Y = jnp.asarray(Y)
     dt = Y.dtype if jnp.issubdtype(Y.dtype, jnp.floating) else default_float_dtype()
 
@@ -302,16 +314,20 @@ def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: i
     """Log-score skill over climatology: mean of ``log p(y_t) - log p_clim(y_t)`` over scored items.
 
     Climatology (:func:`onlinejax.baseline.climatology`) predicts each target
-    from the running mean and variance of the targets before it. Skill > 0
+    by the Student-t posterior predictive of a Gaussian with unknown mean
+    and variance given the targets before it (:func:`climatology_log_density`;
+    Gelman et al. 2013, BDA3 §3.2). Skill > 0
     means the learner's predictive densities beat it on average (a log
     Bayes factor per item; Gneiting & Raftery 2007, sec. 7, on skill scores).
-    The first ``skip`` items are left out (climatology has no variance
-    before two targets), and so is an item where either log density is not
-    finite (counted in ``n_nonfinite``, as in the accumulators).
+    The first ``skip`` items are left out (before two targets climatology
+    knows no spread: it predicts with a fixed unit prior variance), and so is
+    an item where either log density is not finite (counted in
+    ``n_nonfinite``, as in the accumulators).
 
     Args:
       Y: ``[n]`` targets; predictions: a prediction with ``[n]`` leaves (a
-        :class:`~onlinejax.base.Prediction` or a mixture); weights: optional
+        :class:`~onlinejax.base.Prediction`, a Student-t or a mixture: scored by
+        its ``log_prob``); weights: optional
         ``[n]`` item weights (0 leaves an item out).
       skip: leading items left out (static int >= 0).
     Returns:
