@@ -209,6 +209,46 @@ def test_sklearn_predict_matches_closed_form_and_partial_fit():
     np.testing.assert_allclose(refit.predict(X[100:]), predictive(m, S, BETA, X[100:])[0], rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
 
 
+def _mixture(n_features):
+    """Two linear learners, one with a 4x wider noise, combined: a non-Gaussian mixture (module level: picklable)."""
+    import onlinejax as oj
+
+    return oj.combine([oj.bayes_linreg(n_features, alpha=ALPHA, beta=BETA),
+                       oj.bayes_linreg(n_features, alpha=ALPHA, beta=BETA / 16, forgetting=0.9)])
+
+
+@pytest.mark.parametrize("kind", ["student_t", "mixture"])
+def test_sklearn_predict_interval_is_the_learners_own(kind):
+    """``predict_interval`` is the learner's own central interval (Student-t or mixture quantiles, float64
+    scipy references from the functional learner's predictions), not ``mean ± z·std``."""
+    import onlinejax as oj
+    from scipy import optimize, stats
+
+    X, y = _stream(60, 2)
+    lrn = oj.calibrated_bayes_linreg(2) if kind == "student_t" else _mixture(2)
+    model = OnlineRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_every=0)
+    model.fit(X[:40], y[:40])
+    lo, hi = model.predict_interval(X[40:], 0.9)
+    p = lrn.predict(lrn.learn(lrn.init(), X[:40], y[:40]), X[40:])
+    if kind == "student_t":
+        assert isinstance(p, oj.StudentTPrediction)
+        ref = stats.t.ppf([[0.05], [0.95]], np.asarray(p.df, np.float64), np.asarray(p.mean, np.float64),
+                          np.asarray(p.scale, np.float64))
+    else:
+        assert isinstance(p, oj.MixturePrediction)
+        ref = np.empty((2, len(X) - 40))
+        for i in range(ref.shape[1]):
+            w, m, s = np.exp(np.asarray(p.log_weights[i], np.float64)), np.asarray(p.means[i], np.float64), np.sqrt(np.asarray(p.vars[i], np.float64))
+            for j, q in enumerate((0.05, 0.95)):
+                ref[j, i] = optimize.brentq(lambda t: np.sum(w * stats.norm.cdf(t, m, s)) - q, np.min(m - 40 * s),
+                                            np.max(m + 40 * s), xtol=1e-14)
+    np.testing.assert_allclose(lo, ref[0], rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(hi, ref[1], rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    mean, std = model.predict(X[40:], return_std=True)
+    gauss = 1.6448536269514722 * std  # what mean ± z·std would give: the reference tells them apart
+    assert np.max(np.abs((hi - lo) / 2 - gauss)) > 100 * tol(1e-9, 1e-4) * np.max(gauss)
+
+
 def test_sklearn_clone_and_pickle_round_trip():
     X, y = _stream()
     model = OnlineRegressor("windowed_bayes_linreg", {"window": 32}, tune_every=32).fit(X[:80], y[:80])

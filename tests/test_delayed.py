@@ -175,3 +175,97 @@ def test_schedule_errors():
     lrn = oj.bayes_linreg(2)
     with pytest.raises(ValueError, match="X, Y"):
         delayed_progressive_validation(lrn, lrn.init(), np.ones((3, 2)), np.ones(3), schedule_from_delays(np.zeros(4)))
+
+
+# ----------------------------------------------------------------- non-Gaussian predictions
+def _student_t_learner():
+    return oj.calibrated(oj.bayes_linreg(3, alpha=0.5, beta=4.0))
+
+
+def _mixture_learner():
+    return oj.combine([oj.bayes_linreg(3, alpha=0.5, beta=4.0), oj.bayes_linreg(3, alpha=0.5, beta=4.0, forgetting=0.9)])
+
+
+NON_GAUSSIAN = {"student_t": (_student_t_learner, oj.StudentTPrediction),
+                "mixture": (_mixture_learner, oj.MixturePrediction)}
+
+
+def _as64(p):
+    return type(p)(*(np.asarray(v, np.float64) for v in p))
+
+
+def _ref_quantities(y, p, level):
+    """float64 scipy references ``(lpd, lo, hi, crps)`` of one item's Student-t or Gaussian mixture.
+
+    CRPS by quadrature of ``∫ (F(t) - 1{t >= y})² dt`` (Gneiting & Raftery 2007, eq. 20), not the
+    closed forms the library uses; a mixture's quantiles by root finding on its CDF.
+    """
+    from scipy import integrate, optimize, stats
+
+    if isinstance(p, oj.StudentTPrediction):
+        dist = stats.t(float(p.df), float(p.mean), float(p.scale))
+        lpd, cdf = dist.logpdf(y), dist.cdf
+        lo, hi = dist.ppf(0.5 - level / 2), dist.ppf(0.5 + level / 2)
+        spread = float(p.scale)
+    else:
+        w, m, s = np.exp(p.log_weights), p.means, np.sqrt(p.vars)
+        lpd = float(np.log(np.sum(w * stats.norm.pdf(y, m, s))))
+        cdf = lambda t: float(np.sum(w * stats.norm.cdf(t, m, s)))  # noqa: E731
+        a, b = float(np.min(m - 40 * s)), float(np.max(m + 40 * s))
+        lo, hi = (optimize.brentq(lambda t, q=q: cdf(t) - q, a, b, xtol=1e-14) for q in (0.5 - level / 2, 0.5 + level / 2))
+        spread = float(np.max(s))
+    below = integrate.quad(lambda t: cdf(t) ** 2, -np.inf, y, epsabs=1e-12, limit=200)[0]
+    above = integrate.quad(lambda t: (1.0 - cdf(t)) ** 2, y, np.inf, epsabs=1e-12, limit=200)[0]
+    assert spread > 0
+    return lpd, lo, hi, below + above
+
+
+@pytest.mark.parametrize("kind", sorted(NON_GAUSSIAN))
+def test_zero_delay_equals_progressive_validation_for_non_gaussian_predictions(rng, kind):
+    """A zero-delay schedule keeps the learner's own prediction (Student-t, mixture) and scores it like
+    progressive validation does, not as the Gaussian of its mean and variance."""
+    make, cls = NON_GAUSSIAN[kind]
+    lrn = make()
+    X, Y = _lin_stream(rng, 120)
+    acc = M.prequential(0.9)
+    pv = progressive_validation(lrn, lrn.init(), X, Y, metrics=acc)
+    dv = delayed_progressive_validation(lrn, lrn.init(), X, Y, schedule_from_delays(np.zeros(120)), metrics=acc)
+    assert isinstance(dv.predictions, cls)
+    for a, b in zip(dv.predictions, pv.predictions):
+        np.testing.assert_allclose(a, b, rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+    for m in M.METRICS:
+        np.testing.assert_allclose(dv.metrics[m], pv.metrics[m], rtol=tol(1e-10, 1e-5), err_msg=m)
+    # the Gaussian of the same moments scores differently: the comparison can tell the two apart
+    gauss = M.score(acc, jnp.asarray(Y, dv.predictions.mean.dtype), Prediction(dv.predictions.mean, dv.predictions.var))
+    assert abs(float(gauss["mlpd"]) - float(pv.metrics["mlpd"])) > 100 * tol(1e-10, 1e-5) * abs(float(pv.metrics["mlpd"]))
+
+
+@pytest.mark.parametrize("kind", sorted(NON_GAUSSIAN))
+def test_delayed_metrics_score_each_prediction_by_its_own_distribution(rng, kind):
+    """Delay k: item i is predicted after learning items ``0..i-k-1`` (a Python loop of the learner's own
+    predict and learn), and the metrics are the float64 scipy scores of those predictions."""
+    make, cls = NON_GAUSSIAN[kind]
+    lrn = make()
+    n, k, level = 60, 4, 0.9
+    X, Y = _lin_stream(rng, n)
+    res = delayed_progressive_validation(lrn, lrn.init(), X, Y, schedule_from_delays(np.full(n, k)),
+                                         metrics=M.prequential(level))
+    st, preds = lrn.init(), []
+    for i in range(n):
+        preds.append(_as64(lrn.predict(st, X[i])))
+        if i >= k:  # item i - k is answered at time i, after item i's question
+            st = lrn.learn(st, X[i - k], Y[i - k])
+    assert isinstance(res.predictions, cls)
+    for f, got in zip(cls._fields, res.predictions):
+        want = np.stack([getattr(p, f) for p in preds])
+        np.testing.assert_allclose(got, want, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4), err_msg=f)
+    q = np.array([_ref_quantities(float(y), p, level) for y, p in zip(Y, preds)])
+    lpd, lo, hi, crps = q.T
+    mu = np.array([float(p.mean) for p in preds])
+    r = tol(1e-7, 2e-4)
+    np.testing.assert_allclose(res.metrics["mlpd"], lpd.mean(), rtol=r)
+    np.testing.assert_allclose(res.metrics["crps"], crps.mean(), rtol=r)
+    np.testing.assert_allclose(res.metrics["aiw"], (hi - lo).mean(), rtol=r)
+    np.testing.assert_allclose(res.metrics["icr"], np.mean((Y >= lo) & (Y <= hi)), atol=tol(1e-12, 1.5 / n))  # a float32 bound may flip one item
+    np.testing.assert_allclose(res.metrics["mae"], np.abs(Y - mu).mean(), rtol=r)
+    np.testing.assert_allclose(res.metrics["smse"], np.mean((Y - mu) ** 2) / np.var(Y), rtol=r)

@@ -217,3 +217,77 @@ def test_forgetting_learner_does_not_grow():
     with pytest.warns(UserWarning, match="arrived after"):
         model.learn_one({"a": 1.0, "b": 1.0}, 1.0)
     assert model.n_ignored_features == 1
+
+
+# ------------------------------------------------------------- the learner's own distribution
+def _mixture(n_features):
+    """Two linear learners, one with a 4x wider noise, combined: a non-Gaussian mixture (module level: picklable)."""
+    import onlinejax as oj
+
+    return oj.combine([oj.bayes_linreg(n_features, alpha=ALPHA, beta=BETA),
+                       oj.bayes_linreg(n_features, alpha=ALPHA, beta=BETA / 16, forgetting=0.9)])
+
+
+def _reference(kind):
+    """The functional learner behind ``kind`` and float64 scipy ``(logpdf, cdf, ppf)`` of its prediction."""
+    import onlinejax as oj
+    from scipy import optimize, stats
+
+    if kind == "student_t":
+        lrn = oj.calibrated_bayes_linreg(2)
+
+        def dist(p):
+            t = stats.t(float(p.df), float(p.mean), float(p.scale))
+            return t.logpdf, t.cdf, t.ppf
+    else:
+        lrn = _mixture(2)
+
+        def dist(p):
+            w, m, s = (np.asarray(v, np.float64) for v in (np.exp(p.log_weights), p.means, np.sqrt(p.vars)))
+            cdf = lambda y: float(np.sum(w * stats.norm.cdf(y, m, s)))  # noqa: E731
+            ppf = lambda q: optimize.brentq(lambda y: cdf(y) - q, np.min(m - 40 * s), np.max(m + 40 * s), xtol=1e-14)  # noqa: E731
+            return (lambda y: float(np.log(np.sum(w * stats.norm.pdf(y, m, s))))), cdf, ppf
+    return lrn, dist
+
+
+@pytest.mark.parametrize("kind", ["student_t", "mixture"])
+def test_predict_one_returns_the_learners_own_distribution(kind):
+    """``with_dist=True`` gives a ``proba.Gaussian`` whose density, log density, CDF and quantiles are the
+    learner's Student-t or mixture (float64 scipy references), not a Gaussian of its variance."""
+    from river import proba
+
+    import onlinejax as oj
+
+    X, y = _stream(40, 2)
+    model = RiverRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_every=0)
+    lrn, dist = _reference(kind)
+    st = lrn.init()
+    for row, yi in zip(X, y):
+        model.learn_one({"a": row[0], "b": row[1]}, yi)
+        st = lrn.learn(st, row, yi)
+    q = np.array([0.3, -1.2])
+    d = model.predict_one({"a": q[0], "b": q[1]}, with_dist=True)
+    p = lrn.predict(st, q)
+    assert isinstance(d, proba.Gaussian) and isinstance(d.prediction, oj.StudentTPrediction if kind == "student_t"
+                                                                       else oj.MixturePrediction)
+    logpdf, cdf, ppf = dist(p)
+    r = tol(1e-9, 1e-4)
+    assert d.mu == pytest.approx(float(p.mean), rel=r, abs=r)
+    assert d.sigma == pytest.approx(float(np.sqrt(p.var)), rel=r)
+    for t in d.mu + d.sigma * np.array([-6.0, -1.5, 0.0, 0.7, 3.0]):
+        assert d.log_pdf(t) == pytest.approx(logpdf(t), rel=r, abs=r)
+        assert d(t) == pytest.approx(np.exp(logpdf(t)), rel=r, abs=1e-12)
+        assert d.cdf(t) == pytest.approx(cdf(t), rel=r, abs=tol(1e-12, 1e-6))
+    lo, hi = d.interval(0.9)
+    assert (lo, hi) == pytest.approx((ppf(0.05), ppf(0.95)), rel=r, abs=r)
+    for a in (0.02, 0.3, 0.5, 0.9):
+        assert d.quantile(a) == pytest.approx(ppf(a), rel=tol(1e-7, 1e-3), abs=tol(1e-7, 1e-3))
+    # six standard deviations out the Gaussian of the same variance scores otherwise (for the Student-t,
+    # nats lower): the references above tell the two apart
+    far = d.mu + 6.0 * d.sigma
+    gap = d.log_pdf(far) - proba.Gaussian._from_state(1, d.mu, d.sigma ** 2, ddof=0).log_pdf(far)
+    assert gap > 1.0 if kind == "student_t" else abs(gap) > 100 * r
+    back = pickle.loads(pickle.dumps(d))
+    assert back.cdf(far) == d.cdf(far) and back.mu == d.mu
+    with pytest.raises(NotImplementedError):
+        d.update(1.0)

@@ -9,7 +9,7 @@ from onlinejax.evaluation import evaluate_streams, prequential, progressive_vali
 from onlinejax.evaluation.metrics import score
 from onlinejax.evaluation.streams import streams_program, hyper_states
 from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
+from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
 
 from conftest import tol
 
@@ -85,3 +85,61 @@ def test_repeated_calls_reuse_the_compiled_program(data):
     again = evaluate_streams(lrn, X, Y)
     assert streams._compiled.cache_info().misses == misses
     np.testing.assert_array_equal(first.metrics["smse"], again.metrics["smse"])
+
+
+def test_delay_equals_delayed_progressive_validation_stream_by_stream(data):
+    """``delay=k`` is the schedule of constant delay ``k`` (item ``i`` answered at ``i + k``), for a Student-t
+    learner scored by its own distribution; delays ``k ± 1`` give other predictions, so an off-by-one fails."""
+    import onlinejax as oj
+    from onlinejax.evaluation import delayed_progressive_validation, schedule_from_delays
+
+    X, Y = data
+    k, n = 3, X.shape[1]
+    lrn = oj.conformal(bayes_linreg(2, alpha=1.0, beta=1.0), df=4.0)
+    res = evaluate_streams(lrn, X, Y, delay=k, keep_predictions=True)
+    run = lambda s, d: delayed_progressive_validation(  # noqa: E731
+        lrn, lrn.init(), X[s], Y[s], schedule_from_delays(np.full(n, d))).predictions
+    scored = jax.jit(score, static_argnums=0)  # one compile for the three streams
+    for s in range(X.shape[0]):
+        preds = run(s, k)
+        assert isinstance(preds, oj.StudentTPrediction)
+        y = jnp.asarray(Y[s], preds.mean.dtype)
+        want = scored(prequential(0.95), y, preds)
+        for m in ("smse", "icr", "aiw", "mlpd", "crps"):
+            np.testing.assert_allclose(res.metrics[m][s], want[m], rtol=tol(1e-10, 2e-4), err_msg=m)
+        np.testing.assert_allclose(res.predictions["mean"][s], preds.mean, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+        np.testing.assert_allclose(res.predictions["pit"][s], preds.cdf(y), rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+    for other in (k - 1, k + 1):
+        gap = np.abs(np.asarray(run(0, other).mean) - np.asarray(res.predictions["mean"][0]))
+        assert np.max(gap) > 1e-2, other
+
+
+@pytest.mark.parametrize("make, hyper, key", [
+    (lambda: bayes_linreg(2), {"alpha": [1.0, 0.0]}, "alpha"),
+    (lambda: bayes_linreg(2), {"alpha": [-1.0]}, "alpha"),
+    (lambda: bayes_linreg(2), {"alpha": [1.0, np.nan]}, "alpha"),
+    (lambda: bayes_linreg(2, forgetting=0.99), {"forgetting": [0.9, 1.5]}, "forgetting"),
+    (lambda: bayes_linreg(2, forgetting=0.99), {"alpha": [1.0, 1.0], "forgetting": [0.9, 0.0]}, "forgetting"),
+    (lambda: windowed_bayes_linreg(2, 8), {"window": [4, 0]}, "window"),
+    (lambda: windowed_bayes_linreg(2, 8), {"window": [4, 2.5]}, "window"),
+    (lambda: windowed_bayes_linreg(2, 8), {"window": [9]}, "window"),
+])
+def test_hyper_values_are_checked_as_init_checks_them(data, make, hyper, key):
+    X, Y = data
+    with pytest.raises(ValueError, match=rf"^hyper\['{key}'\]: "):
+        evaluate_streams(make(), X, Y, hyper=hyper)
+
+
+def test_valid_hyper_values_pass_and_traced_ones_are_not_checked(data):
+    X, Y = data
+    lrn = windowed_bayes_linreg(2, 8)
+    a = evaluate_streams(lrn, X, Y, hyper={"window": [4, 8]})
+    b = evaluate_streams(lrn, X, Y, hyper={"window": np.array([4.0, 8.0])})  # whole numbers promoted to floats
+    np.testing.assert_array_equal(a.metrics["smse"], b.metrics["smse"])
+    for h, w in enumerate((4, 8)):
+        ref = evaluate_streams(lrn, X, Y, hyper={"window": [w]})
+        np.testing.assert_allclose(a.metrics["smse"][h], ref.metrics["smse"][0], rtol=tol(1e-12, 1e-5))
+    # inside jit the values are traced: init cannot check them, and hyper_states does not try
+    blr = bayes_linreg(2)
+    st = jax.jit(lambda al: hyper_states(blr, {"alpha": al}, al.dtype))(jnp.asarray([0.5, 2.0]))
+    assert jax.tree_util.tree_leaves(st)[0].shape[0] == 2

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_xy
+from ..base import Learner, coerce_x, coerce_xy
 from ..stateful import StatefulLearner
 
 __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
@@ -275,7 +275,7 @@ def _grow(s, d_old: int, k: int):
         inner = _grow(s.inner, d_old, k)
         sc = s.scaler
         return None if inner is None else s._replace(inner=inner, scaler=sc._replace(
-            x_mean=_insert(sc.x_mean, (0,), d_old, k), x_m2=_insert(sc.x_m2, (0,), d_old, k)))
+            x_mean=_insert(sc.x_mean, (0,), d_old, k), x_var=_insert(sc.x_var, (0,), d_old, k)))
     if isinstance(s, CalibratedState):  # the calibrators see predictions only
         inner = _grow(s.inner, d_old, k)
         return None if inner is None else s._replace(inner=inner)
@@ -302,6 +302,28 @@ def grow_state(state, template, d_old: int, d_new: int):
     if tree != tree_t or [np.shape(v) for v in leaves] != [np.shape(t) for t in like]:
         return None
     return jax.tree_util.tree_map(lambda v, t: jax.numpy.asarray(v, t.dtype), wide, template)
+
+
+_PREDICT: dict = {}
+
+
+def _packed_predict(learner: Learner, packer):
+    """``predict(buf, x)``: ``learner.predict`` on a :class:`~onlinejax.stateful.StatefulLearner`'s packed state.
+
+    ``StatefulLearner.predict`` returns the ``(mean, var)`` of a Gaussian; the adapters need the
+    learner's whole prediction pytree (a Student-t's degrees of freedom, a mixture's members).
+    Reading the packed buffer keeps a per-item call at two arrays in, as ``StatefulLearner``
+    does. Jitted once per learner and state layout (the packer is shared per layout).
+    """
+    key = (learner, id(packer))
+    hit = _PREDICT.get(key)
+    if hit is not None and hit[0] is packer:
+        return hit[1]
+    fn = jax.jit(lambda buf, x: learner.predict(packer.unpack(buf), x))
+    if len(_PREDICT) >= 128:  # bounded: drop the oldest entry
+        _PREDICT.pop(next(iter(_PREDICT)))
+    _PREDICT[key] = (packer, fn)
+    return fn
 
 
 class Engine:
@@ -459,13 +481,17 @@ class Engine:
                 self._set_state(self.learner.tune(self._sl.state))
 
     def predict(self, X: np.ndarray):
-        """Predictive distribution of ``X: [d]`` or ``[b, d]``, its leaves float64 NumPy arrays.
+        """The learner's own predictive distribution of ``X: [d]`` or ``[b, d]``, leaves NumPy arrays.
 
-        A :class:`~onlinejax.base.Prediction`, or the learner's own kind (a Student-t from the
-        calibrated default learner), which keeps ``mean``, ``var`` and ``interval``.
+        Its kind is the learner's: a :class:`~onlinejax.base.Prediction`, a
+        :class:`~onlinejax.base.StudentTPrediction` (the calibrated default learner) or a
+        :class:`~onlinejax.combination.MixturePrediction`, so its ``interval``, ``cdf``,
+        ``log_prob`` and ``crps`` are the learner's, not those of a Gaussian of its variance.
+        The leaves keep the state's dtype, so the distribution's methods compute in it.
         """
-        p = self._sl.predict(X)
-        return type(p)(*(np.asarray(v, np.float64) for v in p))
+        X, _ = coerce_x(X, self.learner.n_features, self.dtype)
+        p = _packed_predict(self.learner, self._sl._packer)(self._sl._buf, X)
+        return type(p)(*(np.asarray(v) for v in p))
 
     # -- pickling: the learner is rebuilt from its spec, the state from numpy leaves ---------
     def __getstate__(self):

@@ -16,16 +16,122 @@ in ``n_ignored_features`` and warn once, so reserve slots with ``n_features=K``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from river import base, proba, utils
+from river import base, proba, stats, utils
 
 from ._core import Engine
 
-__all__ = ["RiverRegressor"]
+__all__ = ["RiverRegressor", "PredictiveDistribution"]
+
+#: Points per round of :meth:`PredictiveDistribution.quantile`'s multisection, and its rounds: each
+#: round narrows the bracket 64-fold, so 9 rounds shrink it 64⁹ ≈ 2·10¹⁶ times (below float64 rounding).
+_GRID, _ROUNDS = 65, 9
+
+
+class PredictiveDistribution(proba.Gaussian):
+    """A learner's own predictive distribution behind River's ``proba.Gaussian`` interface.
+
+    ``RiverRegressor.predict_one(x, with_dist=True)`` returns it. A subclass of
+    ``proba.Gaussian``, so River code that checks for a Gaussian and reads
+    ``mu``/``sigma`` keeps working, but the density, log density, CDF and
+    quantiles are those of the prediction itself: a
+    :class:`~onlinejax.base.Prediction` (Gaussian), a
+    :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners') or a
+    :class:`~onlinejax.combination.MixturePrediction`, whose tails a Gaussian
+    of the same variance would misstate by many nats per item.
+
+    Args:
+      prediction: one item's prediction (``[]`` leaves; a mixture's members ``[M]``).
+      seed: seed of :meth:`sample`'s generator.
+
+    Attributes:
+      mu: the predictive mean; sigma: the predictive standard deviation (noise included).
+    """
+
+    def __init__(self, prediction, seed: int | None = None):
+        super().__init__(seed)
+        self.prediction = prediction
+        # River's Gaussian keeps its moments in a running variance: one "sample" at the mean, ddof 0
+        self._var = stats.Var._from_state(n=1, m=float(prediction.mean), var=float(prediction.var), ddof=0)
+
+    @property
+    def mu(self) -> float:
+        return float(self.prediction.mean)
+
+    @property
+    def sigma(self) -> float:
+        return float(self.prediction.std)
+
+    def __repr__(self) -> str:
+        kind = type(self.prediction).__name__.removesuffix("Prediction") or "𝒩"
+        return f"{kind}(μ={self.mu:.3f}, σ={self.sigma:.3f})"
+
+    def __call__(self, x) -> float:
+        """Density at ``x``: ``exp(prediction.log_prob(x))``."""
+        return math.exp(self.log_pdf(x))
+
+    def log_pdf(self, x) -> float:
+        """Log density at ``x``: ``prediction.log_prob(x)``."""
+        return float(self.prediction.log_prob(float(x)))
+
+    def cdf(self, x) -> float:
+        """``P(Y <= x)``: ``prediction.cdf(x)``."""
+        return float(self.prediction.cdf(float(x)))
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """Central ``level`` interval: ``prediction.interval(level)`` (its own quantiles)."""
+        lo, hi = self.prediction.interval(level)
+        return float(lo), float(hi)
+
+    def quantile(self, q: float) -> float:
+        """The ``q``-quantile, ``q`` in (0, 1), by multisection on :meth:`cdf` (vectorised, so a few calls).
+
+        Raises:
+          ValueError: ``q`` outside (0, 1).
+        """
+        if not 0.0 < float(q) < 1.0:
+            raise ValueError(f"q: must lie in (0, 1), got {q!r}")
+        q = float(q)
+        cdf = lambda t: np.asarray(self.prediction.cdf(t), np.float64)  # noqa: E731
+        mu, sd = self.mu, self.sigma
+        if not (math.isfinite(mu) and math.isfinite(sd) and sd > 0):
+            return math.nan
+        half = 8.0 * sd
+        for _ in range(64):  # widen until the bracket holds q (heavy tails: a few doublings)
+            f = cdf(np.array([mu - half, mu + half]))
+            if f[0] <= q <= f[1]:
+                break
+            half *= 2.0
+        lo, hi = mu - half, mu + half
+        for _ in range(_ROUNDS):
+            t = np.linspace(lo, hi, _GRID)
+            k = int(np.searchsorted(cdf(t), q))  # first point with cdf >= q (the cdf is non-decreasing)
+            k = min(max(k, 1), _GRID - 1)
+            lo, hi = t[k - 1], t[k]
+        return 0.5 * (lo + hi)
+
+    def sample(self) -> float:
+        """One draw, by inverting the prediction's CDF at a uniform variate."""
+        return self.quantile(min(max(self._rng.random(), 1e-12), 1.0 - 1e-12))
+
+    @property
+    def mode(self) -> float:
+        """The predictive mean (the mode of a Gaussian or a Student-t)."""
+        return self.mu
+
+    def update(self, x, w=1.0):
+        raise NotImplementedError("PredictiveDistribution: a learner's prediction is not updated; "
+                                  "learn the item with the regressor's learn_one")
+
+    def revert(self, x, w=1.0):
+        raise NotImplementedError("PredictiveDistribution: a learner's prediction is not reverted")
+
 
 
 class RiverRegressor(base.MiniBatchRegressor):
-    """Any onlinejax learner as a River regressor with a Gaussian predictive distribution.
+    """Any onlinejax learner as a River regressor with its own predictive distribution.
 
     Args:
       learner: a function of onlinejax (``"bayes_linreg"``, ``"windowed_bayes_linreg"``,
@@ -94,13 +200,16 @@ class RiverRegressor(base.MiniBatchRegressor):
         self._engine.learn_dict(x, float(y))
 
     def predict_one(self, x: dict, with_dist: bool = False):
-        """The predictive mean, or with ``with_dist=True`` a ``river.proba.Gaussian`` (``mu``, ``sigma``;
-        the observation noise included)."""
+        """The predictive mean, or with ``with_dist=True`` the learner's own predictive distribution.
+
+        The distribution is a :class:`PredictiveDistribution`: a ``river.proba.Gaussian`` (``mu``,
+        ``sigma``, the observation noise included) whose density, ``log_pdf``, ``cdf``,
+        ``interval`` and ``quantile`` are the learner's (Gaussian, Student-t or mixture).
+        """
         p = self._engine.predict_dict(x)
-        mean, var = float(p.mean), float(p.var)
         if not with_dist:
-            return mean
-        return proba.Gaussian._from_state(n=1, m=mean, var=var, ddof=0)
+            return float(p.mean)
+        return PredictiveDistribution(p)
 
     # -- mini-batches (pandas, polars, ... through narwhals) -------------------------------------
     def _frame(self, X):

@@ -180,8 +180,10 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
     def predict_interval(self, X, level: float = 0.95):
         """Central ``level`` interval of the predictive distribution of ``X: [n, d]``.
 
-        Gaussian learners give ``mean ± z·std``; the calibrated default learner's Student-t gives
-        its own quantiles (at ``level = 0.95`` the interval its calibration holds).
+        The learner's own interval (``prediction.interval(level)``): Gaussian learners give
+        ``mean ± z·std``, the calibrated default learner's Student-t its own quantiles (at
+        ``level = 0.95`` the interval its calibration holds), a combination's mixture its exact
+        quantiles.
 
         Returns:
           ``(lower [n], upper [n])``.

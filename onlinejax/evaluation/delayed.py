@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_repr
+from ..base import Learner, coerce_x, is_concrete, state_dtype, tree_repr
 from .metrics import Accumulator, score
 
 Array = jax.Array
@@ -140,34 +140,42 @@ def schedule_from_delays(delays) -> EventSchedule:
 class DelayedResult(NamedTuple):
     """Attributes:
       state: final learner state (every label learned).
-      predictions: ``Prediction`` with ``[n]`` leaves, in item order, each made at
-        the item's question time.
+      predictions: the learner's prediction type (a ``Prediction``,
+        ``StudentTPrediction`` or ``MixturePrediction``) with ``[n]``-leading
+        leaves, in item order, each made at the item's question time.
       metrics: final values of the accumulator (scored in answer order), or None.
     """
 
     state: Any
-    predictions: Prediction
+    predictions: Any
     metrics: Optional[dict]
 
     def __repr__(self) -> str:  # shapes and scalar values, not every element
         return tree_repr(self)
 
 
+def _take(preds, idx):
+    """Every leaf of a prediction pytree indexed along its leading (event or slot) axis."""
+    return jax.tree_util.tree_map(lambda a: a[idx], preds)
+
+
 @partial(jax.jit, static_argnums=(0, 1, 9))
 def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, slot, answer_idx, n_slots: int):
-    dt = state_dtype(state)
-    pend = Prediction(jnp.zeros((n_slots,), dt), jnp.ones((n_slots,), dt))
+    # The pending buffer holds the whole prediction pytree (a Gaussian's mean and variance, a
+    # Student-t's location, scale and degrees of freedom, a mixture's members), so each item is
+    # scored at its answer by its own distribution, as progressive validation scores it.
+    shapes = jax.eval_shape(learner.predict, state, X[0])
+    pend = jax.tree_util.tree_map(lambda a: jnp.zeros((n_slots,) + a.shape, a.dtype), shapes)
 
     def question(c, i, s):
         st, pend = c
         p = learner.predict(st, X[i])
-        pend = Prediction(pend.mean.at[s].set(p.mean), pend.var.at[s].set(p.var))
-        # a richer prediction (a combination's mixture) is kept and scored by its moments only
-        return (st, pend), Prediction(p.mean, p.var)
+        pend = jax.tree_util.tree_map(lambda buf, v: buf.at[s].set(v), pend, p)
+        return (st, pend), p
 
     def answer(c, i, s):
         st, pend = c
-        return (learner.learn(st, X[i], Y[i]), pend), Prediction(pend.mean[s], pend.var[s])
+        return (learner.learn(st, X[i], Y[i]), pend), _take(pend, s)
 
     def body(c, ev):
         k, i, s = ev
@@ -179,8 +187,7 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
     if acc is not None:
         # score in answer order, outside the branchy loop (same result, far cheaper than
         # carrying the accumulator through the cond)
-        pa = Prediction(preds.mean[answer_idx], preds.var[answer_idx])
-        mvals = score(acc, Y[item[answer_idx]], pa)
+        mvals = score(acc, Y[item[answer_idx]], _take(preds, answer_idx))
     return state, preds, mvals
 
 
@@ -218,4 +225,4 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
     q = np.nonzero(schedule.kind == QUESTION)[0]
     order = np.argsort(schedule.item[q], kind="stable")
     idx = q[order]  # static host indices: event positions of questions, in item order
-    return DelayedResult(state, Prediction(preds.mean[idx], preds.var[idx]), mvals)
+    return DelayedResult(state, _take(preds, idx), mvals)

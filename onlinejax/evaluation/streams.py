@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, check_int, default_float_dtype, tree_repr
+from ..base import Learner, check_int, default_float_dtype, is_concrete, tree_repr
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import progressive_validation
@@ -50,13 +50,62 @@ class StreamsResult(NamedTuple):
         return tree_repr(self)
 
 
+def _scalar(a: np.ndarray):
+    """A host array element as a Python scalar, a whole-number float as an int."""
+    v = a.item()
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 31:
+        return int(v)
+    return v
+
+
+def _check_hyper(learner: Learner, vals: Mapping, dtype) -> None:
+    """Run ``learner.init``'s own value checks on the host for each distinct setting of ``vals``.
+
+    Inside the vmapped ``init`` of :func:`hyper_states` every value is traced, so
+    ``init``'s checks (``check_positive``, ``check_in_range``, ``check_int``, …)
+    see nothing, and an ``alpha <= 0``, a NaN or a ``window`` of 2.5 would run
+    into NaN or plausible-looking metrics. Calling ``init`` once per setting
+    with concrete values applies the very rules ``init`` applies, including
+    those that bind several keys together.
+
+    Args:
+      vals: ``{init keyword: [H] host array}``. A floating array is cast to
+        ``dtype`` first (the value the state will hold); its whole numbers are
+        passed as ints, since a list like ``[4, 2.5]`` is promoted to floats
+        and ``init`` may require an integer (``window``).
+    Raises:
+      ValueError: ``"hyper['key']: …"`` for the first invalid value, naming the
+        key when ``init``'s message names it, else the setting.
+    """
+    cols = {k: (v.astype(dtype) if np.issubdtype(v.dtype, np.floating) else v) for k, v in vals.items()}
+    H = len(next(iter(cols.values())))
+    seen = set()
+    for h in range(H):
+        setting = {k: _scalar(v[h]) for k, v in cols.items()}  # Python scalars: init checks them as a user's
+        key = tuple(setting.items())
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            learner.init(dtype=dtype, **setting)
+        except ValueError as e:
+            msg = str(e)
+            named = [k for k in setting if msg.startswith(f"{k}:")]
+            if named:
+                k = named[0]
+                raise ValueError(f"hyper[{k!r}]: {msg[len(k) + 1:].strip()} (setting {h})") from e
+            raise ValueError(f"hyper: setting {h} {setting}: {msg}") from e
+
+
 def hyper_states(learner: Learner, hyper: Mapping | None, dtype) -> object:
     """States with a leading axis ``[H]``: ``learner.init(**{k: v[h]})`` for each setting ``h`` (``H = 1`` without ``hyper``).
 
     Args:
       hyper: ``{init keyword: [H] values}`` (1-d, one length) or ``None``.
     Raises:
-      ValueError: the values are not 1-d sequences of one length.
+      ValueError: the values are not 1-d sequences of one length, or (given
+        concrete values) ``learner.init`` refuses one of the settings
+        (``"hyper['key']: …"``, e.g. ``alpha <= 0``, a NaN, a non-integer ``window``).
     """
     if not hyper:
         return jax.tree_util.tree_map(lambda a: a[None], learner.init(dtype=dtype))
@@ -64,6 +113,8 @@ def hyper_states(learner: Learner, hyper: Mapping | None, dtype) -> object:
     H = {v.shape for v in vals.values()}
     if len(H) != 1 or len(next(iter(H))) != 1:
         raise ValueError(f"hyper: every value must be a 1-d sequence of one length, got shapes {sorted(H)}")
+    if is_concrete(*hyper.values()):
+        _check_hyper(learner, {k: np.asarray(v) for k, v in hyper.items()}, dtype)
     return jax.vmap(lambda kw: learner.init(dtype=dtype, **kw))(vals)
 
 
@@ -178,6 +229,11 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       dtype: state dtype (default: float32, or float64 under x64).
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
+    Raises:
+      ValueError: naming the argument: bad shapes, non-finite data, a ``delay``
+        that is not an int ``>= 1``, or a ``hyper`` value ``learner.init``
+        refuses (``"hyper['alpha']: must be finite and > 0, ..."``), checked
+        on the host for each distinct setting before anything is compiled.
 
     Example:
       >>> import jax.numpy as jnp
