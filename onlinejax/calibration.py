@@ -24,12 +24,49 @@ usable on their own):
       n_t = ρ n_{t-1} + 1,  n_0 = 1
       s_t = (1 - 1/n_t) s_{t-1} + (1/n_t) min(z_t², clip · s_{t-1}),  s_0 = 1
 
-  i.e. ``s_t = (ρ^t + Σ_i ρ^{t-i} min(z_i², ·)) / n_t``, clipped to
-  ``[1/max_scale, max_scale]``; ``c_t² = s_{t-1}``. One squared residual
-  moves ``s`` by at most the factor ``clip`` (one wild miss of a collapsed
-  variance, ``z² ~ 1e30``, cannot set the scale for hundreds of items).
+  i.e. ``s_t = (ρ^t + Σ_i ρ^{t-i} min(z_i², ·)) / n_t``; ``c_t² = s_{t-1}``.
+  One squared residual moves ``s`` by at most the factor ``clip`` (one wild
+  miss of a collapsed variance, ``z² ~ 1e30``, cannot set the scale for
+  hundreds of items). Such a mean is slow the other way: a variance ``10⁹``
+  times too large (a learner's running statistics blown up by one outlier)
+  takes ``ln 10⁹/(1 - ρ)`` labels to undo, and a run of exact fits (constant
+  targets) shrinks ``s`` towards 0 as ``ρ^t``. Three robust companions bound
+  both (all in ``O(1)`` state):
+
+  - *A floor relative to the residuals' level.* ``L_t``, a running mean of
+    ``log (y - μ)²`` (decay :data:`RECALIBRATION_LEVEL_DECAY`, each term
+    clipped to ``ln(clip)`` above ``L_{t-1}``; below, to
+    :data:`RECALIBRATION_LOG_CLIP` in the first ``1/(1 - ρ)`` labels and
+    to ``ln 2`` after, so that it halves at most once per ~1000 labels),
+    sets the floor ``v_t = φ exp(L_t - E[log χ²₁])`` (``φ`` =
+    :data:`RECALIBRATION_FLOOR`), a fraction of the Gaussian variance with
+    that geometric mean. A residual below ``v_t`` enters every estimate as
+    one at ``v_t``, and the recalibrated variance is at least ``v_t``: a
+    constant run drives the scale to the floor, not to 0, and an outlier
+    raises the floor by a factor of at most ``clip^{1/m_t}`` (``m_t`` the
+    level's discounted count, ~1000).
+  - *Log-scale estimates.* A fast ``f_t`` (weight ``ω`` =
+    :data:`RECALIBRATION_FAST`, at least ``1/n_t``) and a slow ``g_t``
+    (weight ``1/n_t``, as ``s``) running mean of ``log z²``, each term
+    clipped to ``a`` = :data:`RECALIBRATION_LOG_CLIP` around the estimate:
+    one label moves them by at most ``ω a``, however large or small its
+    residual, and a factor ``K`` in the variance is crossed in
+    ``O(log K)`` labels (the distance shrinks geometrically), not
+    ``O(K)``. ``g`` is kept in ``[f - ln b, f + 2 ln b]`` (``b`` =
+    :data:`RECALIBRATION_BAND`; narrower above, as a miss moves a
+    conformal step ``(1 - α)/α`` times as far as a cover does), and ``s``
+    moves with ``g`` by the same factor.
+  - *A bound by the geometric mean.* ``exp(g) ≤ s ≤ b exp(g - E[log χ²₁])``:
+    the mean of ``z²`` is at least their geometric mean (Jensen), and for a
+    Gaussian it is ``exp(-E[log χ²₁]) = 3.56`` times it, so this allows tails
+    ``b`` times heavier and keeps a run of huge ``z²`` in the past (a scale
+    falling for hundreds of labels) from holding ``s`` far above the
+    present scale.
+
+  ``s`` stays in ``[1/max_scale, max_scale]`` (``1e12``: a last resort that
+  keeps the state finite; the floor binds first).
   :func:`onlinejax.combination.combine` recalibrates its members with the
-  same step (:func:`scale_update`, :func:`sq_err_update`,
+  plain step (:func:`scale_update`, :func:`sq_err_update`,
   :func:`capped_variance`) at a constant weight ``1 - ρ`` (the stationary
   value of ``1/n_t``, i.e. a prior weight of ``1/(1-ρ)`` items), and caps each
   recalibrated variance at 25 times the member's recent mean squared error.
@@ -46,7 +83,10 @@ usable on their own):
   clipped to ``[1/max_scale, max_scale]`` (default ``1e4``: ``c_t`` from 0.01
   to 100), a finite stand-in: at ``α_t ≤ 0`` the interval covers every residual
   within ``100 Φ⁻¹(1 - α/2)`` standard deviations (196 at 95 %), at
-  ``α_t ≥ 1`` it misses every one beyond ``0.01 Φ⁻¹(1 - α/2)``. ``Φ⁻¹`` is
+  ``α_t ≥ 1`` it misses every one beyond ``0.01 Φ⁻¹(1 - α/2)``. ``α_t`` is
+  kept in ``[-γ, 1 + γ]``, where it stays with the infinite (empty) interval
+  (Lemma 4.1): with the finite stand-in a burst of residuals beyond it
+  would otherwise wind ``α_t`` up for as many items again. ``Φ⁻¹`` is
   tabulated (:func:`upper_normal_quantile`, relative error < 5e-6).
 * **Quantile tracking** (the "P" controller of conformal PID control;
   Angelopoulos, Candès & Tibshirani 2023, arXiv:2307.16895, Sec. 2) on the
@@ -55,11 +95,22 @@ usable on their own):
       q_{t+1} = q_t + η_t (err_t - α),   err_t = 1{s_t > q_t}
 
   with ``c_t = q_t / Φ⁻¹(1 - α/2)`` (``c_t²`` clipped as above). The step is
-  either constant (``η_t = lr``) or scaled by the scores' recent range,
-  ``η_t = lr · B_t`` with the running maximum ``B_t = max(s_t, (1 - 1/W) B_{t-1})``
-  (``B_0 = Φ⁻¹(1 - α/2)``), which forgets on a time scale of ``W`` items: the
+  either constant (``η_t = lr``) or scaled by the scores' recent range. The
   paper's practical step uses the largest score of a trailing window of ``W``
-  scores; this ``O(1)`` form needs no buffer. Optionally the integrator term (Sec. 2.2)
+  scores, so one outlier sets the step for ``W`` items (a score of ``10⁶``
+  moves ``q`` by ``lr·10⁶``, and the next ``W`` covered items take back 5 %
+  of that each). Here the range is robust, ``k R_t`` (``k`` =
+  :data:`SCORE_CLIP`), with ``R_t`` a winsorised running mean of the scores,
+
+      R_t = (1 - 1/W) R_{t-1} + (1/W) min(s_t, k R_{t-1}),   R_0 = E|Z| = sqrt(2/π)
+
+  at least ``q_t E|Z|/Φ⁻¹(1 - α/2)`` (the calibrated Gaussian's mean score at
+  this threshold, so that neither intervals far too wide nor a run of zero
+  scores stall the tracker), and ``η_t = lr · k R_t``: one score, however
+  large, raises the step by at most ``1 + (k - 1)/W`` and moves ``q`` by one
+  step. ``q̂`` is kept in ``[z/sqrt(max_scale), z sqrt(max_scale)]``
+  (``z = Φ⁻¹(1 - α/2)``), the range where ``c²`` is not clipped, so no burst
+  of misses winds it up beyond. Optionally the integrator term (Sec. 2.2)
   adds ``r_t(S_t) = K_I tan(S_t log(t) / (t C_sat))`` (saturating at ``±∞``
   where the argument leaves ``(-π/2, π/2)``) with ``S_t = Σ_{i≤t}(err_i - α)``:
   ``q_{t+1} = q̂_{t+1} + r_t(S_t)``, ``q̂`` the "P" part above.
@@ -67,12 +118,13 @@ usable on their own):
 Guarantees. For ACI the update telescopes, ``α_{T+1} = α_1 + γ Σ_t (α - err_t)``,
 so ``|mean err - α| = |α_1 - α_{T+1}|/(γT)``; while ``α_t`` stays in
 ``[-γ, 1 + γ]`` this gives Prop. 4.1's ``(max(α_1, 1 - α_1) + γ)/(γT)`` for
-*any* sequence. With the finite clip it stays there unless a residual beyond
+*any* sequence. With the finite clip the identity holds until a residual beyond
 ``sqrt(max_scale)·Φ⁻¹(1 - α/2)`` standard deviations arrives while
-``α_t ≤ 0`` (each such item moves ``α_t`` down by a further ``γ(1 - α)``).
-Quantile tracking with a constant step and scores in ``[0, B]`` has
-``|mean err - α| ≤ (B + η)/(ηT)`` (Prop. 1 of the paper); the range-scaled
-step gives up this clean bound for scale-free steps. **Only the calibrated
+``α_t ≤ 0``: the clip at ``-γ`` drops (part of) such a miss from the sum, and
+the bound holds for the items counted. Quantile tracking with a constant step
+and scores in ``[0, B]`` has ``|mean err - α| ≤ (B + η)/(ηT)`` (Prop. 1 of
+the paper) while the clip of ``q̂`` does not bind; the range-scaled step gives
+up this clean bound for scale-free steps. **Only the calibrated
 level (``level`` given to :func:`conformal`) carries the long-run coverage
 guarantee**: the returned Gaussian's intervals at other levels, its density
 and its CRPS are a Gaussian extrapolation from that one quantile.
@@ -169,6 +221,26 @@ RECALIBRATION_CLIP = 25.0
 RECALIBRATION_VAR_CAP = 25.0
 #: Conformal methods of :func:`conformal`.
 METHODS = ("aci", "quantile")
+#: ``E[log χ²₁] = ψ(1/2) + log 2``: the mean log squared score of a calibrated Gaussian, converting the
+#: recalibrator's log-scale estimates to and from the variance scale.
+LOG_CHI2_MEAN = -1.2703628454614782
+#: Recalibration: weight of the fast running mean of ``log z²`` (a memory of ~10 labels).
+RECALIBRATION_FAST = 0.1
+#: Recalibration: the slow scale is kept within this factor below the fast one (its square above), and
+#: the mean of ``z²`` within this factor of the Gaussian value of their geometric mean.
+RECALIBRATION_BAND = 2.0
+#: Recalibration: one ``log z²`` enters the log-scale estimates clipped to this distance from them.
+RECALIBRATION_LOG_CLIP = float(np.log(1e4))
+#: Recalibration: residuals, and the recalibrated variance, are floored at this fraction of the
+#: residuals' running level.
+RECALIBRATION_FLOOR = 1e-2
+#: Recalibration: weight of the past in that level, per label (a memory of ~1000 labels).
+RECALIBRATION_LEVEL_DECAY = 0.999
+#: Quantile tracking: each score enters the running score scale clipped at this multiple of it, and the
+#: range-scaled step is ``lr`` times this multiple of the scale (the robust range of the scores).
+SCORE_CLIP = 4.0
+#: ``E|Z| = sqrt(2/π)`` of a standard Gaussian ``Z``.
+MEAN_ABS_NORMAL = float(np.sqrt(2.0 / np.pi))
 
 
 # --------------------------------------------------------------------------
@@ -229,6 +301,11 @@ class RecalibrationState(NamedTuple):
         before the first label; only tracked with an ``error_cap``).
       decay: ``[]`` ``ρ`` in (0, 1) (an array: it vmaps).
       n: ``[]`` int32 labels used.
+      log_fast: ``[]`` fast running mean ``f`` of the clipped ``log z²`` (weight :data:`RECALIBRATION_FAST`).
+      log_slow: ``[]`` slow running mean ``g`` of the clipped ``log z²`` (weight ``1/n_t``, as ``s``).
+      log_level: ``[]`` slow running mean ``L`` of the clipped ``log (y - μ)²`` (the residuals' level, on the
+        targets' scale; decay :data:`RECALIBRATION_LEVEL_DECAY`).
+      level_weight: ``[]`` discounted count of ``L`` (0 before the first label).
     """
 
     scale: Array
@@ -236,10 +313,14 @@ class RecalibrationState(NamedTuple):
     sq_err: Array
     decay: Array
     n: Array
+    log_fast: Array
+    log_slow: Array
+    log_level: Array
+    level_weight: Array
 
 
 def recalibration_init(decay=0.99, dtype=None) -> RecalibrationState:
-    """A calibrated start: ``s = 1`` with the weight of one pseudo-observation.
+    """A calibrated start: ``s = 1`` with the weight of one pseudo-observation (``f = g = E[log χ²₁]``).
 
     Args:
       decay: ``ρ`` in (0, 1): the scale remembers about ``1/(1 - ρ)`` labels.
@@ -250,12 +331,20 @@ def recalibration_init(decay=0.99, dtype=None) -> RecalibrationState:
     check_in_range(decay, "decay", 0.0, 1.0, hi_open=True)
     dt = dtype or default_float_dtype()
     one = jnp.ones((), dt)
+    log_one = jnp.asarray(LOG_CHI2_MEAN, dt)
     return RecalibrationState(scale=one, weight=one, sq_err=jnp.full((), jnp.inf, dt),
-                              decay=jnp.asarray(decay, dt), n=jnp.zeros((), jnp.int32))
+                              decay=jnp.asarray(decay, dt), n=jnp.zeros((), jnp.int32), log_fast=log_one,
+                              log_slow=log_one, log_level=jnp.zeros((), dt), level_weight=jnp.zeros((), dt))
+
+
+def _level_floor(state: RecalibrationState) -> Array:
+    """``φ exp(L - E[log χ²₁])``: the floor of the recalibrated variance (0 before the first label)."""
+    floor = RECALIBRATION_FLOOR * jnp.exp(state.log_level - LOG_CHI2_MEAN)
+    return jnp.where(state.level_weight > 0, floor, 0.0)
 
 
 def recalibration_update(state: RecalibrationState, mean: Array, var: Array, y: Array, *, ok=True,
-                         clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
+                         clip: float = RECALIBRATION_CLIP, max_scale: float = 1e12,
                          track_error: bool = False) -> RecalibrationState:
     """Absorb one label (module doc, "Variance recalibration").
 
@@ -266,26 +355,67 @@ def recalibration_update(state: RecalibrationState, mean: Array, var: Array, y: 
       ok: ``[]`` bool, or ``True``: items with ``ok = False`` leave the state
         unchanged (the wrappers pass "finite label, informative prediction").
       clip: :data:`RECALIBRATION_CLIP` (static).
-      max_scale: ``s`` is kept in ``[1/max_scale, max_scale]`` (static).
+      max_scale: ``s`` is kept in ``[1/max_scale, max_scale]`` (static; a last resort that keeps
+        the state finite: the floor relative to the residuals' level binds long before).
       track_error: also update ``sq_err`` (needed only for
         :func:`recalibrated_variance`'s ``error_cap``; static).
     Returns:
       the new :class:`RecalibrationState`.
     """
+    dt = state.scale.dtype
     weight = state.decay * state.weight + 1.0
     rho_t = state.decay * state.weight / weight  # 1 - 1/n_t: the prior's and the past's share
     e2 = (y - mean) ** 2
-    scale = jnp.clip(scale_update(state.scale, e2, var, rho_t, clip), 1.0 / max_scale, max_scale)
+    # a residual below the floor counts as one at the floor: a constant run drives the estimates to the
+    # floor, not to 0
+    e2f = jnp.maximum(e2, _level_floor(state))
+    scale = scale_update(state.scale, e2f, var, rho_t, clip)
+    # log-scale estimates: one label moves them by at most weight·a, however small or large its residual
+    a = RECALIBRATION_LOG_CLIP
+    tiny = jnp.finfo(dt).tiny
+    log_var = jnp.log(var)
+    lz2 = jnp.log(jnp.maximum(e2f, tiny)) - log_var
+    wf = jnp.maximum(RECALIBRATION_FAST, 1.0 - rho_t)  # never slower than the slow one (the first labels)
+    f = state.log_fast + wf * (jnp.clip(lz2, state.log_fast - a, state.log_fast + a) - state.log_fast)
+    g = state.log_slow + (1.0 - rho_t) * (jnp.clip(lz2, state.log_slow - a, state.log_slow + a) - state.log_slow)
+    # the slow scale follows the fast one out of a band: a variance off by orders of magnitude (a learner's
+    # statistics blown up by one outlier) is corrected within tens of labels, not ln(factor)/(1 - ρ); the
+    # band is narrower above, as a miss moves the conformal step (1 - α)/α times as far as a cover
+    band = float(np.log(RECALIBRATION_BAND))
+    shift = jnp.clip(g, f - band, f + 2.0 * band) - g
+    g = g + shift
+    scale = scale * jnp.exp(shift)
+    # the mean of z² is at least their geometric mean (Jensen) and, for the residual laws a Gaussian
+    # interval can describe, at most a few times its Gaussian value: a run of huge z² in the past (a scale
+    # falling for hundreds of labels) cannot keep the arithmetic mean far above the present scale
+    scale = jnp.clip(scale, jnp.exp(g), RECALIBRATION_BAND * jnp.exp(g - LOG_CHI2_MEAN))
+    hi = float(np.log(max_scale))
+    scale = jnp.clip(scale, 1.0 / max_scale, max_scale)
+    f = jnp.clip(f, LOG_CHI2_MEAN - hi, LOG_CHI2_MEAN + hi)
+    g = jnp.clip(g, LOG_CHI2_MEAN - hi, LOG_CHI2_MEAN + hi)
+    # the residuals' level: the first label sets it (its score clipped as above); later ones raise it by at
+    # most ln(clip)/m_t and lower it by at most ln 2/m_t each (m_t ~ 1000, its discounted count), so an
+    # outlier barely moves it and a constant run halves it per ~1000 labels at most; during the first
+    # 1/(1 - ρ) labels it may fall as fast as the scale (an untrained learner's first residuals)
+    lw = RECALIBRATION_LEVEL_DECAY * state.level_weight + 1.0
+    first = log_var + jnp.clip(lz2, state.log_slow - a, state.log_slow + a)
+    la = float(np.log(clip))
+    down = jnp.where(state.level_weight * (1.0 - state.decay) < 1.0, a, float(np.log(2.0)))
+    log_e2 = jnp.log(jnp.maximum(e2, tiny))
+    le2 = jnp.where(state.level_weight > 0, jnp.clip(log_e2, state.log_level - down, state.log_level + la), first)
+    level = state.log_level + (le2 - state.log_level) / lw
     sq_err = sq_err_update(state.sq_err, e2, rho_t) if track_error else state.sq_err
-    new = RecalibrationState(scale, weight, sq_err, state.decay, state.n + 1)
+    new = RecalibrationState(scale, weight, sq_err, state.decay, state.n + 1, f, g, level, lw)
     return _mask(ok, new, state)
 
 
 def recalibrated_variance(state: RecalibrationState, var: Array, error_cap: Optional[float] = None) -> Array:
-    """``s σ²``, or ``min(s σ², error_cap · E)`` with an ``error_cap`` (static; see :func:`capped_variance`)."""
-    if error_cap is None:
-        return var * state.scale
-    return capped_variance(var, state.scale, state.sq_err, error_cap)
+    """``max(s σ², φ exp(L - E[log χ²₁]))``: the variance times the scale, above the floor (module doc).
+
+    With an ``error_cap`` (static), ``s σ²`` is capped first (:func:`capped_variance`).
+    """
+    v = var * state.scale if error_cap is None else capped_variance(var, state.scale, state.sq_err, error_cap)
+    return jnp.maximum(v, _level_floor(state))
 
 
 # --------------------------------------------------------------------------
@@ -388,14 +518,17 @@ def aci_var_scale(state: ACIState, max_scale: float = 1e4) -> Array:
 
 
 def aci_update(state: ACIState, err: Array, ok=True) -> ACIState:
-    """``α_{t+1} = α_t + γ(α - err_t)`` (Gibbs & Candès 2021, eq. 2).
+    """``α_{t+1} = α_t + γ(α - err_t)`` (Gibbs & Candès 2021, eq. 2), kept in ``[-γ, 1 + γ]``.
 
     Args:
       err: ``[]`` 1 (or True) when ``y_t`` fell outside the returned interval at the calibrated level.
       ok: ``[]`` bool or ``True``; ``False`` leaves the state unchanged.
     """
     err = jnp.asarray(err, state.alpha_t.dtype)
-    new = state._replace(alpha_t=state.alpha_t + state.gamma * (state.alpha - err), n=state.n + 1)
+    # [-γ, 1 + γ] is where α_t stays with infinite (empty) intervals at α_t ≤ 0 (≥ 1) (Gibbs & Candès 2021,
+    # Lemma 4.1); with the finite stand-in a burst of wild misses would otherwise wind it up for good
+    alpha_t = jnp.clip(state.alpha_t + state.gamma * (state.alpha - err), -state.gamma, 1.0 + state.gamma)
+    new = state._replace(alpha_t=alpha_t, n=state.n + 1)
     return _mask(ok, new, state)
 
 
@@ -410,7 +543,8 @@ class QuantileState(NamedTuple):
       integral: ``[]`` ``S_t = Σ_{i≤t} (err_i - α)``.
       alpha: ``[]`` target miscoverage ``α``; z_alpha: ``[]`` ``Φ⁻¹(1 - α/2)``.
       lr: ``[]`` step ``η`` (constant) or factor ``lr`` of the range-scaled step.
-      score_max: ``[]`` running maximum ``B_t`` of the scores.
+      score_scale: ``[]`` running scale ``R_t`` of the scores (a winsorised mean; the robust range is
+        ``k R_t``, ``k`` = :data:`SCORE_CLIP`).
       range_decay: ``[]`` ``1 - 1/W``, its forgetting per item (0 with a constant step).
       gain, saturation: ``[]`` the integrator's ``K_I`` and ``C_sat`` (unused without it).
       n: ``[]`` int32 labels used.
@@ -421,22 +555,22 @@ class QuantileState(NamedTuple):
     alpha: Array
     z_alpha: Array
     lr: Array
-    score_max: Array
+    score_scale: Array
     range_decay: Array
     gain: Array
     saturation: Array
     n: Array
 
 
-def quantile_init(level=0.95, lr=0.01, window: Optional[int] = 100, gain=0.0, saturation=1.0,
+def quantile_init(level=0.95, lr=0.02, window: Optional[int] = 100, gain=0.0, saturation=1.0,
                   dtype=None) -> QuantileState:
     """``q̂_1 = Φ⁻¹(1 - α/2)`` (the calibrated Gaussian's threshold, so ``c_1 = 1``).
 
     Args:
       level: the calibrated level ``1 - α`` in (0, 1).
       lr: ``> 0``; the constant step ``η`` (``window=None``) or the factor of
-        the running maximum ``B_t`` of the scores.
-      window: ``W >= 1``, the time scale of ``B_t``, or ``None`` for a constant step
+        the robust range ``k R_t`` of the scores.
+      window: ``W >= 1``, the time scale of ``R_t``, or ``None`` for a constant step
         (pass ``scaled=window is not None`` to :func:`quantile_update`).
       gain, saturation: the integrator's ``K_I >= 0`` and ``C_sat > 0`` (used only
         when :func:`quantile_update` is called with ``integrate=True``).
@@ -453,8 +587,10 @@ def quantile_init(level=0.95, lr=0.01, window: Optional[int] = 100, gain=0.0, sa
     dt = dtype or default_float_dtype()
     z = _two_sided_quantile(level, dt)
     decay = 0.0 if w is None else 1.0 - 1.0 / w
+    # R_1 = E|Z|: the calibrated Gaussian's mean score
     return QuantileState(q=z, integral=jnp.zeros((), dt), alpha=1.0 - jnp.asarray(level, dt), z_alpha=z,
-                         lr=jnp.asarray(lr, dt), score_max=z, range_decay=jnp.asarray(decay, dt),
+                         lr=jnp.asarray(lr, dt), score_scale=jnp.full((), MEAN_ABS_NORMAL, dt),
+                         range_decay=jnp.asarray(decay, dt),
                          gain=jnp.asarray(gain, dt), saturation=jnp.asarray(saturation, dt),
                          n=jnp.zeros((), jnp.int32))
 
@@ -479,24 +615,46 @@ def quantile_var_scale(state: QuantileState, max_scale: float = 1e4, integrate: 
     return jnp.clip(c * c, 1.0 / max_scale, max_scale)
 
 
-def quantile_update(state: QuantileState, err: Array, score: Array, ok=True, scaled: bool = True) -> QuantileState:
+def quantile_update(state: QuantileState, err: Array, score: Array, ok=True, scaled: bool = True,
+                    max_scale: float = 1e4) -> QuantileState:
     """``q̂_{t+1} = q̂_t + η_t(err_t - α)``, ``S_{t+1} = S_t + err_t - α`` (ACT 2023, Sec. 2).
 
+    With ``scaled``, ``η_t = lr · k R_t`` where ``R_t = (1 - 1/W) R_{t-1} + (1/W) min(s_t, k R_{t-1})``
+    (``k`` = :data:`SCORE_CLIP`), at least ``q̂_{t+1} E|Z|/z``: one score, however large, raises the
+    step by at most the factor ``1 + (k - 1)/W``, and ``q̂`` moves by at most ``lr · k R_t`` per item
+    (module doc, "Quantile tracking"). ``q̂`` is kept in ``[z/sqrt(max_scale), z·sqrt(max_scale)]``
+    (``z = Φ⁻¹(1 - α/2)``), where ``c²`` is not clipped: no burst of misses winds it up beyond.
+
     Args:
+      state: :class:`QuantileState`.
       err: ``[]`` 1 (or True) when ``y_t`` fell outside the returned interval.
-      score: ``[]`` ``|y_t - μ_t|/σ_t`` (enters the running maximum ``B_t``).
+      score: ``[]`` ``|y_t - μ_t|/σ_t`` (enters the running scale ``R_t``).
       ok: ``[]`` bool or ``True``; ``False`` leaves the state unchanged.
-      scaled: ``η_t = lr · B_t`` (True) or ``η_t = lr`` (static).
+      scaled: ``η_t = lr · k R_t`` (True) or ``η_t = lr`` (static).
+      max_scale: the clip of ``c²`` (static; :func:`quantile_var_scale`).
 
     The integrator needs no update of its own: it reads ``S_t`` and ``t`` when
     the threshold is formed (:func:`quantile_threshold`).
     """
     dt = state.q.dtype
     err = jnp.asarray(err, dt)
-    b = jnp.maximum(score, state.range_decay * state.score_max)
-    eta = state.lr * b if scaled else state.lr
     g = err - state.alpha
-    new = state._replace(q=state.q + eta * g, integral=state.integral + g, score_max=b, n=state.n + 1)
+    r = state.score_scale
+    if scaled:
+        # winsorised: the paper's running maximum lets one outlier set the step for a whole window
+        w = 1.0 - state.range_decay
+        cap = SCORE_CLIP * state.score_scale
+        r = state.score_scale + w * (jnp.where(score <= cap, score, cap) - state.score_scale)  # NaN: the cap
+        eta = state.lr * SCORE_CLIP * r
+    else:
+        eta = state.lr
+    root = float(np.sqrt(max_scale))
+    q = jnp.clip(state.q + eta * g, state.z_alpha / root, state.z_alpha * root)
+    if scaled:
+        # at least the calibrated Gaussian's mean score at this threshold: intervals far too wide (small
+        # scores) or a run of zero scores cannot stall the tracker
+        r = jnp.maximum(r, q * (MEAN_ABS_NORMAL / state.z_alpha))
+    new = state._replace(q=q, integral=state.integral + g, score_scale=r, n=state.n + 1)
     return _mask(ok, new, state)
 
 
@@ -677,7 +835,8 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
             c = aci_update(c, err, ok)
         else:
             score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
-            c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None)
+            c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
+                                max_scale=conf.max_scale)
     return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio), output(conf, s, out)
 
 
@@ -751,22 +910,24 @@ def _check_recal(decay, clip, max_scale, error_cap, prefix=""):
 
 
 @describe_factory
-def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBRATION_CLIP, max_scale: float = 1e6,
+def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBRATION_CLIP, max_scale: float = 1e12,
                 error_cap: Optional[float] = None) -> Learner:
     """Wrap ``learner`` so its predictive variance is multiplied by a running mean of its ``z²``.
 
     The prediction is ``N(μ, s_{t-1} σ²)`` with ``s`` the exponentially weighted
-    mean of ``z² = (y - μ)²/σ²`` (module doc, "Variance recalibration"). It
-    makes the mean ``z²`` of the returned predictions about 1 over the last
-    ``~1/(1 - decay)`` labels; it carries no coverage guarantee (use
-    :func:`conformal`, optionally with ``recalibrate=``, for that).
+    mean of ``z² = (y - μ)²/σ²`` (module doc, "Variance recalibration"), kept
+    near a fast robust estimate of the scale and above a floor relative to the
+    residuals' level. It makes the mean ``z²`` of the returned predictions
+    about 1 over the last ``~1/(1 - decay)`` labels; it carries no coverage
+    guarantee (use :func:`conformal`, optionally with ``recalibrate=``, for that).
 
     Args:
       learner: any :class:`~onlinejax.base.Learner` (a mixture prediction is
         replaced by its moment-matched Gaussian).
       decay: ``ρ`` in (0, 1), default; ``init(recalibration={"decay": ρ})`` overrides it (an array: it vmaps).
       clip: one ``z²`` enters clipped at ``clip · s`` (static, > 1).
-      max_scale: ``s`` stays in ``[1/max_scale, max_scale]`` (static, > 1).
+      max_scale: ``s`` stays in ``[1/max_scale, max_scale]`` (static, > 1; a last resort, as the
+        floor binds first, wide enough for a learner whose variance is ``10⁹`` times too large).
       error_cap: ``None``, or cap the variance at ``error_cap`` times the
         exponentially weighted mean squared error, as the combination does
         (:data:`RECALIBRATION_VAR_CAP`; static).
@@ -782,7 +943,7 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
 
 
 @describe_factory
-def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.01,
+def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.02,
               window: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
               max_scale: float = 1e4, recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
     """Wrap ``learner`` in an online conformal calibrator: ``N(μ, c_t² σ²)``, long-run coverage at ``level``.
@@ -805,9 +966,9 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
       method: ``"aci"`` (adaptive conformal inference, step ``gamma``) or
         ``"quantile"`` (quantile tracking on ``|z|``, step ``lr``).
       gamma: ACI step ``γ > 0``.
-      lr: quantile-tracking step ``> 0`` (times the running maximum ``B_t`` of the
+      lr: quantile-tracking step ``> 0`` (times the robust range ``k R_t`` of the
         scores when ``window`` is an int; constant with ``window=None``).
-      window: time scale ``W`` of ``B_t`` (static; module doc).
+      window: time scale ``W`` of ``R_t`` (static; module doc).
       integrator_gain: ``None`` (no integrator) or ``K_I >= 0`` of the
         quantile tracker's integrator term (static on/off); saturation: its ``C_sat > 0``.
       max_scale: ``c²`` stays in ``[1/max_scale, max_scale]``: the finite stand-in
@@ -847,7 +1008,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     rc = None
     if recalibrate is not None:
         check_in_range(recalibrate, "recalibrate", 0.0, 1.0, hi_open=True)
-        rc = _check_recal(recalibrate, RECALIBRATION_CLIP, 1e6, None)
+        rc = _check_recal(recalibrate, RECALIBRATION_CLIP, 1e12, None)
     if df is not None:
         check_positive(df, "df")
         if not float(df) > 2.0:
@@ -861,7 +1022,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
 
 @describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
-               recalibrate: float = 0.99, lr: float = 0.01, warmup: Optional[int] = None) -> Learner:
+               recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",

@@ -8,9 +8,11 @@ from scipy.special import ndtri
 
 from onlinejax.adaptive import AdaptiveState, adaptive
 from onlinejax.base import Prediction, make_learner
-from onlinejax.calibration import (CalibratedState, ConformalOptions, RecalibrationOptions, aci_init, conformal, correct,
-                                   quantile_init, recalibrate, recalibration_init, recalibration_update, step_one,
-                                   upper_normal_quantile)
+from onlinejax.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
+                                   RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
+                                   ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
+                                   correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
+                                   recalibration_init, recalibration_update, step_one, upper_normal_quantile)
 from onlinejax.calibration import init as calibrated_init
 from onlinejax.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
@@ -68,16 +70,37 @@ def _informative(v):
 # --------------------------------------------------------------------------
 # float64 numpy references, step by step
 # --------------------------------------------------------------------------
-def _ref_recal(m, v, y, ok, decay, clip=25.0, max_scale=1e6):
-    s, n, out = 1.0, 1.0, []
+def _ref_recal(m, v, y, ok, decay, clip=25.0, max_scale=1e12):
+    """The recalibrator step by step in float64 (module doc, "Variance recalibration")."""
+    a, band, lm = RECALIBRATION_LOG_CLIP, np.log(RECALIBRATION_BAND), LOG_CHI2_MEAN
+    tiny = np.finfo(np.float64).tiny
+    s, n, f, g, L, lw, out = 1.0, 1.0, lm, lm, 0.0, 0.0, []
     for t in range(len(y)):
-        out.append(s * v[t] if _informative(v[t]) else v[t])
+        floor = RECALIBRATION_FLOOR * np.exp(L - lm) if lw > 0 else 0.0
+        out.append(max(s * v[t], floor) if _informative(v[t]) else v[t])
         if ok[t]:
             n_new = decay * n + 1.0
             w = 1.0 / n_new
-            z2 = min((y[t] - m[t]) ** 2 / v[t], clip * s)
-            s = min(max((1.0 - w) * s + w * z2, 1.0 / max_scale), max_scale)
-            n = n_new
+            e2 = (y[t] - m[t]) ** 2
+            e2f = max(e2, floor)
+            s_new = (1.0 - w) * s + w * min(e2f / v[t], clip * s)
+            lz2 = np.log(max(e2f, tiny)) - np.log(v[t])
+            f_new = f + max(RECALIBRATION_FAST, w) * (np.clip(lz2, f - a, f + a) - f)
+            g_new = g + w * (np.clip(lz2, g - a, g + a) - g)
+            shift = np.clip(g_new, f_new - band, f_new + 2 * band) - g_new
+            g_new, s_new = g_new + shift, s_new * np.exp(shift)
+            s_new = np.clip(s_new, np.exp(g_new), RECALIBRATION_BAND * np.exp(g_new - lm))
+            hi = np.log(max_scale)
+            s_new = min(max(s_new, 1.0 / max_scale), max_scale)
+            f_new, g_new = np.clip(f_new, lm - hi, lm + hi), np.clip(g_new, lm - hi, lm + hi)
+            lw_new = RECALIBRATION_LEVEL_DECAY * lw + 1.0
+            if lw > 0:
+                down = a if lw * (1.0 - decay) < 1.0 else np.log(2.0)
+                le2 = np.clip(np.log(max(e2, tiny)), L - down, L + np.log(clip))
+            else:
+                le2 = np.log(v[t]) + np.clip(lz2, g - a, g + a)
+            L = L + (le2 - L) / lw_new
+            s, n, f, g, lw = s_new, n_new, f_new, g_new, lw_new
     return np.array(out), s
 
 
@@ -88,7 +111,7 @@ def _q(a):
 def _ref_quantile(m, v, y, ok, level, lr, window, gain=None, csat=1.0, max_scale=1e4):
     a = 1.0 - level
     z = -ndtri(a / 2)
-    qp, S, n, B, out = z, 0.0, 0, z, []
+    qp, S, n, R, out = z, 0.0, 0, np.sqrt(2 / np.pi), []
     for t in range(len(y)):
         q = qp
         if gain is not None:
@@ -101,9 +124,14 @@ def _ref_quantile(m, v, y, ok, level, lr, window, gain=None, csat=1.0, max_scale
         if ok[t]:
             err = float(abs(y[t] - m[t]) > z * np.sqrt(var))
             score = abs(y[t] - m[t]) / np.sqrt(v[t])
-            B = max(score, (1.0 - 1.0 / window) * B) if window else B
-            eta = lr * B if window else lr
-            qp += eta * (err - a)
+            if window:
+                R = R + (min(score, SCORE_CLIP * R) - R) / window
+                eta = lr * SCORE_CLIP * R
+            else:
+                eta = lr
+            qp = min(max(qp + eta * (err - a), z / np.sqrt(max_scale)), z * np.sqrt(max_scale))
+            if window:
+                R = max(R, qp * np.sqrt(2 / np.pi) / z)
             S += err - a
             n += 1
     return np.array(out), qp
@@ -137,9 +165,10 @@ def test_recalibration_matches_numpy_reference(decay):
 
 
 def test_recalibration_update_alone_is_the_weighted_mean_with_a_unit_prior():
-    # without the clip: s_t = (ρ^t + Σ ρ^{t-i} z_i²) / (ρ^t + Σ ρ^{t-i})
+    # without the clip: s_t = (ρ^t + Σ ρ^{t-i} z_i²) / (ρ^t + Σ ρ^{t-i}), while z² stays in a range where
+    # neither the floor nor the bands of the log-scale estimates bind (z² from 2 to 4)
     r = np.random.default_rng(3)
-    z2 = 3.0 * r.standard_normal(50) ** 2
+    z2 = r.uniform(2.0, 4.0, 50)
     st = recalibration_init(0.9, dtype=DTYPE)
     for z in z2:
         st = recalibration_update(st, jnp.zeros((), DTYPE), jnp.ones((), DTYPE), jnp.asarray(np.sqrt(z), DTYPE),
@@ -177,10 +206,10 @@ def test_aci_matches_numpy_reference(gamma):
     want = np.where(v < BIG, c2 * v, v)
     # (Φ⁻¹ is tabulated: relative error < 5e-6, twice that in c²)
     np.testing.assert_allclose(_f64(preds.var), want, rtol=tol(2e-5, 3e-5))
-    # ... and α_{t+1} = α_t + γ(α - err_t), err_t the miss of the returned interval
+    # ... and α_{t+1} = α_t + γ(α - err_t) in [-γ, 1 + γ], err_t the miss of the returned interval
     err = np.abs(y - m) > z * np.sqrt(_f64(preds.var))
-    np.testing.assert_allclose(at[1:], np.where(ok, at[:-1] + gamma * (a - err), at[:-1]), rtol=0,
-                               atol=tol(1e-15, 1e-6))
+    nxt = np.clip(at[:-1] + gamma * (a - err), -gamma, 1 + gamma)
+    np.testing.assert_allclose(at[1:], np.where(ok, nxt, at[:-1]), rtol=0, atol=tol(1e-15, 1e-6))
 
 
 @pytest.mark.parametrize("window, gain", [(None, None), (50, None), (50, 1.0)], ids=["const", "range", "range+I"])
@@ -191,7 +220,7 @@ def test_quantile_tracker_matches_numpy_reference(window, gain):
     lrn = conformal(ORACLE, level, "quantile", lr=lr, window=window, integrator_gain=gain, saturation=csat)
     st, (before, preds) = _trace(lrn, lrn.init(), X, Y)
     b = before.conformal
-    q, S, n, B = _f64(b.q), _f64(b.integral), np.asarray(b.n), _f64(b.score_max)
+    q, S, n, R = _f64(b.q), _f64(b.integral), np.asarray(b.n), _f64(b.score_scale)
     z = -ndtri(a / 2)
     thr = q.copy()
     if gain is not None:  # r_t(S_t) = K_I tan(S_t log t/(t C_sat)), saturating
@@ -201,18 +230,21 @@ def test_quantile_tracker_matches_numpy_reference(window, gain):
                                                                gain * np.tan(np.clip(arg, -np.pi / 2, np.pi / 2))))
     c2 = np.clip((np.maximum(thr, 0) / z) ** 2, 1e-4, 1e4)
     np.testing.assert_allclose(_f64(preds.var), np.where(v < BIG, c2 * v, v), rtol=tol(1e-12, 1e-5))
-    # q̂_{t+1} = q̂_t + η_t(err_t - α), η_t = lr·B_t, B_t = max(s_t, (1 - 1/W) B_{t-1});
-    # S_{t+1} = S_t + err_t - α
+    # q̂_{t+1} = q̂_t + η_t(err_t - α) in [z/100, 100z], η_t = lr·k R_t with the winsorised running scale
+    # R_t = R_{t-1} + (min(s_t, k R_{t-1}) - R_{t-1})/W, then at least q̂_{t+1} E|Z|/z; S_{t+1} = S_t + err_t - α
     err = np.abs(y - m) > z * np.sqrt(_f64(preds.var))
     score = np.abs(y - m) / np.sqrt(v)
-    B_new = np.maximum(score, (1 - 1 / window) * B) if window else B
-    eta = lr * B_new if window else lr
+    R_new = R + (np.minimum(score, SCORE_CLIP * R) - R) / window if window else R
+    eta = lr * SCORE_CLIP * R_new if window else lr
+    q_new = np.clip(q + eta * (err - a), z / 100, 100 * z)
+    if window:
+        R_new = np.maximum(R_new, q_new * np.sqrt(2 / np.pi) / z)
     nxt = lambda arr, last: np.append(arr[1:], float(last))  # noqa: E731  the state after each item
-    q1, S1, B1 = nxt(q, st.conformal.q), nxt(S, st.conformal.integral), nxt(B, st.conformal.score_max)
-    np.testing.assert_allclose(q1, np.where(ok, q + eta * (err - a), q), rtol=tol(1e-12, 1e-6), atol=tol(1e-14, 1e-6))
+    q1, S1, R1 = nxt(q, st.conformal.q), nxt(S, st.conformal.integral), nxt(R, st.conformal.score_scale)
+    np.testing.assert_allclose(q1, np.where(ok, q_new, q), rtol=tol(1e-12, 1e-6), atol=tol(1e-14, 1e-6))
     np.testing.assert_allclose(S1, np.where(ok, S + err - a, S), rtol=tol(1e-12, 1e-6), atol=tol(1e-12, 1e-4))
     if window:
-        np.testing.assert_allclose(B1, np.where(ok, B_new, B), rtol=tol(1e-12, 1e-6))
+        np.testing.assert_allclose(R1, np.where(ok, R_new, R), rtol=tol(1e-12, 1e-6))
     if X64:
         ref_var, q_end = _ref_quantile(m, v, y, ok, level, lr, window, gain, csat)
         np.testing.assert_allclose(_f64(preds.var), ref_var, rtol=1e-9)
@@ -296,6 +328,132 @@ def test_miscalibrated_learner_is_repaired(beta):
     assert abs(z2[half].mean() - 1.0) < 0.1
 
 
+# --------------------------------------------------------------------------
+# Pathologies: a constant run, one outlier
+# --------------------------------------------------------------------------
+N_PATH = 4000
+
+
+def _pathology_stream(seed, kind, n=N_PATH):
+    """``y = x·w + N(0, 1)`` on two standard normal inputs; ``"constant"``: items 500-999 are one
+    value (the end of the pathology: 1000), ``"outlier"``: item 1000 is ``1e6`` (the end: 1001)."""
+    r = np.random.default_rng(seed)
+    X = r.standard_normal((n, 2))
+    y = X @ (2.0 * r.standard_normal(2)) + r.standard_normal(n)
+    if kind == "constant":
+        y[500:1000] = 3.0
+    elif kind == "outlier":
+        y[1000] = 1e6
+    return X.astype(DTYPE), y.astype(DTYPE), {"constant": 1000, "outlier": 1001, "clean": 1000}[kind]
+
+
+def _windows_recovered(y, lo, hi, end, after=300, width=500):
+    """Coverage of the interval over every ``width``-item window starting ``after`` or more items past
+    ``end`` (the pathology's last item + 1): ``(min, max)``."""
+    cov = (y >= lo) & (y <= hi)
+    w = np.array([cov[t:t + width].mean() for t in range(end + after, len(y) - width + 1)])
+    return w.min(), w.max()
+
+
+def _calibrated_linreg():
+    return calibrated(bayes_linreg(2, forgetting=0.98, intercept=True))
+
+
+def _check_recovery(y, pred, end, clean_width=None):
+    lo, hi = (np.asarray(v, np.float64) for v in pred.interval(0.95))
+    var = np.asarray(pred.var, np.float64)
+    assert np.all(np.isfinite(var)) and np.all(var > 0) and np.all(np.isfinite(np.asarray(pred.mean)))
+    # every 500-item window from 300 items after the pathology holds the 95 % interval's coverage
+    wmin, wmax = _windows_recovered(y.astype(np.float64), lo, hi, end)
+    assert 0.90 <= wmin and wmax <= 0.98, (wmin, wmax)
+    if clean_width is not None:  # and the intervals are as wide as on the same stream without it
+        width = np.median((hi - lo)[end + 300:])
+        assert width < 1.3 * clean_width, (width, clean_width)
+
+
+@pytest.mark.parametrize("kind", ["constant", "outlier"])
+def test_calibrated_recovers_from_a_constant_run_and_an_outlier(kind):
+    # a constant run collapses a running mean of z² (the next residual then scores huge and the tracker's
+    # threshold jumps, to come down by tiny steps); one outlier set the tracker's step by its own score
+    lrn = _calibrated_linreg()
+    X, y, end = _pathology_stream(0, kind)
+    pred = progressive_validation(lrn, lrn.init(), X, y).predictions
+    width = None
+    if kind == "constant":
+        Xc, yc, _ = _pathology_stream(0, "clean")
+        lo, hi = progressive_validation(lrn, lrn.init(), Xc, yc).predictions.interval(0.95)
+        width = np.median((np.asarray(hi, np.float64) - np.asarray(lo, np.float64))[end + 300:])
+    _check_recovery(y, pred, end, width)
+
+
+def test_calibrated_recovers_from_pathologies_vmapped_over_seeds():
+    lrn = _calibrated_linreg()
+    streams = [_pathology_stream(s, k) for k in ("constant", "outlier", "clean") for s in range(4)]
+    Xs = jnp.asarray(np.stack([s[0] for s in streams]))
+    Ys = jnp.asarray(np.stack([s[1] for s in streams]))
+    run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))
+    preds = run(Xs, Ys)
+    for i, (_, y, end) in enumerate(streams[:8]):
+        pred = jax.tree_util.tree_map(lambda a: a[i], preds)
+        clean_width = None
+        if i < 4:
+            c = jax.tree_util.tree_map(lambda a: a[8 + i], preds)
+            lo, hi = (np.asarray(v, np.float64) for v in c.interval(0.95))
+            clean_width = np.median((hi - lo)[end + 300:])
+        _check_recovery(y, pred, end, clean_width)
+
+
+def test_quantile_step_is_bounded_by_the_score_scale():
+    """A score of 1e6 moves the threshold by one ordinary miss's step (times 1 + (k - 1)/W), and 300
+    Gaussian scores later the tracker is where the same tracker without it is."""
+    lr, W, level = 0.02, 100, 0.95
+    st = quantile_init(level, lr, W, dtype=DTYPE)
+    z, a = float(st.z_alpha), 1.0 - level
+    typical = float(quantile_update(st, True, jnp.asarray(1.1 * z, DTYPE)).q) - z  # a miss by a little
+    wild = quantile_update(st, True, jnp.asarray(1e6, DTYPE))
+    assert 0 < float(wild.q) - z <= typical * (1 + (SCORE_CLIP - 1) / W) * (1 + 1e-5)
+    # independent bound: lr·k·(scale) with the scale at most E|Z| grown by one clipped score
+    assert float(wild.q) - z <= lr * SCORE_CLIP * np.sqrt(2 / np.pi) * (1 + (SCORE_CLIP - 1) / W) * (1 - a) * (1 + 1e-5)
+    r0 = np.sqrt(2 / np.pi)  # E|Z|: the scale of a calibrated Gaussian's scores
+    assert float(wild.score_scale) <= max(r0 * (1 + (SCORE_CLIP - 1) / W), float(wild.q) * r0 / z) * (1 + 1e-6)
+    step = jax.jit(lambda s, x: quantile_update(s, x > s.q, x))
+    scores = np.abs(np.random.default_rng(0).standard_normal(300)).astype(DTYPE)
+    hit, clean = wild, st
+    for x in scores:
+        hit, clean = step(hit, jnp.asarray(x)), step(clean, jnp.asarray(x))
+    assert abs(float(hit.q) - float(clean.q)) < 3 * typical
+
+
+def test_no_finite_input_drives_a_calibrator_to_nan_zero_or_its_bounds():
+    """Residuals, variances and scores from 1e-30 to 1e30 (and exact fits) leave every statistic finite
+    and positive, the recalibrated variance above the floor, α_t in [-γ, 1 + γ], q̂ in [z/100, 100z]."""
+    r = np.random.default_rng(4)
+    n = 400
+    e = np.where(r.uniform(size=n) < 0.3, 0.0, 10.0 ** r.uniform(-15, 15, n)) * r.choice([-1, 1], n)
+    var = 10.0 ** r.uniform(-15, 15, n)
+    rec = recalibration_init(0.99, dtype=DTYPE)
+    q = quantile_init(0.95, 0.02, 100, dtype=DTYPE)
+    aci = aci_init(0.95, 0.05, dtype=DTYPE)
+    upd = jax.jit(lambda rec, q, aci, e, v: (
+        recalibration_update(rec, jnp.zeros((), DTYPE), v, e),
+        quantile_update(q, jnp.abs(e) > q.q * jnp.sqrt(v), jnp.abs(e) / jnp.sqrt(v)),
+        aci_update(aci, jnp.abs(e) > jnp.sqrt(v))))
+    z = float(q.z_alpha)
+    for ei, vi in zip(e.astype(DTYPE), var.astype(DTYPE)):
+        rec, q, aci = upd(rec, q, aci, jnp.asarray(ei), jnp.asarray(vi))
+        # (sq_err stays at its "no error seen" inf: it is tracked only with an error cap)
+        leaves = np.array([float(v) for v in jax.tree_util.tree_leaves((rec._replace(sq_err=0.0), q, aci))], np.float64)
+        assert np.all(np.isfinite(leaves))
+        assert 1e-12 * (1 - 1e-6) <= float(rec.scale) <= 1e12 * (1 + 1e-6)
+        assert z / 100 * (1 - 1e-6) <= float(q.q) <= 100 * z * (1 + 1e-6) and float(q.score_scale) > 0
+        assert -0.05 - 1e-7 <= float(aci.alpha_t) <= 1.05 + 1e-7
+    # a run of exact fits stops at a floor relative to the residuals' level, not at 0: 1 % of the
+    # variance before the run (1), halved at most once per ~1000 labels
+    v1 = jnp.ones((), DTYPE)
+    body = jax.jit(lambda rec, e: (recalibration_update(rec, jnp.zeros((), DTYPE), v1, e), None))
+    rec = jax.lax.scan(body, recalibration_init(0.99, dtype=DTYPE), jnp.asarray(r.standard_normal(200), DTYPE))[0]
+    rec = jax.lax.scan(body, rec, jnp.zeros(3000, DTYPE))[0]
+    assert float(recalibrated_variance(rec, v1)) >= 1e-2 / 2 ** 6
 # --------------------------------------------------------------------------
 # The returned distribution and the Learner contract
 # --------------------------------------------------------------------------
@@ -482,9 +640,9 @@ def test_student_t_output_keeps_the_calibrated_interval():
 def test_pure_step_one_equals_the_learner():
     """``step_one`` with the inner learner and the options passed by hand is ``conformal(...).step``, bit for bit."""
     X, Y = _hostile_stream(1200, seed=3)
-    rc = RecalibrationOptions(0.99, 25.0, 1e6, None)
+    rc = RecalibrationOptions(0.99, 25.0, 1e12, None)
     for method, window in (("quantile", 100), ("aci", 100)):
-        cc = ConformalOptions(method, 0.9, 0.005, 0.01, window, None, 1.0, 1e4, 4.0)
+        cc = ConformalOptions(method, 0.9, 0.005, 0.02, window, None, 1.0, 1e4, 4.0)
         lrn = conformal(ORACLE, 0.9, method, recalibrate=0.99, df=4.0)
         pure = jax.jit(lambda s0, X, Y: jax.lax.scan(lambda s, xy: step_one(ORACLE, rc, cc, s, *xy), s0, (X, Y)))
         got = pure(calibrated_init(ORACLE, rc, cc), jnp.asarray(X), jnp.asarray(Y))
