@@ -68,6 +68,19 @@ a single outlier is explained by a new run of length 1 that the following
 items close again, a drift's run persists. A constant miscalibration is
 absorbed into the runs' variance, as the CUSUM's relative test absorbs it.
 
+Both detectors are relative to the phase's own errors, so a window that is
+wrong from the start (learned on a stuck sensor's constant run, or around an
+outlier) is never replaced by them. ``naive_alarm=ρ`` adds a scale-free
+reference outside the learner: two naive forecasts of the same item, the
+running mean of the targets (an exponentially weighted mean over about
+:data:`NAIVE_MEMORY` items) and the last target (a random walk). The machine
+alarms when, over its recent stable items (the same weighting), the share of
+items on which the learner's squared error exceeds *both* naive forecasts'
+exceeds ``ρ``. A learner that beats the running mean on most items (any
+useful model) stays far below it (a pure-noise stream gives about a third);
+a frozen window that is worse than predicting the recent mean reaches it
+within tens of items. Each item counts once, so no outlier dominates.
+
 Under ``vmap`` the learning step and the tune run through
 :func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
@@ -117,11 +130,15 @@ __all__ = [
     "RECENT_ITEMS",
     "PERSIST_ITEMS",
     "DETECTOR_RUNS",
+    "NAIVE_MEMORY",
 ]
 
 COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3
 MODES = ("cold_start", "stable", "high_error", "tune")
 DETECTORS = ("cusum", "frozen", "bocpd")
+
+#: ``naive_alarm``: the memory (items) of the targets' running mean and of the learner's losing share.
+NAIVE_MEMORY = 32
 
 #: ``detector="bocpd"``: run-length hypotheses kept, and the alarm's horizon: a change between
 #: ``PERSIST_ITEMS`` and ``RECENT_ITEMS`` items ago (a single outlier opens a run of length 1 that the next
@@ -139,12 +156,15 @@ class DetectorState(NamedTuple):
       cusum: ``[]`` the statistic ``g``.
       runs: ``detector="bocpd"``'s run-length posterior
         (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
+      losing: ``[]`` the weighted share of the phase's items on which the
+        learner lost to both naive forecasts (``naive_alarm``; 0 otherwise).
     """
 
     n: Array
     mean_z2: Array
     cusum: Array
     runs: Optional[ScaleRunsState] = None
+    losing: Optional[Array] = None
 
 
 class AdaptiveState(NamedTuple):
@@ -163,6 +183,9 @@ class AdaptiveState(NamedTuple):
       tune_pending: ``[]`` bool: a learning phase ended and its tune waits for
         the next item whose count ``n_seen`` is a multiple of ``tune_every``
         (always false with ``tune_every=1``).
+      naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
+        targets' exponentially weighted mean, the last target), updated on
+        every item (unused before the first).
     """
 
     inner: Any
@@ -180,6 +203,8 @@ class AdaptiveState(NamedTuple):
     n_seen: Array
     n_skipped: Array
     tune_pending: Array
+    naive_mean: Array
+    last_y: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -199,6 +224,9 @@ class AdaptiveOptions(NamedTuple):
         (the learner's :class:`~onlinejax.base.DeferredStep`).
       tune_every: run a due tune only on items whose count ``n_seen`` is a
         multiple of this (1: at the phase's end).
+      naive_alarm: ``None`` or the losing share to the naive forecasts that alarms.
+      learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
+        new phase's first).
     """
 
     detector: str = "cusum"
@@ -214,11 +242,14 @@ class AdaptiveOptions(NamedTuple):
     hazard: float = 1 / 250
     defer_tune: bool = False
     tune_every: int = 1
+    naive_alarm: Optional[float] = None
+    learn_shock: bool = True
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
     runs = scale_runs_init(n_runs, dt) if n_runs else None
-    return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=jnp.zeros((), dt), runs=runs)
+    z = jnp.zeros((), dt)
+    return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=z, runs=runs, losing=z)
 
 
 def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveState:
@@ -234,6 +265,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveSta
         phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
+        naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt),
     )
 
 
@@ -294,8 +326,8 @@ def detect(options: AdaptiveOptions, det: DetectorState, z2: Array, abs_err: Arr
     if o.detector == "bocpd":
         runs = scale_runs_update(det.runs, z2, o.hazard)
         alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
-        return DetectorState(det.n + 1, mean, det.cusum, runs), alarm | shocked
-    return DetectorState(n=det.n + 1, mean_z2=mean, cusum=g, runs=det.runs), (warm & (g > o.threshold)) | shocked
+        return det._replace(n=det.n + 1, mean_z2=mean, runs=runs), alarm | shocked
+    return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > o.threshold)) | shocked
 
 
 def _default_tune_batch() -> int | None:
@@ -331,17 +363,34 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
     pred = learner.predict(s.inner, x)
     dt = pred.mean.dtype
     e = y - pred.mean
-    z2 = e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny)
+    big = jnp.finfo(dt).max
+    # a zero, tiny or non-finite predictive variance makes z² overflow or NaN: read it as the largest
+    # surprise (it alarms), never as a NaN that would silence the detector for good
+    z2 = jnp.nan_to_num(e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny), nan=big, posinf=big)
     abs_err = jnp.abs(e)
     stable = s.mode == STABLE
     det, alarm = detect(options, s.detector, z2, abs_err, s.reference)
+    first = s.n_seen == 0
+    naive_mean = jnp.where(first, y, s.naive_mean)
+    last_y = jnp.where(first, y, s.last_y)
+    if options.naive_alarm is not None:
+        lost = ~first & (e * e > jnp.maximum((y - naive_mean) ** 2, (y - last_y) ** 2))
+        losing = det.losing + (lost.astype(dt) - det.losing) / NAIVE_MEMORY
+        det = det._replace(losing=losing)
+        # the share starts at 0: at least ln(1 - ρ)/ln(1 - 1/NAIVE_MEMORY) stable items before it can alarm
+        alarm = alarm | (losing > options.naive_alarm)
     alarm = stable & alarm
+    # learn_shock=False: an item that alarms on its own (a shock) starts the new phase but is not learned:
+    # were it an outlier, the refitted window would hold it until the next alarm; a drift's next items fill it
+    shock = jnp.zeros((), bool)
+    if options.shock is not None and not options.learn_shock and options.detector != "frozen":
+        shock = stable & (z2 > options.shock * jnp.maximum(s.detector.mean_z2, jnp.finfo(dt).tiny))
     det = keep_if(stable, det, s.detector)
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
-    learning = in_phase | options.always_learn
+    learning = (in_phase | options.always_learn) & ~shock
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y))[0]
-    n_phase = jnp.where(alarm, 0, s.n_phase) + in_phase
+    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~shock)
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
@@ -370,6 +419,8 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
         n_seen=s.n_seen + 1,
         n_skipped=s.n_skipped,
         tune_pending=pending,
+        naive_mean=naive_mean + (y - naive_mean) / NAIVE_MEMORY,
+        last_y=y,
     )
     return new, pred
 
@@ -393,7 +444,7 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
-             tune_every: int = 1) -> Learner:
+             tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -442,6 +493,18 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         While its tune waits a stream predicts with the previous
         hyperparameters; its window does not change (stable items are not
         learned, unless ``always_learn``) unless an alarm starts a new phase first.
+      naive_alarm: ``None`` (default: the thesis's machine), or a share in
+        (0, 1): also alarm when, over the recent stable items, the share on
+        which the learner's squared error exceeds both naive forecasts'
+        (the targets' running mean and the last target) exceeds it (module
+        doc). A scale-free test that replaces a window that is wrong from its
+        start, which the relative detectors cannot see.
+      learn_shock: ``True`` (default, the thesis's rule): the item that
+        raised an alarm is the first item learned in the new phase;
+        ``False``: an item that alarmed on its own (``shock``) is not
+        learned, so that a single outlier is not fitted into the new window
+        and kept there through the next stable phase (a drift's next items
+        fill the window instead).
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -471,8 +534,12 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
     check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
     tune_every = check_int(tune_every, "tune_every", 1)
+    if naive_alarm is not None:
+        check_in_range(naive_alarm, "naive_alarm", 0.0, 1.0, hi_open=True)
+        naive_alarm = float(naive_alarm)
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
-                           always_learn, tune, tune_batch, float(hazard), tune_every=tune_every)
+                           always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
+                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock))
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):

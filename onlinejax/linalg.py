@@ -42,6 +42,7 @@ __all__ = [
     "cap_variance",
     "psd_solve",
     "jitter",
+    "variance_floor",
     "inv_chol_drop_first",
     "inv_chol_append",
     "inv_chol_slide",
@@ -58,6 +59,19 @@ def jitter(dtype) -> Array:
     factorisable, small enough to perturb solutions by ``O(sqrt(eps))`` relative.
     """
     return jnp.sqrt(jnp.finfo(dtype).eps).astype(dtype)
+
+
+def variance_floor(level_sq: Array) -> Array:
+    """The smallest predictive variance a learner returns: ``eps·level² + sqrt(tiny)`` (the dtype's).
+
+    ``level_sq`` (any shape, e.g. the squared predictive mean, or the window's
+    mean squared target) is the targets' scale: a spread below the dtype's
+    resolution there is no spread. The absolute ``sqrt(tiny)`` keeps a window
+    of identical zeros (a stuck sensor, standardised) from predicting a
+    variance of 0, while its square and reciprocal stay finite.
+    """
+    fi = jnp.finfo(jnp.result_type(level_sq))
+    return fi.eps * level_sq + jnp.sqrt(fi.tiny)
 
 
 def prior_sqrt_cov(alpha: Array) -> Array:

@@ -38,6 +38,20 @@ the statistics of the first ``F`` items, then fixes them and refits the
 learner once on those items, so every item it holds shares one coordinate
 system. Centred targets also need an intercept in a linear model.
 
+Statistics must survive what real streams do. A single outlying target
+(more than :data:`OUTLIER_Z` standard deviations out) is withheld from the
+statistics and the learner, which would otherwise carry it for good (a
+scale inflated by orders of magnitude, a fitted spike). The statistics and
+the inner learner start again (statistics cleared, the initial inner state;
+with a warm-up, the next ``F`` items collected and refitted on) after a run
+of :data:`OUTLIER_RUN` such targets (a level shift: moving statistics would
+take thousands of items to describe the new level, fixed ones never), when
+a warm-up ended on targets without spread (a stuck sensor: a scale of 1 would be a
+guess, and the learner would take the constant for the stream), and when
+inputs stayed beyond ``clip`` (default :data:`SHIFT_Z`) standard deviations
+of the statistics' mean for ``F`` items in a row (:data:`SHIFT_RUN` without a
+warm-up): a covariate shift that the clipped learner could not follow.
+
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
 :func:`to_inner`), the wrapper's :class:`StandardizeState` and static
@@ -64,7 +78,8 @@ from .base import (Learner, Prediction, check_in_range, check_int, check_positiv
 Array = jax.Array
 
 __all__ = ["ScalerState", "StandardizeState", "StandardizeOptions", "scaler_init", "scaler_update", "scales",
-           "to_inner", "init", "predict_one", "learn_one", "refit", "downdate_item", "downdate_oldest", "tune_inner",
+           "to_inner", "init", "predict_one", "learn_one", "refit", "restart", "SHIFT_Z", "SHIFT_RUN",
+           "OUTLIER_Z", "OUTLIER_RUN", "GATE_MIN", "downdate_item", "downdate_oldest", "tune_inner",
            "standardize"]
 
 
@@ -72,9 +87,12 @@ class ScalerState(NamedTuple):
     """Running statistics of the inputs and targets.
 
     Attributes:
-      n: ``[]`` (decayed) number of items.
-      x_mean: ``[d]``; x_m2: ``[d]`` mean and sum of squared deviations of the inputs.
-      y_mean: ``[]``; y_m2: ``[]`` the same for the targets.
+      n: ``[]`` (decayed) number of items, saturating at
+        :func:`~onlinejax.base.welford_update`'s ``n_max`` (beyond it the
+        statistics are exponentially weighted).
+      x_mean: ``[d]``; x_var: ``[d]`` mean and mean squared deviation
+        (population variance) of the inputs.
+      y_mean: ``[]``; y_var: ``[]`` the same for the targets.
       decay: ``[]`` weight of the past per item (1: equal weights).
       seen: ``[]`` int32, finite items the statistics were updated with.
       freeze_after: ``[]`` int32, the statistics stop changing once ``seen``
@@ -83,9 +101,9 @@ class ScalerState(NamedTuple):
 
     n: Array
     x_mean: Array
-    x_m2: Array
+    x_var: Array
     y_mean: Array
-    y_m2: Array
+    y_var: Array
     decay: Array
     seen: Array
     freeze_after: Array
@@ -97,21 +115,39 @@ class StandardizeState(NamedTuple):
     Attributes:
       inner: the wrapped learner's state.
       scaler: the running statistics (:class:`ScalerState`).
-      initial: with ``warmup``: the inner learner's initial state, refitted
-        from at the end of the warm-up; else ``None``.
+      initial: the inner learner's initial state (refitted from at the end
+        of the warm-up; restarted from, module doc).
       warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up; else ``None``.
       warm_y: with ``warmup=F``: ``[F]`` raw targets of the warm-up; else ``None``.
+      outside: ``[]`` int32 items in a row with an input outside the
+        statistics' range (with ``warmup``: since they were fixed).
+      far_run: ``[]`` int32 targets in a row far from the targets' mean.
+      n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
     """
 
     inner: Any
     scaler: ScalerState
-    initial: Any = None
-    warm_x: Any = None
-    warm_y: Any = None
+    initial: Any
+    warm_x: Any
+    warm_y: Any
+    outside: Array
+    far_run: Array
+    n_withheld: Array
 
 
 #: ``freeze_after`` of statistics that never stop changing.
 NEVER = int(np.iinfo(np.int32).max)
+
+#: Without ``clip``: an input this many standard deviations from the statistics' mean is outside their range.
+SHIFT_Z = 5.0
+#: Without a warm-up: this many items in a row outside the range start the statistics and the learner again.
+SHIFT_RUN = 32
+#: A target this many standard deviations from the targets' mean is an outlier (module doc) ...
+OUTLIER_Z = 10.0
+#: ... and the ``OUTLIER_RUN``-th such target in a row a level shift: the statistics start again.
+OUTLIER_RUN = 3
+#: Items the statistics need before they judge a target an outlier.
+GATE_MIN = 8
 
 
 def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> ScalerState:
@@ -133,29 +169,33 @@ def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> Sc
 
 
 def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
-    """Weighted Welford update with the past faded by ``decay`` (West 1979, eq. for weighted means).
+    """Weighted Welford update with the past faded by ``decay`` (:func:`~onlinejax.base.welford_update`).
 
-    ``n ← δn + 1``, ``m ← m + (v - m)/n``, ``M2 ← δM2 + (v - m_old)(v - m_new)``
-    for the inputs (element-wise) and the target. A non-finite item, or any
-    item once ``seen`` has reached ``freeze_after``, changes nothing.
+    ``n ← min(δn + 1, n_max)``, ``m ← m + (v - m_old)/n``,
+    ``σ² ← σ² + ((v - m_old)(v - m) - σ²)/n`` for the inputs (element-wise)
+    and the target: the variance form, which stays accurate in float32 past
+    10⁸ items. A non-finite item, or any item once ``seen`` has reached
+    ``freeze_after``, changes nothing.
     """
     ok = learnable(x, y) & (s.seen < s.freeze_after)
-    n, xm, xm2 = welford_update(s.n, s.x_mean, s.x_m2, x, s.decay)
-    _, ym, ym2 = welford_update(s.n, s.y_mean, s.y_m2, y, s.decay)
-    return keep_if(ok, ScalerState(n, xm, xm2, ym, ym2, s.decay, s.seen + 1, s.freeze_after), s)
+    n, xm, xv = welford_update(s.n, s.x_mean, s.x_var, x, s.decay)
+    _, ym, yv = welford_update(s.n, s.y_mean, s.y_var, y, s.decay)
+    return keep_if(ok, ScalerState(n, xm, xv, ym, yv, s.decay, s.seen + 1, s.freeze_after), s)
 
 
-def _scale(m2: Array, n: Array, mean: Array) -> Array:
-    var = m2 / jnp.maximum(n, 1.0)
-    eps = jnp.finfo(var.dtype).eps
+def _has_spread(var: Array, mean: Array) -> Array:
     # a spread at the dtype's resolution of the mean is no spread: centre, don't scale
-    informative = var > (10.0 * eps * mean) ** 2 + jnp.finfo(var.dtype).tiny
+    return var > (10.0 * jnp.finfo(var.dtype).eps * mean) ** 2 + jnp.finfo(var.dtype).tiny
+
+
+def _scale(var: Array, mean: Array) -> Array:
+    informative = _has_spread(var, mean)
     return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), 1.0)
 
 
 def scales(s: ScalerState) -> tuple[Array, Array]:
     """``(s_x [d], s_y [])``: the standard deviations used, 1 where there is no spread yet."""
-    return _scale(s.x_m2, s.n, s.x_mean), _scale(s.y_m2, s.n, s.y_mean)
+    return _scale(s.x_var, s.x_mean), _scale(s.y_var, s.y_mean)
 
 
 def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):
@@ -203,10 +243,11 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     d, warmup = learner.n_features, options.warmup
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
+    i0 = jnp.zeros((), jnp.int32)
     if warmup is None:
-        return StandardizeState(inner, scaler_init(d, decay, dt))
+        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, i0, i0, i0)
     return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
-                            jnp.zeros((warmup,), dt))
+                            jnp.zeros((warmup,), dt), i0, i0, i0)
 
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
@@ -223,32 +264,69 @@ def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) ->
     return s._replace(inner=inner)
 
 
+def restart(s: StandardizeState) -> StandardizeState:
+    """Start again: statistics cleared (``decay``, ``freeze_after`` kept), the initial inner state, an empty warm-up.
+
+    The counters (``n_withheld``) are kept.
+    """
+    sc = jax.tree_util.tree_map(jnp.zeros_like, s.scaler)._replace(decay=s.scaler.decay,
+                                                                     freeze_after=s.scaler.freeze_after)
+    zero = lambda a: None if a is None else jnp.zeros_like(a)  # noqa: E731
+    return s._replace(inner=s.initial, scaler=sc, warm_x=zero(s.warm_x), warm_y=zero(s.warm_y),
+                      outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run))
+
+
 def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
               y: Array) -> StandardizeState:
     """Update the statistics with ``(x, y)`` (:func:`scaler_update`), then learn ``(x̃, ỹ)`` in the new coordinates.
 
-    With ``warmup=F`` the item is also stored while the statistics take it,
-    and on the ``F``-th item the inner learner is :func:`refit` (through
-    :func:`~onlinejax.batching.cond_if_any`: lazily under ``vmap``).
+    A target more than :data:`OUTLIER_Z` standard deviations from the
+    targets' mean (once :data:`GATE_MIN` items were seen) is withheld from
+    the statistics and the inner learner (one outlier would otherwise
+    inflate the targets' scale and be fitted for good); the
+    :data:`OUTLIER_RUN`-th such target in a row is a level shift, and the
+    statistics and the learner start again (:func:`restart`) from the next
+    item. With ``warmup=F`` the item is also stored while the statistics
+    take it, and on the ``F``-th item the inner learner is :func:`refit`
+    (through :func:`~onlinejax.batching.cond_if_any`: lazily under
+    ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
+    when its targets had no spread. Items with an input outside the
+    statistics' range (``F`` in a row, or :data:`SHIFT_RUN` without a
+    warm-up) also start the statistics and the inner learner again.
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
       s: :class:`StandardizeState`; x: ``[d]``; y: ``[]``.
     """
-    sc = scaler_update(s.scaler, x, y)
     # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
     ok = learnable(x, y)
+    sx, sy = scales(s.scaler)
+    known = s.scaler.seen >= GATE_MIN
+    far_y = ok & known & (jnp.abs(y - s.scaler.y_mean) > OUTLIER_Z * sy)
+    far_run = jnp.where(ok, jnp.where(far_y, s.far_run + 1, 0), s.far_run)
+    withhold = far_y  # the OUTLIER_RUN-th in a row is withheld too: the statistics start again
+    sc = keep_if(withhold, s.scaler, scaler_update(s.scaler, x, y))
     xt, yt = to_inner(sc, x, y, options.clip)
-    out = s._replace(inner=learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y)), scaler=sc)
+    inner = learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y))
     warmup = options.warmup
+    z = SHIFT_Z if options.clip is None else options.clip
+    far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > z * sx)
+    counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
+    outside = jnp.where(counting, jnp.where(far_x, s.outside + 1, 0), s.outside)
+    out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
+                     n_withheld=s.n_withheld + withhold)
+    shifted = far_run >= OUTLIER_RUN
     if warmup is None:
-        return out
+        return cond_if_any(restart)((outside >= SHIFT_RUN) | shifted, out)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
     i = jnp.minimum(s.scaler.seen, warmup - 1)
     out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
                        warm_y=out.warm_y.at[i].set(jnp.where(new, y, out.warm_y[i])))
-    return cond_if_any(partial(refit, learner, options))(new & (sc.seen == warmup), out)
+    done = new & (sc.seen == warmup)
+    spread = _has_spread(sc.y_var, sc.y_mean)
+    out = cond_if_any(partial(refit, learner, options))(done & spread, out)
+    return cond_if_any(restart)((done & ~spread) | (outside >= warmup) | shifted, out)
 
 
 def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,

@@ -67,7 +67,7 @@ __all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_
            "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
            "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
            "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "RECOMMENDED_BOCPD", "CLIMATOLOGY", "recommended_bocpd", "calibrate_combination",
-           "RECOMMENDED_WARMUP", "unit_prior_alpha", "configurations", "register_all"]
+           "RECOMMENDED_WARMUP", "RECOMMENDED_NAIVE_ALARM", "unit_prior_alpha", "configurations", "register_all"]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
@@ -210,6 +210,11 @@ CLIMATOLOGY = "Climatology"
 #: Items whose statistics standardise a windowed recommended learner's data (then fixed, the learner refitted).
 RECOMMENDED_WARMUP = 32
 
+#: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
+#: it lost to both naive forecasts on more than this share (:func:`~onlinejax.adaptive.adaptive`'s
+#: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
+RECOMMENDED_NAIVE_ALARM = 0.7
+
 
 def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
@@ -242,7 +247,8 @@ def _recommended() -> list[GridLearner]:
 
     def windowed(learner):
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
-        return calibrated(adaptive(learner, W), warmup=F)
+        # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
+        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False), warmup=F)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)

@@ -439,3 +439,141 @@ def test_tune_every_waiting_tune_sees_the_phase_window():
     b = progressive_validation(later, b.state, X[W:c], Y[W:c])
     assert int(b.state.n_tunes) == 1 and not bool(b.state.tune_pending) and int(b.state.n_learned) == W
     _leaves_equal(b.state.inner, a.state.inner)
+
+
+# ---------------------------------------------------------------- hostile streams: stuck sensors, outliers
+def _stuck_then_moving(seed, n=600, stuck=100, d=2):
+    r = np.random.default_rng(seed)
+    X = r.uniform(-1.0, 1.0, (n, d)).astype(DTYPE)
+    y = (X @ r.normal(size=d) * 2.0 + r.normal(size=n)).astype(DTYPE)
+    y[:stuck] = 0.0  # a stuck sensor, as a standardised learner sees it
+    return X, y
+
+
+@pytest.mark.parametrize("name", ["gp", "windowed"])
+def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers(name):
+    from onlinejax.linalg import variance_floor
+    from onlinejax.linear import bayesian_map_windowed
+
+    inner = (gp_window(2, 32, mean="average") if name == "gp"
+             else bayesian_map_windowed(2, 32, mapped=True, intercept=True, alpha=9.0))
+    lrn = adaptive(inner, 32)
+    X, y = _stuck_then_moving(0)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.n_alarms, s.detector.mean_z2))
+    m, v = np.asarray(res.predictions.mean), np.asarray(res.predictions.var)
+    alarms, mean_z2 = map(np.asarray, res.records)
+    assert np.all(np.isfinite(m)) and np.all(np.isfinite(v))
+    # the floor eps·m² + sqrt(tiny) (> 0 even at m = 0) is never undercut
+    assert np.all(v >= np.asarray(variance_floor(jnp.asarray(m * m))) * (1 - 1e-6))
+    # the detector statistic stays finite through the stuck run and alarms as soon as the targets move
+    assert np.all(np.isfinite(mean_z2))
+    assert alarms[99] == 0 and alarms[101] >= 1
+    # and the relearned window predicts as well as the stream allows (noise variance 1)
+    assert np.mean((m[300:] - y[300:]) ** 2) < 1.6
+
+
+def test_variance_floor_is_the_dtypes_resolution_of_the_level():
+    from onlinejax.linalg import variance_floor
+
+    fi = np.finfo(DTYPE)
+    np.testing.assert_allclose(np.asarray(variance_floor(jnp.asarray([0.0, 4.0], DTYPE))),
+                               [np.sqrt(fi.tiny), 4.0 * fi.eps + np.sqrt(fi.tiny)], rtol=1e-6)
+
+
+def test_gp_tune_on_a_window_without_spread_keeps_its_hyperparameters(rng):
+    gp = gp_window(2, 16, mean="average")
+    s = gp.init()
+    for x in rng.uniform(size=(16, 2)).astype(DTYPE):
+        s = gp.learn(s, x, 3.0)
+    t = gp.tune(s)
+    for a, b in zip(jax.tree_util.tree_leaves(t.params), jax.tree_util.tree_leaves(s.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    p = gp.predict(t, jnp.asarray([0.5, 0.5], DTYPE))
+    assert float(p.var) > 0 and np.isfinite(float(p.mean))
+
+
+def test_a_nan_variance_alarms_instead_of_silencing_the_detector():
+    opts = AdaptiveOptions(threshold=15.0, warmup=3)
+    lrn = oj.bayes_linreg(1)  # any learner: its prediction is replaced below
+    s = adaptive_init(lrn, 8)._replace(mode=jnp.asarray(STABLE, jnp.int32))
+    s = s._replace(detector=s.detector._replace(n=jnp.asarray(10, jnp.int32)))
+    bad = oj.Prediction(jnp.asarray(0.0, DTYPE), jnp.asarray(jnp.nan, DTYPE))
+    nan_learner = lrn._replace(predict=lambda st, x: bad)
+    new, _ = jax.jit(lambda s: step_one(nan_learner, opts, s, jnp.zeros((1,), DTYPE), jnp.asarray(1.0, DTYPE)))(s)
+    assert int(new.n_alarms) == 1
+    assert np.isfinite(float(new.detector.mean_z2))
+
+
+def _outlier_stream(seed, n=1500, at=600, d=2):
+    r = np.random.default_rng(seed)
+    X = r.uniform(-1.0, 1.0, (n, d)).astype(DTYPE)
+    y = X @ r.normal(size=d) * 2.0 + np.sin(3.0 * X[:, 0]) + r.normal(size=n)
+    clean = y.astype(DTYPE)
+    y = y.copy()
+    y[at] += 1e4
+    return X, clean, y.astype(DTYPE)
+
+
+@pytest.mark.parametrize("name", ["gp", "kernel_regression"])
+def test_an_outlier_is_not_learned_and_the_window_recovers(name):
+    make = {"gp": lambda: gp_window(2, 64, mean="average"), "kernel_regression": lambda: kernel_regression(2, 64)}[name]
+    lrn = adaptive(make(), 64, naive_alarm=0.7, learn_shock=False)
+    run = jax.jit(jax.vmap(lambda X, y: progressive_validation(lrn, lrn.init(), X, y).predictions.mean))
+    mses = []
+    for seed in (1, 2, 3):
+        X, clean, dirty = _outlier_stream(seed)
+        m = np.asarray(run(jnp.stack([X, X]), jnp.stack([clean, dirty])))
+        assert np.all(np.isfinite(m))
+        after = slice(900, 1500)  # 300 items after the outlier on
+        mses.append([np.mean((m[k, after] - clean[after]) ** 2) for k in (0, 1)])
+    mses = np.asarray(mses)
+    assert np.all(mses[:, 1] <= 1.5 * mses[:, 0]), mses
+
+
+def test_naive_alarm_replaces_a_window_learned_on_a_stuck_sensor_and_stays_quiet_on_a_clean_stream():
+    # a window learned on a stuck sensor (its 40 first targets at 5) predicts the constant; its errors are
+    # steady, so the relative detectors keep it, until the naive forecasts show that it is useless
+    r = np.random.default_rng(5)
+    n, d = 1500, 2
+    X = r.uniform(-1.0, 1.0, (n, d)).astype(DTYPE)
+    y = (X @ (r.normal(size=d) * 2.0) + 0.3 * r.normal(size=n)).astype(DTYPE)
+    y[:40] = 5.0
+    inner = kernel_regression(d, 32)
+    mse = {}
+    for naive in (None, 0.7):
+        lrn = adaptive(inner, 32, naive_alarm=naive, shock=None, threshold=1e6)  # only the naive test alarms
+        res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.n_alarms)
+        assert int(np.asarray(res.records)[-1]) == (0 if naive is None else 1)
+        mse[naive] = np.mean((np.asarray(res.predictions.mean)[500:] - y[500:]) ** 2)
+    assert mse[0.7] < 0.2 * mse[None], mse
+    # a useful model on a stationary stream beats the naive forecasts: no alarm from the naive test
+    lrn = adaptive(oj.bayes_linreg(d, beta=10.0), 32, naive_alarm=0.7, shock=None, threshold=1e6)
+    for seed in range(4):
+        r = np.random.default_rng(100 + seed)
+        X = r.uniform(-1.0, 1.0, (3000, d)).astype(DTYPE)
+        y = (X @ r.normal(size=d) * 2.0 + 0.3 * r.normal(size=3000)).astype(DTYPE)
+        res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.n_alarms)
+        assert int(np.asarray(res.records)[-1]) == 0
+
+
+def test_naive_alarm_is_checked():
+    with pytest.raises(ValueError, match="naive_alarm"):
+        adaptive(kernel_regression(1, 8), 8, naive_alarm=1.5)
+    with pytest.raises(ValueError, match="naive_alarm"):
+        adaptive(kernel_regression(1, 8), 8, naive_alarm=0.0)
+
+
+@pytest.mark.parametrize("learn_shock", [True, False])
+def test_learn_shock_decides_whether_the_alarming_outlier_enters_the_window(rng, learn_shock):
+    W = 10
+    lrn = adaptive(oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True), W, learn_shock=learn_shock)
+    X = rng.uniform(-1.0, 1.0, (60, 1)).astype(DTYPE)
+    Y = (2.0 * X[:, 0] + 0.1 * rng.normal(size=60)).astype(DTYPE)
+    Y[40] = 1e4  # a stable item: the shock alarms on it
+    r = progressive_validation(lrn, lrn.init(), X, Y, record=record_mode)
+    modes = np.asarray(r.records)
+    assert modes[40] == HIGH_ERROR and modes[39] == STABLE
+    held = np.asarray(r.state.inner.buffer.y)[np.asarray(r.state.inner.buffer.valid)]
+    assert (1e4 in held) == learn_shock
+    # either way the phase learns W items: with the outlier left out it ends one item later
+    assert modes[40 + W - (1 if learn_shock else 0)] == TUNE

@@ -9,7 +9,7 @@ from onlinejax.evaluation import progressive_validation
 from onlinejax.standardize import (StandardizeOptions, learn_one, predict_one, scaler_init, scaler_update, scales,
                                    standardize, to_inner)
 from onlinejax.standardize import init as standardize_init
-from conftest import X64, tol
+from conftest import DTYPE, X64, tol
 
 
 def _np_reference(X, y, alpha=1.0, beta=1.0):
@@ -96,6 +96,30 @@ def test_scaler_update_is_welford_and_skips_nonfinite(rng):
     np.testing.assert_allclose(np.asarray(sx), X.std(0), rtol=tol(1e-10, 1e-4))
     assert float(sy) == pytest.approx(y.std(), rel=tol(1e-10, 1e-4))
     assert float(s2.n) == 50.0
+
+
+def test_scaler_keeps_exponentially_weighted_variances_that_survive_a_saturated_count(rng):
+    """decay < 1: the statistics are the exponentially weighted mean and population variance (x_var, y_var);
+    a float32 scaler whose count has saturated keeps its scales where float64 puts them."""
+    dt = jnp.float64 if X64 else jnp.float32
+    X = rng.normal(size=(400, 2)) * [0.5, 20.0] + [3.0, -100.0]
+    y = rng.normal(size=400) * 4 + 2
+    s = jax.lax.scan(lambda s, xy: (scaler_update(s, *xy), None), scaler_init(2, decay=0.98, dtype=dt),
+                     (jnp.asarray(X, dt), jnp.asarray(y, dt)))[0]
+    w = 0.98 ** np.arange(399, -1, -1)
+    mx, my = w @ X / w.sum(), w @ y / w.sum()
+    np.testing.assert_allclose(np.asarray(s.x_var), w @ (X - mx) ** 2 / w.sum(), rtol=tol(1e-10, 1e-4))
+    assert float(s.y_var) == pytest.approx(w @ (y - my) ** 2 / w.sum(), rel=tol(1e-10, 1e-4))
+    np.testing.assert_allclose(np.asarray(scales(s)[0]), np.sqrt(w @ (X - mx) ** 2 / w.sum()), rtol=tol(1e-10, 1e-4))
+    # float32 at 2²⁴ items (n + 1 == n): 3000 more items leave the scales where they were
+    f32 = jnp.float32
+    s = scaler_init(1, dtype=f32)._replace(n=f32(2.0 ** 24), x_mean=jnp.full(1, 5.0, f32), x_var=jnp.full(1, 9.0, f32),
+                                           y_mean=f32(-2.0), y_var=f32(0.25))
+    Xn = 5.0 + 3.0 * rng.normal(size=(3000, 1))
+    yn = -2.0 + 0.5 * rng.normal(size=3000)
+    s = jax.lax.scan(lambda s, xy: (scaler_update(s, *xy), None), s, (jnp.asarray(Xn, f32), jnp.asarray(yn, f32)))[0]
+    sx, sy = scales(s)
+    assert float(sx[0]) == pytest.approx(3.0, rel=2e-2) and float(sy) == pytest.approx(0.5, rel=2e-2)
 
 
 def test_jit_vmap_tune_downdate_and_errors(rng):
@@ -209,3 +233,57 @@ def test_module_level_functions_equal_the_learner(rng):
     np.testing.assert_allclose(float(yt), (float(Y[0]) - float(sc.y_mean)) / float(sy), rtol=tol(1e-12, 1e-5))
     # init's decay overrides the options' default
     assert float(standardize_init(inner, opts, decay=0.5).scaler.decay) == 0.5
+
+
+def test_a_warmup_of_constant_targets_starts_again_and_then_fixes_the_streams_scale():
+    from onlinejax.standardize import scales
+
+    r = np.random.default_rng(3)
+    n, F = 200, 16
+    X = r.uniform(0.0, 1.0, (n, 2)).astype(DTYPE)
+    y = (5.0 + 3.0 * r.normal(size=n)).astype(DTYPE)
+    y[:40] = 7.0  # a stuck sensor through the first warm-up and into the second
+    lrn = oj.standardize(oj.bayes_linreg(2, intercept=True), warmup=F)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.scaler.seen)
+    seen = np.asarray(res.records)
+    # the warm-ups on items 0-15 and 16-31 ended without spread and started again; items 32-47 have spread
+    assert seen[F - 1] == 0 and seen[2 * F - 1] == 0 and seen[3 * F - 1] == F and seen[-1] == F
+    np.testing.assert_allclose(float(scales(res.state.scaler)[1]), np.std(y[2 * F:3 * F]), rtol=tol(1e-9, 1e-4))
+
+
+def test_a_covariate_shift_beyond_the_clip_starts_the_warmup_again():
+    r = np.random.default_rng(4)
+    n, F = 600, 16
+    X = r.uniform(0.0, 1.0, (n, 2))
+    X[300:, 0] += 30.0  # feature 0 shifts; the targets do not depend on it (only the input check sees it)
+    y = (-2.0 * X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
+    X = X.astype(DTYPE)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.outside, s.scaler.x_mean))
+    seen, outside, x_mean = map(np.asarray, res.records)
+    assert seen[299] == F and outside[299] == 0
+    # F items in a row outside the range (items 300-315), then a new warm-up on items 316-331
+    assert outside[314] == F - 1 and seen[315] == 0 and seen[316 + F - 1] == F
+    np.testing.assert_allclose(x_mean[-1], X[316:332].mean(0), rtol=tol(1e-9, 1e-5))
+    m = np.asarray(res.predictions.mean)
+    assert np.mean((m[400:] - y[400:]) ** 2) < 0.05
+
+
+def test_one_outlying_target_is_withheld_and_a_level_shift_is_learned():
+    from onlinejax.standardize import OUTLIER_RUN, scales
+
+    r = np.random.default_rng(6)
+    n = 400
+    X = r.uniform(0.0, 1.0, (n, 1)).astype(DTYPE)
+    y = (2.0 * X[:, 0] + 0.1 * r.normal(size=n)).astype(DTYPE)
+    y[100] = 1e6  # one outlier
+    y[300:] += 50.0  # a level shift
+    lrn = oj.standardize(oj.bayes_linreg(1, intercept=True, forgetting=0.95))
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.n_withheld, scales(s.scaler)[1]))
+    withheld, sy = map(np.asarray, res.records)
+    # the outlier and the first OUTLIER_RUN items of the shift are withheld; then the statistics start again
+    assert withheld[100] == 1 and withheld[99] == 0 and withheld[-1] == 1 + OUTLIER_RUN
+    np.testing.assert_allclose(sy[299], np.std(np.delete(y[:300], 100)), rtol=tol(1e-9, 1e-4))
+    m = np.asarray(res.predictions.mean)
+    assert np.mean((m[101:300] - y[101:300]) ** 2) < 0.05
+    assert np.mean((m[350:] - y[350:]) ** 2) < 0.1

@@ -112,7 +112,7 @@ import optax
 
 from ..base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
                     make_learner)
-from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse
+from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential
 from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
                          residual_log_marginal_likelihood)
@@ -231,9 +231,11 @@ def latent(state: GPWindowState, pred: Prediction) -> Prediction:
 
 def _predictive(s: GPWindowState, x: Array, v: Array, kxx: Array) -> Prediction:
     """Observed-``y`` predictive at ``x`` from ``v = Rk`` (``[W]``) and ``kxx = k(x, x)``: mean ``m(x) + vᵀz``,
-    variance ``ĉ·(max(kxx - vᵀv, 0) + σ_n²)`` (R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``; ``ĉ = s.scale``)."""
+    variance ``ĉ·(max(kxx - vᵀv, 0) + σ_n²)`` (R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``; ``ĉ = s.scale``), at least
+    :func:`~onlinejax.linalg.variance_floor` of the mean (a window of identical targets has ``ĉ = 0``)."""
     var = jnp.maximum(kxx - v @ v, 0.0) + noise_var(s.params)
-    return Prediction(mean_at(s.mean_coef, x) + v @ s.white_resid, s.scale * var)
+    mean = mean_at(s.mean_coef, x) + v @ s.white_resid
+    return Prediction(mean, jnp.maximum(s.scale * var, variance_floor(mean * mean)))
 
 
 def predict_one(state: GPWindowState, x: Array, *, kernel: Callable = squared_exponential) -> Prediction:
@@ -664,7 +666,9 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     ``R = chol(K_y)⁻¹`` from scratch
     (:func:`~onlinejax.gp.likelihood.masked_kernel_matrix`,
     :func:`onlinejax.linalg.lower_triangular_inverse`), the mean function,
-    ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. All options are
+    ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. A window whose
+    targets have no spread (at :func:`~onlinejax.linalg.variance_floor` of
+    their mean) keeps the hyperparameters it had. All options are
     static, their defaults :func:`gp_window`'s; ``kernel``, ``mean`` and
     ``adapt_scale`` as in :func:`step_one`.
     """
@@ -673,6 +677,11 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, steps=steps,
                              restarts=restarts, method=method, n_active=n_active, noise_floor=noise_floor,
                              lengthscale_prior=lengthscale_prior, from_data=from_data)
+    # targets without spread (a stuck sensor) say nothing about the hyperparameters: a likelihood fitted to
+    # them drives the noise and signal variances to 0, and the next items are learned into a singular factor
+    _, _, var_y = _window_moments(state.X, state.y, state.valid)
+    y_mean = jnp.sum(state.valid * state.y) / jnp.maximum(jnp.sum(state.valid), 1)
+    p = keep_if(var_y > variance_floor(y_mean * y_mean), p, state.params)
     L = jnp.linalg.cholesky(masked_kernel_matrix(kernel, p, state.X, state.valid))
     R = lower_triangular_inverse(L)  # rebuilt once per tune
     new = state._replace(params=p, inv_chol=R, n_tunes=state.n_tunes + 1)

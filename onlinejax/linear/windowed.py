@@ -70,7 +70,7 @@ import numpy as np
 
 from ..base import (Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
-from ..linalg import prior_sqrt_cov, sqrt_cov_rank1
+from ..linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
@@ -169,10 +169,11 @@ def _resid_var(buf, mean, beta, d, scale):
     nf = jnp.maximum(n, 1).astype(mean.dtype)
     ms = (y @ y) / nf
     # all-zero targets (a standardised first item) carry no scale: fall back to 1/beta, never to 0;
-    # an exact fit is floored at the dtype's resolution of the targets' scale
+    # an exact fit is floored at the dtype's resolution of the targets' scale, and a window of zeros
+    # (a stuck sensor, standardised) at a tiny positive variance, so that no predictive variance is 0
     s2 = jnp.where(n > d + 2, (r @ r) / jnp.maximum(n - d, 1).astype(mean.dtype),
                    jnp.where((n > 0) & (ms > 0), ms, 1.0 / beta))
-    return jnp.maximum(s2, jnp.finfo(mean.dtype).eps * ms)
+    return jnp.maximum(s2, variance_floor(ms))
 
 
 def _onestep_var(s) -> Array:
