@@ -340,6 +340,20 @@ def _learn_item(learner: Learner, args):
     return learner.learn(s, x, y), x, y
 
 
+def _naive_check(options: AdaptiveOptions, s: AdaptiveState, det: DetectorState, e: Array, y: Array):
+    """``naive_alarm``'s test on one item (module doc): ``(det, alarm, the naive mean after y)``."""
+    first = s.n_seen == 0
+    naive_mean = jnp.where(first, y, s.naive_mean)
+    alarm = jnp.zeros((), bool)
+    if options.naive_alarm is not None:
+        last_y = jnp.where(first, y, s.last_y)
+        lost = ~first & (e * e > jnp.maximum((y - naive_mean) ** 2, (y - last_y) ** 2))
+        det = det._replace(losing=det.losing + (lost.astype(e.dtype) - det.losing) / NAIVE_MEMORY)
+        # the share starts at 0: at least ln(1 - ρ)/ln(1 - 1/NAIVE_MEMORY) stable items before it can alarm
+        alarm = det.losing > options.naive_alarm
+    return det, alarm, naive_mean + (y - naive_mean) / NAIVE_MEMORY
+
+
 def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
              y: Array) -> tuple[AdaptiveState, Prediction]:
     """Predict ``y`` from ``x``, then run the state machine on the item (thesis 5.3, Fig. 5.3).
@@ -361,28 +375,16 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
     """
     inner_tune = learner.tune if (options.tune and learner.tune is not None) else None
     pred = learner.predict(s.inner, x)
-    dt = pred.mean.dtype
-    e = y - pred.mean
+    dt, e = pred.mean.dtype, y - pred.mean
     big = jnp.finfo(dt).max
     # a zero, tiny or non-finite predictive variance makes z² overflow or NaN: read it as the largest
     # surprise (it alarms), never as a NaN that would silence the detector for good
     z2 = jnp.nan_to_num(e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny), nan=big, posinf=big)
-    abs_err = jnp.abs(e)
-    stable = s.mode == STABLE
+    abs_err, stable = jnp.abs(e), s.mode == STABLE
     det, alarm = detect(options, s.detector, z2, abs_err, s.reference)
-    first = s.n_seen == 0
-    naive_mean = jnp.where(first, y, s.naive_mean)
-    last_y = jnp.where(first, y, s.last_y)
-    if options.naive_alarm is not None:
-        lost = ~first & (e * e > jnp.maximum((y - naive_mean) ** 2, (y - last_y) ** 2))
-        losing = det.losing + (lost.astype(dt) - det.losing) / NAIVE_MEMORY
-        det = det._replace(losing=losing)
-        # the share starts at 0: at least ln(1 - ρ)/ln(1 - 1/NAIVE_MEMORY) stable items before it can alarm
-        alarm = alarm | (losing > options.naive_alarm)
-    alarm = stable & alarm
-    # learn_shock=False: an item that alarms on its own (a shock) starts the new phase but is not learned:
-    # were it an outlier, the refitted window would hold it until the next alarm; a drift's next items fill it
-    shock = jnp.zeros((), bool)
+    det, naive_alarm, naive_mean = _naive_check(options, s, det, e, y)
+    alarm = stable & (alarm | naive_alarm)
+    shock = jnp.zeros((), bool)  # (learn_shock=False leaves it out of the new window; see the factory)
     if options.shock is not None and not options.learn_shock and options.detector != "frozen":
         shock = stable & (z2 > options.shock * jnp.maximum(s.detector.mean_z2, jnp.finfo(dt).tiny))
     det = keep_if(stable, det, s.detector)
@@ -419,7 +421,7 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
         n_seen=s.n_seen + 1,
         n_skipped=s.n_skipped,
         tune_pending=pending,
-        naive_mean=naive_mean + (y - naive_mean) / NAIVE_MEMORY,
+        naive_mean=naive_mean,
         last_y=y,
     )
     return new, pred

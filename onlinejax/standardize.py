@@ -48,8 +48,8 @@ of :data:`OUTLIER_RUN` such targets (a level shift: moving statistics would
 take thousands of items to describe the new level, fixed ones never), when
 a warm-up ended on targets without spread (a stuck sensor: a scale of 1 would be a
 guess, and the learner would take the constant for the stream), and when
-inputs stayed beyond ``clip`` (default :data:`SHIFT_Z`) standard deviations
-of the statistics' mean for ``F`` items in a row (:data:`SHIFT_RUN` without a
+inputs stayed beyond :data:`SHIFT_Z` standard deviations of the statistics'
+mean for ``F`` items in a row (:data:`SHIFT_RUN` without a
 warm-up): a covariate shift that the clipped learner could not follow.
 
 The module's anatomy: the statistics (:class:`ScalerState`,
@@ -138,8 +138,9 @@ class StandardizeState(NamedTuple):
 #: ``freeze_after`` of statistics that never stop changing.
 NEVER = int(np.iinfo(np.int32).max)
 
-#: Without ``clip``: an input this many standard deviations from the statistics' mean is outside their range.
-SHIFT_Z = 5.0
+#: An input this many standard deviations from the statistics' mean is outside their range: a jump far beyond
+#: the clip (a slow trend is left to the clip; within a stream it rarely moves this far from a warm-up).
+SHIFT_Z = 50.0
 #: Without a warm-up: this many items in a row outside the range start the statistics and the learner again.
 SHIFT_RUN = 32
 #: A target this many standard deviations from the targets' mean is an outlier (module doc) ...
@@ -310,8 +311,7 @@ def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState
     xt, yt = to_inner(sc, x, y, options.clip)
     inner = learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y))
     warmup = options.warmup
-    z = SHIFT_Z if options.clip is None else options.clip
-    far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > z * sx)
+    far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > SHIFT_Z * sx)
     counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
     outside = jnp.where(counting, jnp.where(far_x, s.outside + 1, 0), s.outside)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
