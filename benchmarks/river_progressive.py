@@ -1,6 +1,10 @@
 """River's progressive validation of the River adapter against River's own Bayesian linear regression.
 
-Run:  .venv/bin/python benchmarks/river_progressive.py
+Run:  .venv/bin/python benchmarks/river_progressive.py [--recommended]
+
+``--recommended``: ``preprocessing.StandardScaler() | RiverRegressor(<each recommended learner>)`` on
+TrumpApproval and ChickWeights (all features through the scaler), with the climatology's log density
+(Student-t) from item 3 for reference.
 
 ``river.evaluate.progressive_val_score`` (predict each item, then learn it) on River's shipped
 data sets, every model inside the same River pipeline:
@@ -20,10 +24,11 @@ every 50 items, calibrated), and ``RiverRegressor(windowed_linear, tune_every=64
 recipe on the last 64 items (:func:`windowed_linear`). (The zoo's ``RecommendedWindowedLinear``
 maps its inputs to quadratic features, ~2000 of them for 64 inputs: too slow here.)
 
-Each model's last pipeline step records ``predict_one(x, with_dist=True)`` (River's
-``proba.Gaussian``, what a River user gets) and returns its mean, so one progressive run gives MAE
-and RMSE (River's metrics), the mean log predictive density of the Gaussian (a proper score; higher
-is better) and the coverage of its central 95 % interval ``mu ± 1.96 sigma``. Wall time is the whole
+Each model's last pipeline step records ``predict_one(x, with_dist=True)`` (what a River user
+gets: the adapter's ``PredictiveDistribution``, River's ``proba.Gaussian``) and returns its mean, so
+one progressive run gives MAE and RMSE (River's metrics), the mean log predictive density of the
+returned distribution by its own density (the calibrated learners' Student-t; a proper score, higher
+is better) and the coverage of its central 95 % interval. Wall time is the whole
 ``progressive_val_score`` call, ``with_dist`` included, after a first run of the same model on the
 same data compiled its JAX code (the compile run's time is printed too). Prints the machine and each
 row's time relative to River's in the same run.

@@ -116,6 +116,7 @@ __all__ = [
     "wrap_state",
     "detect",
     "step_one",
+    "update_one",
     "tune_due",
     "learn_one",
     "predict_one",
@@ -336,8 +337,8 @@ def _default_tune_batch() -> int | None:
 
 
 def _learn_item(learner: Learner, args):
-    s, x, y = args
-    return learner.learn(s, x, y), x, y
+    s, x, y, pred = args
+    return learner.update(s, x, y, pred), x, y, pred
 
 
 def _naive_check(options: AdaptiveOptions, s: AdaptiveState, det: DetectorState, e: Array, y: Array):
@@ -354,9 +355,9 @@ def _naive_check(options: AdaptiveOptions, s: AdaptiveState, det: DetectorState,
     return det, alarm, naive_mean + (y - naive_mean) / NAIVE_MEMORY
 
 
-def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
-             y: Array) -> tuple[AdaptiveState, Prediction]:
-    """Predict ``y`` from ``x``, then run the state machine on the item (thesis 5.3, Fig. 5.3).
+def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array,
+               pred: Prediction) -> AdaptiveState:
+    """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
 
     Stable: the detector (:func:`detect`) sees the residual; an alarm switches
     to high error. Cold start / high error (and ``always_learn``): the inner
@@ -369,12 +370,11 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
 
     Args:
       learner: the inner learner; options: :class:`AdaptiveOptions` (both static).
-      s: :class:`AdaptiveState`; x: ``[d]``; y: ``[]``.
-    Returns:
-      ``(state, prediction)``: the inner learner's prediction made before learning.
+      s: :class:`AdaptiveState`; x: ``[d]``; y: ``[]``;
+      pred: :func:`predict_one`'s prediction of ``y`` (the inner learner's),
+        passed on to the inner learner's ``update`` when the item is learned.
     """
     inner_tune = learner.tune if (options.tune and learner.tune is not None) else None
-    pred = learner.predict(s.inner, x)
     dt, e = pred.mean.dtype, y - pred.mean
     big = jnp.finfo(dt).max
     # a zero, tiny or non-finite predictive variance makes z² overflow or NaN: read it as the largest
@@ -391,7 +391,7 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
     learning = (in_phase | options.always_learn) & ~shock
-    inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y))[0]
+    inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
     n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~shock)
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
@@ -424,7 +424,14 @@ def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Ar
         naive_mean=naive_mean,
         last_y=y,
     )
-    return new, pred
+    return new
+
+
+def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
+             y: Array) -> tuple[AdaptiveState, Prediction]:
+    """:func:`predict_one`, then :func:`update_one` with that prediction: ``(state, prediction)``."""
+    pred = predict_one(learner, s, x)
+    return update_one(learner, options, s, x, y, pred), pred
 
 
 def learn_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array) -> AdaptiveState:
@@ -548,6 +555,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         return make_learner(init=partial(init, learner, W, detector_runs=runs),
                             learn_one=partial(learn_one, learner, o),
                             predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
+                            update_one=partial(update_one, learner, o),
                             n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
                             skip_nonfinite=True)
 

@@ -379,6 +379,7 @@ class Learner(NamedTuple):
       step: ``step(state, x, y) -> (state, Prediction)``: predict ``y`` from
         ``x`` *before* learning from it, then learn; one compiled call (the
         fast path for research code that drives a learner from a Python loop).
+        It equals ``pred = predict(state, x); update(state, x, y, pred)``.
       n_features: ``d``, the input width the learner expects (static).
       downdate: optional. For learners with a growing posterior,
         ``downdate(state, x, y)`` removes an item previously learned (the exact
@@ -390,6 +391,14 @@ class Learner(NamedTuple):
         set by the public factories (:func:`describe_factory`); used by ``repr``.
       deferred: optional :class:`DeferredStep`, ``step`` with its rare part
         (a state machine's tune) split off; runners may use it instead of ``step``.
+      update: ``update(state, x, y, pred) -> state``: learn the item given
+        ``pred = predict(state, x)``, the prediction that was issued for it
+        (optax's ``update`` receives what the caller computed). Wrappers judge
+        that prediction (calibrators score it, the state machine's detector
+        tests it) instead of predicting again, so a caller whose ``x`` changed
+        between the two calls (River's scaler in front) or who learns later
+        still has the issued prediction judged. ``x: [d]`` with ``pred``'s
+        leaves ``[]``, or a batch ``x: [b, d]`` with ``[b]`` leaves.
     """
 
     init: Callable[..., State]
@@ -401,6 +410,7 @@ class Learner(NamedTuple):
     tune: Optional[Callable[..., State]] = None
     description: Optional[str] = None
     deferred: Optional[DeferredStep] = None
+    update: Optional[Callable[[State, Any, Any, Any], State]] = None
 
     def __repr__(self) -> str:
         extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]
@@ -695,6 +705,18 @@ def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     return wrapped
 
 
+def _skip_with_prediction(update_one: Callable) -> Callable:
+    """:func:`skip_nonfinite` for an ``update_one(state, x, y, pred)``: a skipped item's prediction reaches it as ones."""
+
+    def wrapped(state, x, y, pred):
+        ok = learnable(x, y)
+        pred = jax.tree_util.tree_map(
+            lambda a: jnp.where(ok, a, jnp.ones_like(a)) if jnp.issubdtype(a.dtype, jnp.floating) else a, pred)
+        return skip_nonfinite(lambda s, x_, y_: update_one(s, x_, y_, pred))(state, x, y)
+
+    return wrapped
+
+
 def sequential(learn_one: Callable[[State, Array, Array], State]):
     """Lift a single-item ``learn_one`` to mini-batches by scanning over rows."""
 
@@ -743,6 +765,7 @@ def make_learner(
     tune: Optional[Callable] = None,
     step_one: Optional[Callable] = None,
     skip_nonfinite: bool = False,
+    update_one: Optional[Callable] = None,
 ) -> Learner:
     """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
 
@@ -756,6 +779,13 @@ def make_learner(
     by default it is ``predict_one`` followed by ``learn_one``. A mini-batch
     ``step`` scans ``step_one`` when it is given, so that the batch
     predictions are the sequential ones.
+    ``update_one(state, x, y, pred) -> state`` learns the item given the
+    prediction ``predict_one(state, x)`` issued for it (a wrapper judges that
+    prediction); by default it is ``learn_one`` (a learner whose learning
+    does not use its prediction). With ``update_one`` and no ``step_one``,
+    ``step_one`` is ``predict_one`` followed by ``update_one`` (the item is
+    predicted once). A mini-batch ``update`` scans ``update_one`` over the
+    items and their predictions.
 
     With ``skip_nonfinite`` the boundary owns the non-finite skip: inside
     ``jit``/``vmap``/``scan`` (where the concrete check cannot raise) an item
@@ -765,29 +795,16 @@ def make_learner(
     ``learn_batch`` must skip by itself. An empty mini-batch (``x: [0, d]``)
     is a no-op at the boundary: ``learn`` returns the state unchanged.
     """
+    if update_one is not None and step_one is None:
+        step_one = _predict_then_update(predict_one, update_one)
     if skip_nonfinite:
-        learn_one = _skip(learn_one)
-        step_one = None if step_one is None else _skip(step_one, returns_prediction=True)
+        learn_one, step_one, update_one = _skipping(learn_one, step_one, update_one)
     learn_batch = learn_batch or sequential(learn_one)
     predict_batch = predict_batch or jax.vmap(predict_one, in_axes=(None, 0))
     j_learn_one, j_learn_batch = jax.jit(learn_one), jax.jit(learn_batch)
     j_pred_one, j_pred_batch = jax.jit(predict_one), jax.jit(predict_batch)
-
-    if step_one is None:
-
-        def _step_one(state, x, y):
-            return learn_one(state, x, y), predict_one(state, x)
-
-        def _step_batch(state, X, Y):
-            return learn_batch(state, X, Y), predict_batch(state, X)
-
-    else:
-        _step_one = step_one
-
-        def _step_batch(state, X, Y):
-            return jax.lax.scan(lambda s, xy: step_one(s, *xy), state, (X, Y))
-
-    j_step_one, j_step_batch = jax.jit(_step_one), jax.jit(_step_batch)
+    j_step_one, j_step_batch = map(jax.jit, _step_cores(learn_one, learn_batch, predict_one, predict_batch, step_one))
+    j_update_one, j_update_batch = map(jax.jit, _update_cores(learn_one, learn_batch, update_one))
 
     def learn(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
@@ -805,15 +822,82 @@ def make_learner(
             return state, j_pred_batch(state, x)
         return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
 
+    def update(state, x, y, pred):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:
+            return state
+        pred = _checked_prediction(pred, y.shape, state_dtype(state))
+        return (j_update_batch if x.ndim == 2 else j_update_one)(state, x, y, pred)
+
     dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)
     # around the boundary, not only the cores: derivative rules (a Cholesky's JVP, a custom_vmap's
     # re-trace) emit their products when a transformation reaches the call, outside the cores' traces
-    init, learn, predict, step = map(full_precision, (init, learn, predict, step))
+    init, learn, predict, step, update = map(full_precision, (init, learn, predict, step, update))
     dd, tune = (None if f is None else full_precision(f) for f in (dd, tune))
-    return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune)
+    return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune,
+                   update=update)
 
 
-_skip = skip_nonfinite  # make_learner's keyword shadows the function
+def _skipping(learn_one, step_one, update_one):
+    """The cores with :func:`skip_nonfinite` applied (``None`` stays ``None``)."""
+    return (skip_nonfinite(learn_one), None if step_one is None else skip_nonfinite(step_one, returns_prediction=True),
+            None if update_one is None else _skip_with_prediction(update_one))
+
+
+def _predict_then_update(predict_one, update_one):
+    """``step_one``: the item predicted once, then learned with that prediction."""
+
+    def step_one(state, x, y):
+        pred = predict_one(state, x)
+        return update_one(state, x, y, pred), pred
+
+    return step_one
+
+
+def _step_cores(learn_one, learn_batch, predict_one, predict_batch, step_one):
+    """``(step_one, step_batch)``: the given ``step_one`` (a batch scans it), or predict before learning."""
+    if step_one is None:
+
+        def step_one(state, x, y):
+            return learn_one(state, x, y), predict_one(state, x)
+
+        def step_batch(state, X, Y):
+            return learn_batch(state, X, Y), predict_batch(state, X)
+
+        return step_one, step_batch
+    return step_one, lambda state, X, Y: jax.lax.scan(lambda s, xy: step_one(s, *xy), state, (X, Y))
+
+
+def _update_cores(learn_one, learn_batch, update_one):
+    """``(update_one, update_batch)``: the given ``update_one`` (a batch scans it), or ``learn`` ignoring ``pred``."""
+    if update_one is None:
+        return (lambda state, x, y, pred: learn_one(state, x, y)), (lambda state, X, Y, preds: learn_batch(state, X, Y))
+
+    def update_batch(state, X, Y, preds):
+        return jax.lax.scan(lambda s, xyp: (update_one(s, *xyp), None), state, (X, Y, preds))[0]
+
+    return update_one, update_batch
+
+
+def _checked_prediction(pred, shape: tuple, dtype):
+    """The boundary of ``update``'s ``pred``: a prediction pytree whose leaves match ``y``'s batch shape, cast to ``dtype``.
+
+    ``mean`` and ``var`` are ``[]`` for one item and ``[b]`` for a batch;
+    other leaves may carry one trailing axis (a mixture's components).
+    """
+    if not hasattr(pred, "mean") or not hasattr(pred, "var"):
+        raise TypeError(f"pred: expected the prediction predict() returned, got {type(pred).__name__}")
+    for name in ("mean", "var"):
+        if tuple(jnp.shape(getattr(pred, name))) != tuple(shape):
+            raise ValueError(f"pred: {name} of shape {jnp.shape(getattr(pred, name))} does not match y's shape "
+                             f"{tuple(shape)}")
+    for leaf in jax.tree_util.tree_leaves(pred):
+        if tuple(jnp.shape(leaf))[:len(shape)] != tuple(shape) or jnp.ndim(leaf) > len(shape) + 1:
+            raise ValueError(f"pred: leaves of shape {jnp.shape(leaf)} do not match y's shape {tuple(shape)}")
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype) if jnp.issubdtype(jnp.result_type(a),
+                                                                                    jnp.floating) else a, pred)
+
+
 
 
 def _checked_downdate(j_dd: Callable, takes_item: bool, n_features: int) -> Callable:

@@ -204,6 +204,8 @@ __all__ = [
     "correct",
     "output",
     "update",
+    "uncorrect",
+    "update_one",
     "step_one",
     "learn_one",
     "predict_one",
@@ -822,6 +824,13 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
       ``(state, the returned prediction)`` (:func:`output`).
     """
     out, v0, info = correct(recal, conf, s, pred)
+    return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info), output(conf, s, out)
+
+
+def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred: Prediction, out: Prediction,
+               v0: Array, info: Array) -> CalibratedState:
+    """The calibrators' update: ``pred`` the inner prediction, ``out`` the corrected Gaussian, ``v0`` its variance
+    before the conformal multiplier, ``info`` whether ``pred`` is informative (:func:`update`)."""
     # not skip_nonfinite: the inner learner skips non-finite items itself (its own n_skipped), and this
     # n_skipped counts every label the calibrators did not use, abstaining predictions included
     ok = info & learnable(x, y)
@@ -837,12 +846,64 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
             score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
             c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
                                 max_scale=conf.max_scale)
-    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio), output(conf, s, out)
+    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio)
+
+
+def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
+              issued) -> tuple[Prediction, Prediction, Array, Array]:
+    """The inverse of :func:`correct` and :func:`output` under the state ``s``: the inner prediction an issued one came from.
+
+    An issued ``N(μ, σ_c²)`` (or the Student-t of the same interval, ``σ_c =
+    scale / s.t_ratio``) came from ``N(μ, σ_c² / m / s)``, ``m`` the conformal
+    multiplier and ``s`` the recalibration scale of ``s``. Exact when ``s``
+    is the state the prediction was issued from and neither the variance cap
+    nor the floor was active (then the recalibration's own floor is
+    inverted as a scale). An issued variance of no information (not
+    informative, :func:`is_informative`) is the inner one as it was.
+
+    Returns:
+      ``(inner prediction, corrected Gaussian, its variance before the
+      conformal multiplier, informative)`` with ``[]`` leaves.
+    """
+    mean = issued.mean
+    if conf is not None and conf.df is not None:
+        sd = issued.scale / s.t_ratio
+        v = sd * sd
+    else:
+        v = issued.var
+    v0 = v
+    if conf is not None:
+        m = (aci_var_scale(s.conformal, conf.max_scale) if conf.method == "aci"
+             else quantile_var_scale(s.conformal, conf.max_scale, conf.gain is not None))
+        v0 = v / m
+    var = v0 if recal is None else v0 / s.recalibration.scale
+    info = is_informative(mean, v)
+    var = jnp.where(info & (var > 0), var, v)
+    return Prediction(mean, var), Prediction(mean, v), jnp.where(info, v0, v), is_informative(mean, var)
+
+
+def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
+               s: CalibratedState, x: Array, y: Array, issued) -> CalibratedState:
+    """Learn the item given ``issued``, the prediction :func:`predict_one` returned for it.
+
+    The inner prediction it came from (:func:`uncorrect`) goes to the inner
+    learner's ``update``; the calibrators score ``issued`` itself (its
+    interval's miss, its standardised residual), so a caller whose ``x``
+    changed since the prediction, or who learns later, has the prediction it
+    received judged.
+
+    Args:
+      learner: the inner learner; recal, conf: the options or ``None`` (static).
+      s: :class:`CalibratedState`; x: ``[d]``; y: ``[]``; issued: ``[]`` leaves.
+    """
+    pred, out, v0, info = uncorrect(recal, conf, s, issued)
+    inner = learner.update(s.inner, x, y, pred)
+    return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info)
 
 
 def step_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
              s: CalibratedState, x: Array, y: Array):
-    """One inner ``step`` (the prediction made before learning ``y``), then :func:`update`.
+    """:func:`predict_one`, then :func:`update_one` with that prediction (the inner learner predicts once).
 
     Args:
       learner: the inner learner; recal, conf: the options or ``None`` (static).
@@ -850,8 +911,10 @@ def step_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Opti
     Returns:
       ``(state, corrected prediction)``.
     """
-    inner, pred = learner.step(s.inner, x, y)
-    return update(recal, conf, s, inner, x, y, pred)
+    inner_pred = learner.predict(s.inner, x)
+    out, v0, info = correct(recal, conf, s, inner_pred)
+    inner = learner.update(s.inner, x, y, inner_pred)
+    return _calibrate(recal, conf, s, inner, x, y, inner_pred, out, v0, info), output(conf, s, out)
 
 
 def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
@@ -887,6 +950,7 @@ def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Option
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
     out = make_learner(init=partial(init, learner, rc, cc), learn_one=partial(learn_one, learner, rc, cc),
                        predict_one=partial(predict_one, learner, rc, cc), step_one=partial(step_one, learner, rc, cc),
+                       update_one=partial(update_one, learner, rc, cc),
                        n_features=learner.n_features,
                        tune=None if learner.tune is None else partial(tune_inner, learner))
     if learner.downdate is not None:

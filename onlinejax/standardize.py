@@ -78,7 +78,7 @@ from .base import (Learner, Prediction, check_in_range, check_int, check_positiv
 Array = jax.Array
 
 __all__ = ["ScalerState", "StandardizeState", "StandardizeOptions", "scaler_init", "scaler_update", "scales",
-           "to_inner", "init", "predict_one", "learn_one", "refit", "restart", "SHIFT_Z", "SHIFT_RUN",
+           "to_inner", "init", "predict_one", "learn_one", "update_one", "refit", "restart", "SHIFT_Z", "SHIFT_RUN",
            "OUTLIER_Z", "OUTLIER_RUN", "GATE_MIN", "downdate_item", "downdate_oldest", "tune_inner",
            "standardize"]
 
@@ -279,7 +279,17 @@ def restart(s: StandardizeState) -> StandardizeState:
 
 def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
               y: Array) -> StandardizeState:
+    """:func:`update_one` with the prediction of now (:func:`predict_one`)."""
+    return update_one(learner, options, s, x, y, predict_one(learner, options, s, x))
+
+
+def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
+               y: Array, pred: Prediction) -> StandardizeState:
     """Update the statistics with ``(x, y)`` (:func:`scaler_update`), then learn ``(x̃, ỹ)`` in the new coordinates.
+
+    The inner learner's ``update`` receives ``pred``, the prediction issued
+    for the item, in the same new coordinates (``N((μ - ȳ)/s_y, σ²/s_y²)``),
+    so a wrapped state machine judges the prediction the caller received.
 
     A target more than :data:`OUTLIER_Z` standard deviations from the
     targets' mean (once :data:`GATE_MIN` items were seen) is withheld from
@@ -297,7 +307,8 @@ def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
-      s: :class:`StandardizeState`; x: ``[d]``; y: ``[]``.
+      s: :class:`StandardizeState`; x: ``[d]``; y: ``[]``; pred: the issued
+        prediction of ``y`` (:func:`predict_one`'s, in ``y``'s units).
     """
     # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
@@ -309,7 +320,9 @@ def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState
     withhold = far_y  # the OUTLIER_RUN-th in a row is withheld too: the statistics start again
     sc = keep_if(withhold, s.scaler, scaler_update(s.scaler, x, y))
     xt, yt = to_inner(sc, x, y, options.clip)
-    inner = learner.learn(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y))
+    sy_new = scales(sc)[1]
+    pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
+    inner = learner.update(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
     warmup = options.warmup
     far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > SHIFT_Z * sx)
     counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
@@ -397,6 +410,7 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3
         dd = partial(downdate_item, learner, opts) if takes_item else partial(downdate_oldest, learner)
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),
-                        predict_one=partial(predict_one, learner, opts), n_features=learner.n_features, downdate=dd,
+                        predict_one=partial(predict_one, learner, opts),
+                        update_one=partial(update_one, learner, opts), n_features=learner.n_features, downdate=dd,
                         downdate_takes_item=takes_item,
                         tune=None if learner.tune is None else partial(tune_inner, learner))

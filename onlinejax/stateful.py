@@ -75,7 +75,7 @@ _COMPILED: dict = {}
 
 
 def _compiled(learner: Learner, pk: _Packer):
-    """``(packer, step, learn, predict)``: the packed calls of ``learner`` for states laid out like ``pk``.
+    """``(packer, step, learn, predict, update)``: the packed calls of ``learner`` for states laid out like ``pk``.
 
     Jitted once per learner (an immutable record of functions) and state layout, so every
     :class:`StatefulLearner` of the same learner — and every adapter model built from the same
@@ -98,7 +98,10 @@ def _compiled(learner: Learner, pk: _Packer):
         p = learner.predict(pk.unpack(buf), x)
         return jnp.stack([p.mean, p.var])
 
-    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict))
+    def _update(buf, x, y, pred):
+        return pk.pack(learner.update(pk.unpack(buf), x, y, pred))
+
+    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict), jax.jit(_update))
     if len(_COMPILED) >= 128:  # bounded: drop the oldest entry
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = out
@@ -136,7 +139,8 @@ class StatefulLearner:
         state = learner.init() if state is None else state
         self._dtype = state_dtype(state)
         self._d = learner.n_features
-        self._packer, self._step, self._learn, self._predict = _compiled(learner, _Packer(state, self._dtype))
+        self._packer, self._step, self._learn, self._predict, self._update = _compiled(learner,
+                                                                                       _Packer(state, self._dtype))
         self._buf = self._packer.pack(state)
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
@@ -170,6 +174,19 @@ class StatefulLearner:
         """Learn one item or a mini-batch."""
         x, y = coerce_xy(x, y, self.learner.n_features, self._dtype)
         self._buf = self._learn(self._buf, x, y)
+        return self
+
+    def update(self, x, y, pred) -> "StatefulLearner":
+        """Learn one item given ``pred``, the learner's own prediction issued for it (:attr:`Learner.update`).
+
+        ``pred`` is the whole prediction ``learner.predict`` returned (a
+        Student-t or a mixture, not only its mean and variance).
+        """
+        x, y = coerce_xy(x, y, self.learner.n_features, self._dtype)
+        if x.ndim != 1:
+            raise ValueError(f"x: update takes one item of shape [{self._d}], got {x.shape}")
+        pred = jax.tree_util.tree_map(lambda a: jnp.asarray(a, self._dtype), pred)
+        self._buf = self._update(self._buf, x, y, pred)
         return self
 
     def predict(self, x) -> Prediction:

@@ -571,11 +571,14 @@ def test_delayed_labels_calibrate_at_learn():
     lrn = conformal(bayes_linreg(2, beta=40.0), 0.9, gamma=0.05)
     sched = schedule_from_delays(np.full(120, 5))
     res = delayed_progressive_validation(lrn, lrn.init(), X, Y, sched)
-    # the same as replaying the events: predict at the question, learn (and calibrate) at the answer
-    s = lrn.init()
+    # the same as replaying the events: predict at the question, learn (and calibrate) at the answer with the
+    # prediction issued at the question
+    s, issued = lrn.init(), {}
     for k, i in zip(sched.kind, sched.item):
         if k == ANSWER:
-            s = lrn.learn(s, X[i], Y[i])
+            s = lrn.update(s, X[i], Y[i], issued.pop(int(i)))
+        else:
+            issued[int(i)] = lrn.predict(s, X[i])
     np.testing.assert_allclose(float(res.state.conformal.alpha_t), float(s.conformal.alpha_t), rtol=tol(1e-12, 1e-5))
     assert int(res.state.conformal.n) == 120
     assert np.all(np.isfinite(np.asarray(res.predictions.var)))

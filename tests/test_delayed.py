@@ -243,18 +243,20 @@ def test_zero_delay_equals_progressive_validation_for_non_gaussian_predictions(r
 @pytest.mark.parametrize("kind", sorted(NON_GAUSSIAN))
 def test_delayed_metrics_score_each_prediction_by_its_own_distribution(rng, kind):
     """Delay k: item i is predicted after learning items ``0..i-k-1`` (a Python loop of the learner's own
-    predict and learn), and the metrics are the float64 scipy scores of those predictions."""
+    predict and update, each label learned with the prediction issued at its question), and the metrics
+    are the float64 scipy scores of those predictions."""
     make, cls = NON_GAUSSIAN[kind]
     lrn = make()
     n, k, level = 60, 4, 0.9
     X, Y = _lin_stream(rng, n)
     res = delayed_progressive_validation(lrn, lrn.init(), X, Y, schedule_from_delays(np.full(n, k)),
                                          metrics=M.prequential(level))
-    st, preds = lrn.init(), []
+    st, preds, issued = lrn.init(), [], []
     for i in range(n):
-        preds.append(_as64(lrn.predict(st, X[i])))
+        issued.append(lrn.predict(st, X[i]))
+        preds.append(_as64(issued[-1]))
         if i >= k:  # item i - k is answered at time i, after item i's question
-            st = lrn.learn(st, X[i - k], Y[i - k])
+            st = lrn.update(st, X[i - k], Y[i - k], issued[i - k])
     assert isinstance(res.predictions, cls)
     for f, got in zip(cls._fields, res.predictions):
         want = np.stack([getattr(p, f) for p in preds])

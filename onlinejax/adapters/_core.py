@@ -22,6 +22,7 @@ come and go. :class:`FeatureSlots` gives each feature name a slot of the input v
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import warnings
@@ -39,6 +40,8 @@ __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWAB
 #: The adapters' default learner: :func:`onlinejax.calibration.calibrated_bayes_linreg` (raw features of
 #: any scale, an intercept, calibrated intervals).
 DEFAULT_LEARNER = "calibrated_bayes_linreg"
+#: Predictions kept for items whose labels have not arrived (delayed labels), the oldest dropped first.
+MAX_ISSUED = 1024
 
 #: ``tune_every=None`` with the default learner: type-II ML of its prior and noise precisions after every
 #: 50 learned items.
@@ -356,6 +359,7 @@ class Engine:
         self.learner: Learner | None = None
         self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
         self.n_learned = 0
+        self._forget_issued()
 
     @property
     def state(self) -> Any:
@@ -460,10 +464,51 @@ class Engine:
         self.ready()
         return X.astype(self.dtype)
 
+    # -- issued predictions ----------------------------------------------------------------
+    def _forget_issued(self) -> None:
+        self._issued: collections.OrderedDict = collections.OrderedDict()
+        self._n_pending = 0
+        self._last_issued = None
+
+    def _keep_issued(self, x: np.ndarray, pred) -> None:
+        """Remember the prediction issued for one item until its label arrives (bounded, oldest dropped)."""
+        key = (self.learner.n_features, x.tobytes())
+        self._issued[key] = pred
+        self._issued.move_to_end(key)
+        if len(self._issued) > MAX_ISSUED:
+            self._issued.popitem(last=False)
+        self._n_pending += 1
+        self._last_issued = (self.learner.n_features, pred)
+
+    def _take_issued(self, x: np.ndarray):
+        """The prediction issued for the item ``x`` is learned with, or ``None`` (then it is predicted now).
+
+        The one issued for this very ``x``; else, when exactly one prediction was issued since the
+        last item learned, that one: River's pipelines call ``predict_one`` and then ``learn_one``
+        for the same item, with ``x`` transformed again in between (a scaler in front has learned).
+        """
+        pred = self._issued.pop((self.learner.n_features, x.tobytes()), None)
+        if pred is None and self._n_pending == 1 and self._last_issued[0] == self.learner.n_features:
+            pred = self._last_issued[1]
+        self._n_pending, self._last_issued = 0, None
+        return pred
+
     # -- learning --------------------------------------------------------------------------
     def learn(self, X: np.ndarray, y) -> None:
-        """``X: [d]`` with ``y: []`` or ``X: [b, d]`` with ``y: [b]``, in order."""
+        """``X: [d]`` with ``y: []`` or ``X: [b, d]`` with ``y: [b]``, in order.
+
+        One item is learned with the prediction issued for it, where one was
+        (:meth:`_take_issued`), through the learner's ``update``: its
+        calibrators and detectors judge the prediction the caller received.
+        """
         y = np.asarray(y, dtype=self.dtype)
+        pred = self._take_issued(np.asarray(X)) if np.ndim(X) == 1 else None
+        if pred is not None:
+            self._sl.update(X, y, pred)
+            self.n_learned += 1
+            if self.tune_every and self.n_learned % self.tune_every == 0:
+                self._set_state(self.learner.tune(self._sl.state))
+            return
         if not self.tune_every:  # one call: it learns the whole batch or raises
             self._sl.learn(X, y)
             self.n_learned += 1 if X.ndim == 1 else X.shape[0]
@@ -491,11 +536,16 @@ class Engine:
         """
         X, _ = coerce_x(X, self.learner.n_features, self.dtype)
         p = _packed_predict(self.learner, self._sl._packer)(self._sl._buf, X)
-        return type(p)(*(np.asarray(v) for v in p))
+        p = type(p)(*(np.asarray(v) for v in p))
+        if X.ndim == 1:
+            self._keep_issued(np.asarray(X), p)
+        return p
 
     # -- pickling: the learner is rebuilt from its spec, the state from numpy leaves ---------
     def __getstate__(self):
         d = dict(self.__dict__)
+        for k in ("_issued", "_n_pending", "_last_issued"):
+            d.pop(k, None)
         d["learner"] = None
         d.pop("_sl")
         d["state_leaves"] = None if self._sl is None else [np.asarray(v) for v in jax.tree_util.tree_leaves(self.state)]
@@ -505,6 +555,7 @@ class Engine:
         leaves = d.pop("state_leaves")
         d.setdefault("grow", False)  # pickled before learners could widen
         self.__dict__.update(d)
+        self._forget_issued()
         self.learner, self._sl = None, None
         if leaves is not None:
             self.learner, template = self._build()

@@ -175,7 +175,9 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
 
     def answer(c, i, s):
         st, pend = c
-        return (learner.learn(st, X[i], Y[i]), pend), _take(pend, s)
+        issued = _take(pend, s)
+        # learned with the prediction issued at its question: wrappers judge what was returned then
+        return (learner.update(st, X[i], Y[i], issued), pend), issued
 
     def body(c, ev):
         k, i, s = ev

@@ -115,6 +115,7 @@ def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
         predict_one=lambda s, x: learner.predict(s, fmap.fn(x)),
         predict_batch=lambda s, X: learner.predict(s, jax.vmap(fmap.fn)(X)),
         step_one=lambda s, x, y: learner.step(s, fmap.fn(x), y),  # the inner learner's fused step, if it has one
+        update_one=lambda s, x, y, pred: learner.update(s, fmap.fn(x), y, pred),
         n_features=fmap.n_in,
         downdate=dd,
         downdate_takes_item=takes_item,
