@@ -344,8 +344,9 @@ def _segment_stream(seed, n=360):
     return X, Y
 
 
-@pytest.mark.parametrize("detector", ["cusum", "bocpd"])
-@pytest.mark.parametrize("name", ["gp", "kernel_regression"])
+@pytest.mark.parametrize("name, detector", [("gp", "cusum"), ("kernel_regression", "bocpd"),
+                                            pytest.param("gp", "bocpd", marks=pytest.mark.slow),
+                                            pytest.param("kernel_regression", "cusum", marks=pytest.mark.slow)])
 def test_deferred_tunes_equal_the_step(name, detector):
     """progressive_validation on one stream runs the tunes between item loops (DeferredStep); under vmap it
     falls back to the plain scan. Both equal scanning learner.step: the same tunes, states and predictions."""

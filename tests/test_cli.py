@@ -4,6 +4,8 @@ import pytest
 
 from onlinejax.__main__ import main
 
+pytestmark = pytest.mark.float32_only  # the commands' plumbing; the numerics are tested in both dtypes elsewhere
+
 
 def test_main_job_small(tmp_path, capsys):
     assert main(["drift", "--streams", "2", "--n", "120", "--out", str(tmp_path)]) == 0
@@ -152,6 +154,7 @@ def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     assert "Thesis grid: 1 streams x 2000 items, 1 learners" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_grid_command_recommended_and_climatology(tmp_path, capsys, restore_compilation_cache):
     """A recommended configuration next to the climatology baseline: skill columns in the table and the CSV."""
     import csv

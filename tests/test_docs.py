@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.float32_only  # the guides' blocks and the API reference (float32)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDES = ("for_river_users.md", "for_sklearn_users.md", "metrics.md")
 BLOCKS = [(page, i, block) for page in GUIDES

@@ -15,6 +15,8 @@ from onlinejax.calibration import calibrated_bayes_linreg
 from onlinejax.data import hostile_stream
 from conftest import DTYPE
 
+pytestmark = pytest.mark.float32_only  # float32 is the stress case of hostile streams
+
 N, D, SEED = 2500, 2, 7
 #: pathology -> hostile_stream keywords (ending ones are checked for recovery)
 CASES = {

@@ -34,6 +34,8 @@ from test_multiprocess import NAMES, Recorded, learners
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import run_grid
 
+pytestmark = pytest.mark.float32_only  # the runner's processes; rows are compared to one process in float32
+
 groups = [g._replace(X=Recorded(g.X), Y=Recorded(g.Y)) for g in thesis_grid(jax.random.key(1), NAMES)]
 res = run_grid(learners(), groups, stable_window=40, chunk_size=2, progress=False)
 read = {str(g.X.shape[2]): sorted(g.X.read | g.Y.read) for g in groups}

@@ -5,6 +5,8 @@ import pytest
 pytest.importorskip("matplotlib")
 from onlinejax import plots  # noqa: E402
 
+pytestmark = pytest.mark.float32_only  # figures
+
 
 def test_every_plot_saves_and_returns(tmp_path):
     import matplotlib.figure

@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.float32_only  # the README's blocks run as a user runs them (float32)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)

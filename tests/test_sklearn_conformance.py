@@ -21,6 +21,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 from onlinejax.adapters.sklearn import PREDICT_BLOCK, OnlineRegressor, predict_interval  # noqa: E402
 
+pytestmark = pytest.mark.float32_only  # scikit-learn's API contracts (float32, the adapters' dtype)
+
 ALPHAS = [0.1, 30.0, 3000.0]
 
 
