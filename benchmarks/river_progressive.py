@@ -65,7 +65,7 @@ def _recorder_class():
 
         def predict_one(self, x):
             d = self.model.predict_one(x, with_dist=True)
-            self.dists.append((float(d.mu), float(d.sigma)))
+            self.dists.append(d)
             return float(d.mu)
 
     return Recorder
@@ -112,20 +112,75 @@ def _run(data: str, scaled: bool, make):
     t = time.perf_counter()
     evaluate.progressive_val_score(ds, model, mae + rmse)
     seconds = time.perf_counter() - t
-    mu, sigma = np.array(rec.dists).T
+    mu = np.array([float(d.mu) for d in rec.dists])
     assert len(mu) == len(ys) and math.isclose(np.mean(np.abs(ys - mu)), mae.get(), rel_tol=1e-9)
-    lpd = -0.5 * np.log(2 * np.pi * sigma ** 2) - 0.5 * ((ys - mu) / sigma) ** 2
-    cover = np.abs(ys - mu) <= Z95 * sigma
+    lpd, cover = _scores(rec.dists, ys)
     return {"mae": mae.get(), "rmse": rmse.get(), "lpd": float(np.mean(lpd)), "cover": float(np.mean(cover))}, seconds
 
 
+def _scores(dists, ys):
+    """``([n] log densities, [n] 95 % interval hits)`` of each returned distribution, by its own density.
+
+    The adapter's ``PredictiveDistribution`` has the learner's density and interval (a Student-t for
+    the calibrated learners); River's ``proba.Gaussian`` is a Gaussian.
+    """
+    lpd, cover = [], []
+    for d, y in zip(dists, ys):
+        if hasattr(d, "prediction"):
+            lo, hi = d.interval(0.95)
+            lpd.append(float(d.log_pdf(y)))
+        else:
+            mu, sigma = float(d.mu), float(d.sigma)
+            lo, hi = mu - Z95 * sigma, mu + Z95 * sigma
+            lpd.append(-0.5 * np.log(2 * np.pi * sigma ** 2) - 0.5 * ((y - mu) / sigma) ** 2)
+        cover.append(lo <= y <= hi)
+    return np.array(lpd), np.array(cover)
+
+
+def _climatology_lpd(ys) -> float:
+    """Mean log density of the Student-t climatology (``n - 1`` dof, scale ``s·√(1 + 1/n)``) from item 3."""
+    from scipy import stats
+
+    out = [stats.t.logpdf(ys[i], i - 1, ys[:i].mean(), ys[:i].std(ddof=1) * np.sqrt(1 + 1 / i))
+           for i in range(2, len(ys))]
+    return float(np.mean(out))
+
+
+def recommended(learners=None) -> None:
+    """``StandardScaler() | RiverRegressor(name)`` under ``progressive_val_score``, each recommended learner."""
+    from river import datasets, evaluate, metrics, preprocessing
+
+    from onlinejax import zoo
+    from onlinejax.adapters.river import RiverRegressor
+
+    names = learners or [gl.name for gl in zoo.recommended_learners()] + ["calibrated_bayes_linreg"]
+    print("StandardScaler() | RiverRegressor(name); scores from item 3")
+    print(f"{'data set':14s} {'learner':28s} {'cov95':>6s} {'LPD/item':>9s} {'clim LPD':>9s} {'MAE':>8s}")
+    for data in ("TrumpApproval", "ChickWeights"):
+        ds = getattr(datasets, data)()
+        ys = np.array([y for _, y in ds], np.float64)
+        clim = _climatology_lpd(ys)
+        for name in names:
+            rec = _recorder_class()(RiverRegressor(name))
+            mae = metrics.MAE()
+            evaluate.progressive_val_score(ds, preprocessing.StandardScaler() | rec, mae)
+            lpd, cover = _scores(rec.dists, ys)
+            print(f"{data:14s} {name:28s} {np.mean(cover[2:]):6.3f} {np.mean(lpd[2:]):9.3f} {clim:9.3f} "
+                  f"{mae.get():8.3f}", flush=True)
+
+
 def main(argv=None):
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recommended", action="store_true",
+                    help="StandardScaler() | RiverRegressor(<each recommended learner>) instead of the main table")
+    args = ap.parse_args(argv)
     import river
 
     warnings.simplefilter("ignore")  # River's BayesianLinearRegression is not the subject of warnings here
     print(describe())
     print(f"river {river.__version__}")
+    if args.recommended:
+        return recommended()
     print(f"{'data set':14s} {'x':6s} {'model':48s} {'MAE':>8s} {'RMSE':>8s} {'LPD/item':>9s} {'cov95':>6s} "
           f"{'wall s':>7s} {'vs River':>8s} {'1st run s':>9s}")
     for data in ("TrumpApproval", "ChickWeights"):

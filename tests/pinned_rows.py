@@ -31,8 +31,8 @@ SIZE, SEED, KEY = 300, 11, 7
 UNPINNED = ("learner", "stream", "family", "atpi", "drmax", "compile_s")
 
 
-def compute_rows() -> dict:
-    """``{"learner|stream": {metric: value}}`` of the sample (float64 when x64 is on)."""
+def compute_rows(names_: tuple = NAMES) -> dict:
+    """``{"learner|stream": {metric: value}}`` of the sample (float64 when x64 is on), for the configurations ``names_``."""
     from onlinejax import zoo
     from onlinejax.data import stratified_names, thesis_grid
     from onlinejax.evaluation import registered_learners, run_grid
@@ -40,7 +40,7 @@ def compute_rows() -> dict:
     zoo.register_all() if hasattr(zoo, "register_all") else zoo.recommended_learners()
     names = [n for n in stratified_names(1, size=SIZE, seed=SEED) if n.split("_")[4] in ("2", "4")]
     groups = thesis_grid(jax.random.key(KEY), names)
-    res = run_grid(registered_learners(list(NAMES)), groups, progress=False)
+    res = run_grid(registered_learners(list(names_)), groups, progress=False)
     out = {}
     for r in res.rows:
         out[f"{r['learner']}|{r['stream']}"] = {k: float(v) for k, v in r.items()

@@ -13,6 +13,8 @@ from onlinejax.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+pytestmark = pytest.mark.float32_only  # resuming is bitwise in either dtype; checked once
+
 SETUP = """
 import jax, jax.numpy as jnp, numpy as np
 from onlinejax.adaptive import adaptive
@@ -21,7 +23,6 @@ from onlinejax.evaluation.metrics import prequential
 from onlinejax.kernel_regression import kernel_regression
 from onlinejax.linear import bayes_linreg
 
-pytestmark = pytest.mark.float32_only  # resuming is bitwise in either dtype; checked once
 # members of different state types, a state machine and a weight rule: a deep, mixed pytree
 learner = combine([adaptive(kernel_regression(2, 16), 16), bayes_linreg(2, alpha=1.0, beta=25.0, forgetting=0.95)],
                   fixed_share(0.05), recalibrate=0.9, correct=mean_correction())

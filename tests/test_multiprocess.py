@@ -21,6 +21,8 @@ NAMES = ["SYNTH_ND_NCD_150_1_100_1_33", "SYNTH_ND_CD_150_1_10_1_11", "SYNTH_D_NC
          "SYNTH_D_CD_150_1_10_3_23", "SYNTH_ND_NCD_150_1_10_0_22", "SYNTH_ND_NCD_150_2_10_3_11",
          "SYNTH_D_CD_150_2_50_3_24"]
 
+pytestmark = pytest.mark.float32_only  # the runner's processes; rows are compared to one process in float32
+
 # each process: join the run, make the streams, run the grid; write its table and the stream rows it read
 WORKER = """
 import json, sys
@@ -34,7 +36,6 @@ from test_multiprocess import NAMES, Recorded, learners
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import run_grid
 
-pytestmark = pytest.mark.float32_only  # the runner's processes; rows are compared to one process in float32
 
 groups = [g._replace(X=Recorded(g.X), Y=Recorded(g.Y)) for g in thesis_grid(jax.random.key(1), NAMES)]
 res = run_grid(learners(), groups, stable_window=40, chunk_size=2, progress=False)
