@@ -20,6 +20,8 @@ from sklearn.exceptions import NotFittedError  # noqa: E402
 from onlinejax.adapters.river import RiverRegressor  # noqa: E402
 from onlinejax.adapters.sklearn import OnlineRegressor  # noqa: E402
 
+pytestmark = pytest.mark.float32_only  # the adapters' plumbing (float32, their dtype)
+
 ALPHA, BETA = 0.5, 4.0
 
 

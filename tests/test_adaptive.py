@@ -14,6 +14,8 @@ from onlinejax.gp import gp_window
 from onlinejax.kernel_regression import kernel_regression
 from conftest import DTYPE, X64, tol
 
+pytestmark = pytest.mark.float32_only  # the state machine's logic; float64 runs it through the pinned rows
+
 
 # ---------------------------------------------------------------- cond_if_any
 @pytest.mark.parametrize("max_batch", [None, 1, 2, 5])
@@ -344,7 +346,8 @@ def _segment_stream(seed, n=360):
     return X, Y
 
 
-@pytest.mark.parametrize("name, detector", [("gp", "cusum"), ("kernel_regression", "bocpd"),
+@pytest.mark.parametrize("name, detector", [("kernel_regression", "bocpd"),
+                                            pytest.param("gp", "cusum", marks=pytest.mark.slow),
                                             pytest.param("gp", "bocpd", marks=pytest.mark.slow),
                                             pytest.param("kernel_regression", "cusum", marks=pytest.mark.slow)])
 def test_deferred_tunes_equal_the_step(name, detector):

@@ -174,6 +174,7 @@ def test_grid_command_recommended_and_climatology(tmp_path, capsys, restore_comp
     assert sum(float(r["skill"]) > 0 for r in rec) > len(rec) // 2  # 200-item streams: a short run-in
 
 
+@pytest.mark.slow
 def test_run_grid_progress_bars(capsys):
     """``progress=True``: tqdm bars over the programs compiled and run, on stderr; ``progress=False``: nothing."""
     import jax

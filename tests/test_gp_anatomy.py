@@ -9,6 +9,8 @@ from onlinejax.gp import gp_window, window as gpw
 from onlinejax.gp.kernels import KERNELS, gp_params, resolve_kernel, signal_var, squared_exponential
 from conftest import tol
 
+pytestmark = pytest.mark.float32_only  # the GP's module structure
+
 
 def _stream(rng, n, d=2):
     X = rng.uniform(0, 10, size=(n, d))

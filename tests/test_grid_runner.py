@@ -23,6 +23,8 @@ from onlinejax.linear import bayes_linreg
 
 from conftest import tol
 
+pytestmark = pytest.mark.float32_only  # the runner's layouts; float64 runs it through the pinned rows
+
 N = 300
 zoo.register_all()
 
@@ -72,7 +74,6 @@ def test_rows_equal_single_stream_runs(groups):
                     assert row["atpi"] > 0 and row["compile_s"] > 0
 
 
-@pytest.mark.float32_only
 def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
     g = groups[1]
     lrn = [_learners()[0], _learners()[2]]
@@ -97,7 +98,6 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
         chunked.summary(by="nope")
 
 
-@pytest.mark.float32_only
 def test_vmap_width_does_not_change_rows(groups):
     """States vmapped all together, one at a time (lax.map) or 3 at a time (8 pairs: 3 groups of 3, one pair a padding copy): the same rows."""
     from onlinejax.evaluation.grid import _state_bytes
@@ -118,7 +118,6 @@ def test_vmap_width_does_not_change_rows(groups):
         run_grid(lrn, g, progress=False, vmap_bytes=0)
 
 
-@pytest.mark.float32_only
 def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     """``GridLearner.vmap_bytes`` (the zoo's GPs: 1) replaces run_grid's for that configuration only."""
     from onlinejax.evaluation import grid as grid_mod
@@ -144,7 +143,6 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     assert all(x.vmap_bytes == 1 for x in registered_learners("GPRegression"))
 
 
-@pytest.mark.float32_only
 def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     """On non-CPU devices every stream of a group is one chunk, all vmapped (the per-configuration
     CPU hints ignored, an explicit ``vmap_bytes`` kept); the rows equal the CPU defaults'."""
@@ -172,7 +170,7 @@ def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
         run_grid([base], g, progress=False, chunk_bytes=0)
 
 
-@pytest.mark.float32_only
+@pytest.mark.slow
 def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
     """Programs compiled a batch at a time (learners never split): the same rows, in the same order."""
     lrn = [_learners()[0], _learners()[2]]
@@ -248,7 +246,6 @@ def test_delayed_rows_equal_single_stream_delayed_runs(groups):
     assert res.rows[0]["mse"] != plain.rows[0]["mse"]
 
 
-@pytest.mark.float32_only
 def test_train_once_learns_only_the_training_set_and_tunes_once():
     X = jax.random.uniform(jax.random.key(2), (80, 2)) * 10
     Y = jnp.sin(X[:, 0]) + X[:, 1]
@@ -292,7 +289,6 @@ def test_registry_has_the_thesis_configurations():
     assert int(s.phase_length) == 48 and int(s.inner.window) == 48 and s.inner.buffer.y.shape == (128,)
 
 
-@pytest.mark.float32_only
 def test_thesis_configurations_with_tune_every():
     """``thesis_online_learners(k)``: the state machines tune on item counts that are multiples of ``k``, and
     their names and programs say so; the forgetting ones and ``k = 1`` are the registered configurations."""
@@ -377,7 +373,6 @@ SHARD_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.float32_only
 def test_sharded_equals_unsharded_on_four_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
@@ -389,7 +384,6 @@ def test_sharded_equals_unsharded_on_four_host_devices():
     assert rel <= (1e-13 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
 
 
-@pytest.mark.float32_only
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     """Rows added from kept member predictions equal run_grid on the combination learner itself."""
     from onlinejax.combination import combine, fixed_share, mean_correction

@@ -23,7 +23,9 @@ def test_there_are_four_notebooks():
 
 
 @pytest.mark.skipif(X64, reason="notebooks run in the float32 pass (see the module docstring)")
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# the GPU benchmark notebook's small run repeats the grid runner's tests: with the slow checks
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("01") else p
+                                  for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_its_assertions_hold(path, tmp_path, monkeypatch):
     monkeypatch.setenv("ONLINEJAX_NB_SIZE", "small")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")

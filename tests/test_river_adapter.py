@@ -16,6 +16,8 @@ pd = pytest.importorskip("pandas")
 
 from onlinejax.adapters.river import RiverRegressor  # noqa: E402
 
+pytestmark = pytest.mark.float32_only  # the adapters' plumbing (float32, their dtype)
+
 ALPHA, BETA = 0.5, 4.0
 NAMES = "abcdef"
 

@@ -10,6 +10,8 @@ from conftest import DTYPE, X64, tol
 from onlinejax.evaluation import evaluate_streams, progressive_validation, prequential_score, tune_prequential
 from onlinejax.gp import gp_window
 
+pytestmark = pytest.mark.float32_only  # tuning's plumbing
+
 GRID = np.linspace(0.70, 0.999, 32)  # forgetting factors of the grid search; spacing 0.00965
 
 

@@ -16,6 +16,8 @@ from onlinejax.calibration import calibrated, quantile_threshold
 from onlinejax.standardize import standardize
 from onlinejax.stateful import StatefulLearner
 
+pytestmark = pytest.mark.float32_only  # the update protocol's plumbing
+
 
 def _stream(n=150, d=2, seed=0, dtype=None):
     rng = np.random.default_rng(seed)
