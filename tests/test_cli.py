@@ -125,6 +125,7 @@ def restore_compilation_cache():
     compilation_cache.reset_cache()
 
 
+@pytest.mark.slow
 def test_grid_command_small(tmp_path, capsys, restore_compilation_cache):
     import csv
 

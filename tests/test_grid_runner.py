@@ -373,6 +373,7 @@ SHARD_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_sharded_equals_unsharded_on_four_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SHARD_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
@@ -384,6 +385,7 @@ def test_sharded_equals_unsharded_on_four_host_devices():
     assert rel <= (1e-13 if jnp.zeros(()).dtype == jnp.float64 else 1e-6), line
 
 
+@pytest.mark.slow
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     """Rows added from kept member predictions equal run_grid on the combination learner itself."""
     from onlinejax.combination import combine, fixed_share, mean_correction
