@@ -502,7 +502,10 @@ class Engine:
         calibrators and detectors judge the prediction the caller received.
         """
         y = np.asarray(y, dtype=self.dtype)
-        pred = self._take_issued(np.asarray(X)) if np.ndim(X) == 1 else None
+        if np.ndim(X) == 1:
+            pred = self._take_issued(np.asarray(X))
+        else:  # a mini-batch: the predictions issued before it are no longer the pipeline's pending one
+            pred, self._n_pending, self._last_issued = None, 0, None
         if pred is not None:
             self._sl.update(X, y, pred)
             self.n_learned += 1
