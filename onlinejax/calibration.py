@@ -912,9 +912,7 @@ def step_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Opti
       ``(state, corrected prediction)``.
     """
     inner_pred = learner.predict(s.inner, x)
-    out, v0, info = correct(recal, conf, s, inner_pred)
-    inner = learner.update(s.inner, x, y, inner_pred)
-    return _calibrate(recal, conf, s, inner, x, y, inner_pred, out, v0, info), output(conf, s, out)
+    return update(recal, conf, s, learner.update(s.inner, x, y, inner_pred), x, y, inner_pred)
 
 
 def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
