@@ -134,17 +134,27 @@ score), so the guarantee is about the intervals a user sees.
 
 Wrappers (:func:`recalibrate`, :func:`conformal`) return a
 :class:`~onlinejax.base.Learner` whose state is a :class:`CalibratedState`
-(the inner learner's state and the calibrators'). ``step`` makes one inner
-``step`` (one prediction), corrects it, updates the calibrators with ``y`` and
-returns the corrected prediction; ``learn`` does the same and drops the
-prediction. With delayed labels
-(:func:`onlinejax.evaluation.delayed_progressive_validation`) the calibrator
-learns when the label arrives (at ``learn``), from the inner learner's
-prediction of ``x`` *at that time* (the prediction issued at question time is
-not stored). Labels that are not finite, and items whose prediction is not
+(the inner learner's state and the calibrators'). ``step`` predicts once
+(one inner prediction), corrects it and updates the calibrators and the
+inner learner with it; ``update`` recovers the inner prediction from an
+issued one (:func:`uncorrect`), so the calibrators judge the interval the
+caller received, also when the label arrives later
+(:func:`onlinejax.evaluation.delayed_progressive_validation`); ``learn``
+(no prediction at hand) predicts now. Labels that are not finite, and items whose prediction is not
 finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
 information" value), leave the calibrators unchanged (``n_skipped`` counts
 them); an abstaining prediction is returned as it is.
+
+The first items (:func:`calibrated`, whose inner learner is a
+:func:`~onlinejax.standardize.standardize`). Until the standardisation has
+the targets' scale (two distinct targets; again after it starts afresh) its
+predictions are in a guessed unit, and a residual measured in that unit says
+nothing about the learner's calibration: the calibrators leave such items
+out (on the Nile's flows, two targets near 1000 scored against the unit
+prior set the variance scale 113 times too wide, decaying over ~100 items). Such a
+prediction's variance is at least the residuals' running level
+``exp(L - E[log χ²₁])`` of the recalibrator, which is in the targets' units
+and outlives the statistics.
 
 The wrappers' anatomy: :class:`CalibratedState`, the static
 :class:`RecalibrationOptions` / :class:`ConformalOptions`, :func:`init`,
@@ -713,6 +723,10 @@ class ConformalOptions(NamedTuple):
         step or ``None``; gain: ``None`` (no integrator) or the default
         ``K_I``; saturation: the default ``C_sat``; max_scale: ``c²``'s clip;
         df: ``None`` (Gaussian output) or the Student-t output's ``ν``.
+      standardized: the inner learner is a
+        :func:`~onlinejax.standardize.standardize` whose predictions before it
+        has the targets' scale the calibrators leave out (module doc, "The
+        first items").
     """
 
     method: str
@@ -724,6 +738,7 @@ class ConformalOptions(NamedTuple):
     saturation: float
     max_scale: float
     df: Optional[float] = None
+    standardized: bool = False
 
 
 def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], /,
@@ -792,7 +807,25 @@ def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptio
     big = np.finfo(var.dtype).max
     v = jnp.where(info, jnp.minimum(v, big), var)
     v = jnp.where(v > 0, v, var)  # an underflow keeps the learner's own variance
+    v = jnp.where(info, unknown_scale_floor(recal, conf, s, v), v)
     return Prediction(mean, v), v0, info
+
+
+def unknown_scale_floor(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
+                        var: Array) -> Array:
+    """``var``, or at least the residuals' level ``exp(L - E[log χ²₁])`` while the inner standardisation has no target scale.
+
+    Module doc, "The first items": only with ``conf.standardized`` and a
+    recalibrator that has seen a label; otherwise ``var`` unchanged.
+
+    Args:
+      recal, conf: the options (static); s: :class:`CalibratedState`; var: ``[]`` the calibrated variance.
+    """
+    if conf is None or not conf.standardized or recal is None:
+        return var
+    r = s.recalibration
+    level = jnp.where(r.level_weight > 0, jnp.exp(r.log_level - LOG_CHI2_MEAN), 0.0).astype(var.dtype)
+    return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, level))
 
 
 def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction):
@@ -833,7 +866,7 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
     before the conformal multiplier, ``info`` whether ``pred`` is informative (:func:`update`)."""
     # not skip_nonfinite: the inner learner skips non-finite items itself (its own n_skipped), and this
     # n_skipped counts every label the calibrators did not use, abstaining predictions included
-    ok = info & learnable(x, y)
+    ok = info & learnable(x, y) & _scale_known(conf, s)
     r, c = s.recalibration, s.conformal
     if recal is not None:
         r = recalibration_update(r, pred.mean, pred.var, y, ok=ok, clip=recal.clip, max_scale=recal.max_scale,
@@ -847,6 +880,15 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
             c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
                                 max_scale=conf.max_scale)
     return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio)
+
+
+def _scale_known(conf: Optional[ConformalOptions], s: CalibratedState):
+    """Whether the inner standardisation had the targets' scale when it predicted (always, without ``conf.standardized``)."""
+    if conf is None or not conf.standardized:
+        return True
+    from .standardize import target_scale_known
+
+    return target_scale_known(s.inner.scaler)
 
 
 def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
@@ -1055,6 +1097,13 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     Raises:
       ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
     """
+    return _calibrated(learner, *_conformal_options(level, method, gamma, lr, window, integrator_gain, saturation,
+                                                    max_scale, recalibrate, df))
+
+
+def _conformal_options(level, method, gamma, lr, window, integrator_gain, saturation, max_scale, recalibrate,
+                       df) -> tuple[Optional[RecalibrationOptions], ConformalOptions]:
+    """:func:`conformal`'s arguments checked (ValueError naming the argument) and made options."""
     check_in_range(level, "level", 0.0, 1.0, hi_open=True)
     if method not in METHODS:
         raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
@@ -1079,7 +1128,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     gain = None if integrator_gain is None else float(integrator_gain)
     cc = ConformalOptions(method, float(level), float(gamma), float(lr), w, gain, float(saturation), float(max_scale),
                           df)
-    return _calibrated(learner, rc, cc)
+    return rc, cc
 
 
 @describe_factory
@@ -1108,8 +1157,9 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
     """
     from .standardize import standardize
 
-    return conformal(standardize(learner, clip=clip, warmup=warmup), level, method="quantile", lr=lr,
-                     recalibrate=recalibrate, df=df)
+    inner = standardize(learner, clip=clip, warmup=warmup)
+    rc, cc = _conformal_options(level, "quantile", 0.005, lr, 100, None, 1.0, 1e4, recalibrate, df)
+    return _calibrated(inner, rc, cc._replace(standardized=True))
 
 
 @describe_factory

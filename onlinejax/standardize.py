@@ -78,7 +78,7 @@ from .base import (Learner, Prediction, check_in_range, check_int, check_positiv
 Array = jax.Array
 
 __all__ = ["ScalerState", "StandardizeState", "StandardizeOptions", "scaler_init", "scaler_update", "scales",
-           "to_inner", "init", "predict_one", "learn_one", "update_one", "refit", "restart", "SHIFT_Z", "SHIFT_RUN",
+           "to_inner", "target_scale_known", "init", "predict_one", "learn_one", "update_one", "refit", "restart", "SHIFT_Z", "SHIFT_RUN",
            "OUTLIER_Z", "OUTLIER_RUN", "GATE_MIN", "downdate_item", "downdate_oldest", "tune_inner",
            "standardize"]
 
@@ -194,6 +194,11 @@ def _scale(var: Array, mean: Array) -> Array:
     return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), 1.0)
 
 
+def target_scale_known(s: ScalerState) -> Array:
+    """``[]`` bool: the statistics have the targets' scale (two targets or more, with spread)."""
+    return (s.seen >= 2) & _has_spread(s.y_var, s.y_mean)
+
+
 def scales(s: ScalerState) -> tuple[Array, Array]:
     """``(s_x [d], s_y [])``: the standard deviations used, 1 where there is no spread yet."""
     return _scale(s.x_var, s.x_mean), _scale(s.y_var, s.y_mean)
@@ -268,10 +273,14 @@ def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) ->
 def restart(s: StandardizeState) -> StandardizeState:
     """Start again: statistics cleared (``decay``, ``freeze_after`` kept), the initial inner state, an empty warm-up.
 
-    The counters (``n_withheld``) are kept.
+    The counters (``n_withheld``) are kept, and so is the targets' mean: with
+    no item counted it is what the next prediction is centred on (the last
+    level rather than 0; after a level shift :func:`update_one` sets it to
+    the shift's latest target), and the next item replaces it.
     """
     sc = jax.tree_util.tree_map(jnp.zeros_like, s.scaler)._replace(decay=s.scaler.decay,
-                                                                     freeze_after=s.scaler.freeze_after)
+                                                                     freeze_after=s.scaler.freeze_after,
+                                                                     y_mean=s.scaler.y_mean)
     zero = lambda a: None if a is None else jnp.zeros_like(a)  # noqa: E731
     return s._replace(inner=s.initial, scaler=sc, warm_x=zero(s.warm_x), warm_y=zero(s.warm_y),
                       outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run))
@@ -331,7 +340,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
                      n_withheld=s.n_withheld + withhold)
     shifted = far_run >= OUTLIER_RUN
     if warmup is None:
-        return cond_if_any(restart)((outside >= SHIFT_RUN) | shifted, out)
+        return _centre_on_shift(cond_if_any(restart)((outside >= SHIFT_RUN) | shifted, out), shifted, y)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
     i = jnp.minimum(s.scaler.seen, warmup - 1)
     out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
@@ -339,7 +348,12 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     done = new & (sc.seen == warmup)
     spread = _has_spread(sc.y_var, sc.y_mean)
     out = cond_if_any(partial(refit, learner, options))(done & spread, out)
-    return cond_if_any(restart)((done & ~spread) | (outside >= warmup) | shifted, out)
+    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | (outside >= warmup) | shifted, out), shifted, y)
+
+
+def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> StandardizeState:
+    """After a level shift's restart, the next prediction is centred on its latest target (the new level)."""
+    return s._replace(scaler=s.scaler._replace(y_mean=jnp.where(shifted, y, s.scaler.y_mean)))
 
 
 def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
