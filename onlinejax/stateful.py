@@ -20,6 +20,8 @@ import numpy as np
 
 from .base import Learner, Prediction, coerce_x, coerce_xy, state_dtype, tree_repr
 
+Array = jax.Array
+
 __all__ = ["StatefulLearner"]
 
 
@@ -89,14 +91,13 @@ def _compiled(learner: Learner, pk: _Packer):
 
     def _step(buf, xy):
         s, p = learner.step(pk.unpack(buf), xy[:d], xy[d])
-        return pk.pack(s), jnp.stack([p.mean, p.var])
+        return pk.pack(s), _flat_prediction(p)
 
     def _learn(buf, x, y):
         return pk.pack(learner.learn(pk.unpack(buf), x, y))
 
     def _predict(buf, x):
-        p = learner.predict(pk.unpack(buf), x)
-        return jnp.stack([p.mean, p.var])
+        return learner.predict(pk.unpack(buf), x)
 
     def _update(buf, x, y, pred):
         return pk.pack(learner.update(pk.unpack(buf), x, y, pred))
@@ -106,6 +107,22 @@ def _compiled(learner: Learner, pk: _Packer):
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = out
     return out
+
+
+def _flat_prediction(p) -> Array:
+    """One item's prediction (any pytree: Gaussian, Student-t, mixture) as one flat array: one transfer per step."""
+    return jnp.concatenate([jnp.ravel(leaf).astype(p.mean.dtype) for leaf in jax.tree_util.tree_leaves(p)])
+
+
+def _unflat_prediction(flat: np.ndarray, like):
+    """:func:`_flat_prediction`'s inverse for the prediction's structure ``like`` (shapes and dtypes), NumPy leaves."""
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    out, off = [], 0
+    for leaf in leaves:
+        k = math.prod(leaf.shape)
+        out.append(flat[off:off + k].reshape(leaf.shape).astype(leaf.dtype))
+        off += k
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _reject_non_item(x, y, d: int, dtype):
@@ -142,6 +159,8 @@ class StatefulLearner:
         self._packer, self._step, self._learn, self._predict, self._update = _compiled(learner,
                                                                                        _Packer(state, self._dtype))
         self._buf = self._packer.pack(state)
+        # the structure of one item's prediction (its type, leaf shapes and dtypes), to rebuild step's flat output
+        self._pred_like = jax.eval_shape(learner.predict, state, jax.ShapeDtypeStruct((self._d,), self._dtype))
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
 
@@ -154,7 +173,12 @@ class StatefulLearner:
         return self._packer.unpack(self._buf)
 
     def step(self, x, y) -> Prediction:
-        """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``; returns NumPy-valued ``Prediction``."""
+        """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``.
+
+        Returns:
+          the learner's own prediction (a :class:`~onlinejax.base.Prediction`,
+          :class:`~onlinejax.base.StudentTPrediction` or mixture) with NumPy leaves.
+        """
         if np.shape(x) != (self._d,) or np.ndim(y) != 0:
             _reject_non_item(x, y, self._d, self._dtype)
         xy = self._xy
@@ -167,8 +191,7 @@ class StatefulLearner:
         if not np.isfinite(xy).all():
             coerce_xy(x, y, self._d, self._dtype)
         self._buf, out = self._step(self._buf, xy.copy())
-        out = np.asarray(out)
-        return Prediction(out[0], out[1])
+        return _unflat_prediction(np.asarray(out), self._pred_like)
 
     def learn(self, x, y) -> "StatefulLearner":
         """Learn one item or a mini-batch."""
@@ -190,7 +213,6 @@ class StatefulLearner:
         return self
 
     def predict(self, x) -> Prediction:
-        """Predictive distribution for ``x: [d]`` or ``[b, d]`` (NumPy arrays)."""
+        """The learner's own predictive distribution for ``x: [d]`` or ``[b, d]``, with NumPy leaves."""
         x, _ = coerce_x(x, self.learner.n_features, self._dtype)
-        out = np.asarray(self._predict(self._buf, x))
-        return Prediction(out[0], out[1])
+        return jax.tree_util.tree_map(np.asarray, self._predict(self._buf, x))

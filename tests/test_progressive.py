@@ -127,7 +127,28 @@ def test_running_metrics_and_summary_match_numpy(rng):
     assert np.max(np.abs(np.asarray(rm["coverage"]) - cov)) <= 1.0 / 100 + 1e-9  # a boundary item may flip in float32
     sm = summarize(Y, p)
     assert sm["mae"] == pytest.approx(np.mean(np.abs(err)))
-    assert sm["width"] == pytest.approx(np.mean(2 * z * sd))
+    assert sm["width"] == pytest.approx(np.mean(2 * z * sd), rel=tol(1e-9, 1e-5))
+
+
+def test_summarize_scores_a_student_t_by_its_own_interval():
+    """A Student-t prediction's coverage and width are its own central interval's (scipy), not a Gaussian's of its variance."""
+    from scipy import stats
+
+    from onlinejax.base import StudentTPrediction
+
+    rng = np.random.default_rng(3)
+    n, df = 400, 3.0
+    mu, sc = rng.normal(size=n), np.exp(rng.normal(size=n))
+    Y = mu + sc * rng.standard_t(df, size=n)
+    dt = jnp.zeros(()).dtype
+    p = StudentTPrediction(jnp.asarray(mu, dt), jnp.asarray(sc, dt), jnp.full((n,), df, dt))
+    lo, hi = stats.t.interval(0.95, df, mu, sc)
+    sm = summarize(Y, p)
+    assert sm["width"] == pytest.approx(np.mean(hi - lo), rel=tol(1e-9, 1e-4))
+    inside = (lo <= Y) & (Y <= hi)
+    assert abs(sm["coverage"] - np.mean(inside)) <= 2 / n  # an item on the boundary may flip in float32
+    gauss = np.mean(np.abs(Y - mu) <= 1.959963984540054 * sc * np.sqrt(df / (df - 2)))
+    assert abs(np.mean(inside) - gauss) > 2 / n  # the Gaussian of its variance covers otherwise
 
 
 def test_progressive_validation_checks_shapes():

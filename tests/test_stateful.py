@@ -67,3 +67,25 @@ def test_instances_of_one_learner_share_compiled_calls():
     assert a._step._cache_size() == before
     # and the states stay separate
     assert float(np.asarray(b.state.alpha)[0]) == 2.0 and float(np.asarray(a.state.alpha)[0]) == 1.0
+
+
+@pytest.mark.parametrize("make", [lambda: oj.calibrated(oj.bayes_linreg(3, intercept=True)),
+                                  lambda: oj.combine([oj.bayes_linreg(3), oj.windowed_bayes_linreg(3, 8)])])
+def test_stateful_returns_the_learners_own_distribution(rng, make):
+    """A Student-t or mixture learner's step and predict return that distribution (its type and every leaf), as
+    progressive validation does, not a Gaussian of its variance."""
+    lrn = make()
+    X = rng.normal(size=(20, 3))
+    Y = X @ [1.0, -1.0, 0.5] + 0.3 * rng.normal(size=20)
+    ref = progressive_validation(lrn, lrn.init(), X, Y)
+    m = oj.StatefulLearner(lrn)
+    preds = [m.step(x, y) for x, y in zip(X, Y)]
+    assert type(preds[0]) is type(ref.predictions) and type(preds[0]) is not oj.Prediction
+    for i, p in enumerate(preds):
+        for a, b in zip(jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(ref.predictions)):
+            assert isinstance(a, np.ndarray) and a.shape == b.shape[1:]
+            np.testing.assert_allclose(a, np.asarray(b[i]), rtol=tol(1e-12, 1e-5), atol=1e-7)
+    lo, hi = m.predict(X[:4]).interval(0.95)
+    ref_lo, ref_hi = lrn.predict(m.state, X[:4]).interval(0.95)
+    np.testing.assert_allclose(np.asarray(lo), np.asarray(ref_lo), rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(hi), np.asarray(ref_hi), rtol=tol(1e-12, 1e-5))

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, normal_quantile, state_dtype, tree_nbytes, tree_repr
+from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_nbytes, tree_repr
 from ..batching import broadcast_unbatched
 from .metrics import score
 
@@ -178,15 +178,21 @@ def running_metrics(Y, predictions: Prediction, level: float = 0.95) -> dict:
 
 
 def summarize(Y, predictions: Prediction, level: float = 0.95) -> dict:
-    """Whole-stream MAE, RMSE, coverage and mean interval width, as Python floats."""
+    """Whole-stream MAE, RMSE, coverage and mean width of each prediction's own central ``level`` interval.
+
+    Args:
+      Y: ``[n]`` targets; predictions: leaves ``[n]`` (a Gaussian, Student-t or
+        mixture prediction: its ``interval(level)`` is used).
+      level: interval level in (0, 1).
+    Returns:
+      dict of Python floats: ``mae``, ``rmse``, ``coverage``, ``width``.
+    """
     Y = np.asarray(Y, np.float64)
-    mu = np.asarray(predictions.mean, np.float64)
-    sd = np.sqrt(np.asarray(predictions.var, np.float64))
-    z = normal_quantile(level)
-    err = Y - mu
+    err = Y - np.asarray(predictions.mean, np.float64)
+    lo, hi = (np.asarray(a, np.float64) for a in predictions.interval(level))
     return {
         "mae": float(np.mean(np.abs(err))),
         "rmse": float(np.sqrt(np.mean(err ** 2))),
-        "coverage": float(np.mean(np.abs(err) <= z * sd)),
-        "width": float(np.mean(2 * z * sd)),
+        "coverage": float(np.mean((lo <= Y) & (Y <= hi))),
+        "width": float(np.mean(hi - lo)),
     }
