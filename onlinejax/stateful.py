@@ -77,7 +77,10 @@ _COMPILED: dict = {}
 
 
 def _compiled(learner: Learner, pk: _Packer):
-    """``(packer, step, learn, predict, update)``: the packed calls of ``learner`` for states laid out like ``pk``.
+    """``(packer, step, learn, predict, update, like)``: the packed calls of ``learner`` for states laid out like ``pk``.
+
+    ``like`` is the structure of one item's prediction (its type, leaf shapes
+    and dtypes), to rebuild ``step``'s flat output.
 
     Jitted once per learner (an immutable record of functions) and state layout, so every
     :class:`StatefulLearner` of the same learner — and every adapter model built from the same
@@ -102,7 +105,8 @@ def _compiled(learner: Learner, pk: _Packer):
     def _update(buf, x, y, pred):
         return pk.pack(learner.update(pk.unpack(buf), x, y, pred))
 
-    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict), jax.jit(_update))
+    like = jax.eval_shape(_predict, jax.ShapeDtypeStruct((pk.size,), pk.dtype), jax.ShapeDtypeStruct((d,), pk.dtype))
+    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict), jax.jit(_update), like)
     if len(_COMPILED) >= 128:  # bounded: drop the oldest entry
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = out
@@ -156,11 +160,9 @@ class StatefulLearner:
         state = learner.init() if state is None else state
         self._dtype = state_dtype(state)
         self._d = learner.n_features
-        self._packer, self._step, self._learn, self._predict, self._update = _compiled(learner,
-                                                                                       _Packer(state, self._dtype))
+        (self._packer, self._step, self._learn, self._predict, self._update,
+         self._pred_like) = _compiled(learner, _Packer(state, self._dtype))
         self._buf = self._packer.pack(state)
-        # the structure of one item's prediction (its type, leaf shapes and dtypes), to rebuild step's flat output
-        self._pred_like = jax.eval_shape(learner.predict, state, jax.ShapeDtypeStruct((self._d,), self._dtype))
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
 
