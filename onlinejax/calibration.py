@@ -1097,11 +1097,12 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     Raises:
       ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
     """
-    return _calibrated(learner, *_conformal_options(level, method, gamma, lr, window, integrator_gain, saturation,
-                                                    max_scale, recalibrate, df))
+    return _calibrated(learner, *_conformal_options(
+        level=level, method=method, gamma=gamma, lr=lr, window=window, integrator_gain=integrator_gain,
+        saturation=saturation, max_scale=max_scale, recalibrate=recalibrate, df=df))
 
 
-def _conformal_options(level, method, gamma, lr, window, integrator_gain, saturation, max_scale, recalibrate,
+def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, saturation, max_scale, recalibrate,
                        df) -> tuple[Optional[RecalibrationOptions], ConformalOptions]:
     """:func:`conformal`'s arguments checked (ValueError naming the argument) and made options."""
     check_in_range(level, "level", 0.0, 1.0, hi_open=True)
@@ -1158,7 +1159,11 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
     from .standardize import standardize
 
     inner = standardize(learner, clip=clip, warmup=warmup)
-    rc, cc = _conformal_options(level, "quantile", 0.005, lr, 100, None, 1.0, 1e4, recalibrate, df)
+    # conformal's own defaults for what this recipe does not set (one place holds them: its signature)
+    defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    rc, cc = _conformal_options(**{**defaults, "level": level, "method": "quantile", "lr": lr,
+                                   "recalibrate": recalibrate, "df": df})
     return _calibrated(inner, rc, cc._replace(standardized=True))
 
 
