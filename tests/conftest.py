@@ -1,3 +1,7 @@
+import os
+import shutil
+import tempfile
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +17,27 @@ DTYPE = jnp.zeros(()).dtype
 # precision computes the same products).
 if jax.default_backend() != "cpu":
     jax.config.update("jax_default_matmul_precision", "highest")
+
+
+# One persistent compilation cache per test run, shared by the xdist workers (which inherit the
+# controller's environment) and the subprocesses they start: the suite builds the same learners in many
+# files, and each build is a new jit function whose identical executable would otherwise be compiled again.
+# A fresh directory each run, removed by the process that made it, so no run's timings depend on another's.
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="onlinejax-tests-")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.3"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+for _key, _cast in (("jax_compilation_cache_dir", str), ("jax_persistent_cache_min_compile_time_secs", float),
+                   ("jax_persistent_cache_min_entry_size_bytes", int)):
+    if _key.upper() in os.environ:  # jax read them at import if they were set before; set them now in any case
+        jax.config.update(_key, _cast(os.environ[_key.upper()]))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The process that made the run's compilation cache (the controller under xdist) removes it."""
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def tol(f64: float, f32: float) -> float:
