@@ -11,9 +11,13 @@ where the pathology ended, the items until
   over the same items.
 
 Printed per pathology and learner: the worst seed's counts ("never" when it
-did not recover before the stream's last 500 items).
+did not recover before the stream's last 500 items). A pathology may carry its
+size after a colon: a constant run's or a stuck feature's length in items
+(``constant_start:500``), an outlier's magnitude in noise standard deviations
+(``outlier:1e6``), a covariate shift's or a trend's size.
 
-    python benchmarks/robustness.py [--items 3000] [--seeds 3] [--learners RecommendedGP,...] [--x64]
+    python benchmarks/robustness.py [--items 3000] [--seeds 3] [--learners RecommendedGP,...]
+                                    [--pathologies constant_start:10,outlier:1e6,...] [--x64]
 """
 from __future__ import annotations
 
@@ -41,6 +45,17 @@ def window_means(a: np.ndarray, horizon: int = 500) -> np.ndarray:
     return (c[horizon:] - c[:-horizon]) / horizon
 
 
+_SIZED_BY_LENGTH = ("constant_start", "constant_middle", "stuck_feature", "duplicates")
+
+
+def hostile_kwargs(spec: str) -> tuple[str, dict]:
+    """``"constant_start:500"`` -> ``("constant_start", {"length": 500})``; ``"outlier:1e6"`` -> magnitude 1e6."""
+    name, _, size = spec.partition(":")
+    if not size:
+        return name, {}
+    return name, ({"length": int(size)} if name in _SIZED_BY_LENGTH else {"magnitude": float(size)})
+
+
 def run(names, pathologies, n_items, seeds, d=2):
     import onlinejax as oj
     from onlinejax import zoo
@@ -50,7 +65,8 @@ def run(names, pathologies, n_items, seeds, d=2):
     makers = {n: zoo.configurations()[n].make for n in names if n in zoo.configurations()}
     if "calibrated_bayes_linreg" in names:
         makers["calibrated_bayes_linreg"] = lambda d: calibrated_bayes_linreg(d)
-    streams = {(p, s): hostile_stream(s, p, n_items, d) for p in ("clean",) + tuple(pathologies) for s in seeds}
+    streams = {(p, s): hostile_stream(s, hostile_kwargs(p)[0], n_items, d, **hostile_kwargs(p)[1])
+               for p in ("clean",) + tuple(pathologies) for s in seeds}
     keys = list(streams)
     X = jnp.asarray(np.stack([streams[k][0] for k in keys]))
     Y = jnp.asarray(np.stack([streams[k][1] for k in keys]))
@@ -96,8 +112,10 @@ def main():
     ap.add_argument("--first-seed", type=int, default=100)
     ap.add_argument("--learners", default="RecommendedGP,RecommendedKernelRegression,RecommendedWindowedLinear,"
                                           "RecommendedForgettingLinear,RecommendedBOCPD,calibrated_bayes_linreg")
-    ap.add_argument("--pathologies", default="constant_start,constant_middle,outlier,heavy_tails,stuck_feature,"
-                                             "covariate_shift,trend,wide_range,duplicates")
+    ap.add_argument("--pathologies", default="constant_start:10,constant_start:64,constant_start:500,"
+                                             "constant_middle:10,constant_middle:64,constant_middle:500,"
+                                             "outlier:1e3,outlier:1e6,heavy_tails,stuck_feature,covariate_shift,"
+                                             "trend,wide_range,duplicates")
     ap.add_argument("--x64", action="store_true")
     a = ap.parse_args()
     if a.x64:

@@ -81,6 +81,15 @@ useful model) stays far below it (a pure-noise stream gives about a third);
 a frozen window that is worse than predicting the recent mean reaches it
 within tens of items. Each item counts once, so no outlier dominates.
 
+A stuck sensor repeats one item; a window that holds mostly its repeats is
+one point, not a model, and a phase that ends on it keeps that point through
+the next stable phase (whose errors are then no worse than the running
+mean's, so neither test replaces it); a few exact repeats already pull a
+GP's tuned noise towards 0. With ``skip_repeats`` a learning phase does not
+learn an item equal in ``x`` and ``y`` to the item before it, nor count it
+towards the phase's length: the run adds its first item to the window, and
+the phase ends ``W`` learned items after it.
+
 Under ``vmap`` the learning step and the tune run through
 :func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
@@ -187,6 +196,7 @@ class AdaptiveState(NamedTuple):
       naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
         targets' exponentially weighted mean, the last target), updated on
         every item (unused before the first).
+      last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
     """
 
     inner: Any
@@ -206,6 +216,7 @@ class AdaptiveState(NamedTuple):
     tune_pending: Array
     naive_mean: Array
     last_y: Array
+    last_x: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -226,6 +237,7 @@ class AdaptiveOptions(NamedTuple):
       tune_every: run a due tune only on items whose count ``n_seen`` is a
         multiple of this (1: at the phase's end).
       naive_alarm: ``None`` or the losing share to the naive forecasts that alarms.
+      skip_repeats: a learning phase leaves out an item equal to the item before it.
       learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
         new phase's first).
     """
@@ -245,6 +257,7 @@ class AdaptiveOptions(NamedTuple):
     tune_every: int = 1
     naive_alarm: Optional[float] = None
     learn_shock: bool = True
+    skip_repeats: bool = False
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -253,11 +266,12 @@ def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
     return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=z, runs=runs, losing=z)
 
 
-def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveState:
+def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features: int) -> AdaptiveState:
     """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
 
     ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
     ``detector_runs``: the BOCPD detector's hypotheses (static; 0 for the other detectors).
+    ``n_features``: the input width ``d`` (static).
     """
     dt = state_dtype(inner_state)
     i0 = jnp.zeros((), jnp.int32)
@@ -266,7 +280,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0) -> AdaptiveSta
         phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
-        naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt),
+        naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
     )
 
 
@@ -282,9 +296,10 @@ def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: 
       detector_runs: see :func:`wrap_state` (the factory sets it for ``detector="bocpd"``).
       **inner_kwargs: passed on to ``learner.init``.
     """
+    d = learner.n_features
     if window is None:
-        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs)
-    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs)
+        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs, n_features=d)
+    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs, n_features=d)
 
 
 def record_mode(state: AdaptiveState) -> Array:
@@ -390,9 +405,12 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     det = keep_if(stable, det, s.detector)
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
-    learning = (in_phase | options.always_learn) & ~shock
+    skipped = shock
+    if options.skip_repeats:  # a stuck sensor's run adds one point to the window, not W copies of it
+        skipped = shock | ((s.n_seen > 0) & jnp.all(x == s.last_x) & (y == s.last_y))
+    learning = (in_phase | options.always_learn) & ~skipped
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
-    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~shock)
+    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~skipped)
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
@@ -423,6 +441,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         tune_pending=pending,
         naive_mean=naive_mean,
         last_y=y,
+        last_x=x,
     )
     return new
 
@@ -453,7 +472,8 @@ def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
 def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
-             tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True) -> Learner:
+             tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
+             skip_repeats: bool = False) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -514,6 +534,10 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         learned, so that a single outlier is not fitted into the new window
         and kept there through the next stable phase (a drift's next items
         fill the window instead).
+      skip_repeats: ``False`` (default: the thesis's machine); ``True``: a
+        learning phase leaves out (neither learns nor counts) an item equal
+        in ``x`` and ``y`` to the item before it (module doc), so a stuck
+        sensor's run is not frozen into the window.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -548,7 +572,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         naive_alarm = float(naive_alarm)
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
                            always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
-                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock))
+                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats))
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):

@@ -248,7 +248,9 @@ def _recommended() -> list[GridLearner]:
     def windowed(learner):
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
         # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
-        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False), warmup=F)
+        # and a stuck sensor's run adds one item to the window, not a window of copies
+        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
+                                   skip_repeats=True), warmup=F)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)

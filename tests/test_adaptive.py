@@ -560,6 +560,35 @@ def test_naive_alarm_replaces_a_window_learned_on_a_stuck_sensor_and_stays_quiet
         assert int(np.asarray(res.records)[-1]) == 0
 
 
+def test_skip_repeats_learns_a_stuck_run_as_its_first_item():
+    """``skip_repeats``: a learning phase that meets a stuck sensor's run (30 copies of one item) learns the run's
+    first item only and counts the copies nowhere: its window and its phase end are those of the same stream with
+    the copies removed (the state machine's inner state equal item for item after the run); without it the copies
+    fill the window. A repeated ``x`` with a new ``y`` is data and is learned."""
+    W, d = 32, 2
+    r = np.random.default_rng(11)
+    X = r.uniform(-1.0, 1.0, (100, d)).astype(DTYPE)
+    y = (X @ np.array([1.5, -2.0]) + 0.3 * r.normal(size=100)).astype(DTYPE)
+    X[10:40], y[10:40] = X[10], y[10]  # items 11..39 repeat item 10
+    X[45:50] = X[45]  # the same input with new targets: not repeats
+    keep = np.r_[0:11, 40:100]
+    inner = oj.windowed_bayes_linreg(d, W, alpha=1e-2, beta=10.0, intercept=True)
+    lrn = adaptive(inner, W, skip_repeats=True, shock=None, threshold=1e6, tune=False)
+    rec = lambda s: (s.inner, s.n_learned, s.mode)  # noqa: E731
+    full = progressive_validation(lrn, lrn.init(), X, y, record=rec).records
+    short = progressive_validation(lrn, lrn.init(), X[keep], y[keep], record=rec).records
+    after = np.arange(40, 100)  # items of the full stream after the run, and their places in the short one
+    for a, b in zip(jax.tree_util.tree_leaves(full[0]), jax.tree_util.tree_leaves(short[0])):
+        np.testing.assert_allclose(np.asarray(a)[after], np.asarray(b)[after - 29], rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-5))
+    np.testing.assert_array_equal(np.asarray(full[1])[after], np.asarray(short[1])[after - 29])
+    assert int(np.asarray(full[1])[49]) == 11 + 10  # items 0..10 and 40..49, the same x at 45..49 included
+    assert int(np.asarray(full[1])[-1]) == W  # the phase ended after W learned items
+    plain = adaptive(inner, W, shock=None, threshold=1e6, tune=False)
+    n_plain = np.asarray(progressive_validation(plain, plain.init(), X, y, record=rec).records[1])
+    assert n_plain[-1] == W and np.asarray(full[2])[39] != STABLE and n_plain[31] == W  # the copies filled it
+
+
 def test_naive_alarm_is_checked():
     with pytest.raises(ValueError, match="naive_alarm"):
         adaptive(kernel_regression(1, 8), 8, naive_alarm=1.5)
