@@ -370,6 +370,22 @@ def _naive_check(options: AdaptiveOptions, s: AdaptiveState, det: DetectorState,
     return det, alarm, naive_mean + (y - naive_mean) / NAIVE_MEMORY
 
 
+def _left_out(options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array, z2: Array, stable: Array) -> Array:
+    """``[]`` bool: the item is neither learned nor counted in a learning phase.
+
+    With ``learn_shock=False`` an item that alarmed on its own (``shock``; it
+    stays out of the new window); with ``skip_repeats`` an item equal in ``x``
+    and ``y`` to the one before (a stuck sensor's run adds one point to the
+    window, not ``W`` copies of it).
+    """
+    out = jnp.zeros((), bool)
+    if options.shock is not None and not options.learn_shock and options.detector != "frozen":
+        out = stable & (z2 > options.shock * jnp.maximum(s.detector.mean_z2, jnp.finfo(z2.dtype).tiny))
+    if options.skip_repeats:
+        out = out | ((s.n_seen > 0) & jnp.all(x == s.last_x) & (y == s.last_y))
+    return out
+
+
 def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array,
                pred: Prediction) -> AdaptiveState:
     """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
@@ -399,18 +415,13 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     det, alarm = detect(options, s.detector, z2, abs_err, s.reference)
     det, naive_alarm, naive_mean = _naive_check(options, s, det, e, y)
     alarm = stable & (alarm | naive_alarm)
-    shock = jnp.zeros((), bool)  # (learn_shock=False leaves it out of the new window; see the factory)
-    if options.shock is not None and not options.learn_shock and options.detector != "frozen":
-        shock = stable & (z2 > options.shock * jnp.maximum(s.detector.mean_z2, jnp.finfo(dt).tiny))
+    left_out = _left_out(options, s, x, y, z2, stable)
     det = keep_if(stable, det, s.detector)
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
-    skipped = shock
-    if options.skip_repeats:  # a stuck sensor's run adds one point to the window, not W copies of it
-        skipped = shock | ((s.n_seen > 0) & jnp.all(x == s.last_x) & (y == s.last_y))
-    learning = (in_phase | options.always_learn) & ~skipped
+    learning = (in_phase | options.always_learn) & ~left_out
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
-    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~skipped)
+    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~left_out)
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
