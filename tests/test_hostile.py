@@ -93,7 +93,7 @@ def test_integer_and_float16_inputs_predict_as_their_values_in_the_learners_dtyp
     learner's boundary: the predictions equal those of the same values given in the learner's dtype, and none is
     non-finite or has a variance <= 0."""
     lrn = calibrated_bayes_linreg(D) if name == "calibrated_bayes_linreg" else zoo.configurations()[name].make(D)
-    X, y, _ = hostile_stream(SEED + 1, "clean", 300, D, at=0, dtype=np.float64)
+    X, y, _ = hostile_stream(SEED + 1, "clean", 300, D, dtype=np.float64)
     for Xa, ya in ((np.round(X * 1000).astype(np.int32), np.round(y * 100).astype(np.int32)),
                    (X.astype(np.float16), y.astype(np.float16))):
         _, got = lrn.step(lrn.init(), Xa, ya)
@@ -112,7 +112,7 @@ def test_a_million_float32_items_stay_finite_calibrated_and_accurate(name):
     stopped counting or drifted in float32 would show here)."""
     n = 10 ** 6
     lrn = calibrated_bayes_linreg(D) if name == "calibrated_bayes_linreg" else zoo.configurations()[name].make(D)
-    X, y, _ = hostile_stream(SEED + 2, "clean", n, D, at=0, dtype=np.float32)
+    X, y, _ = hostile_stream(SEED + 2, "clean", n, D, dtype=np.float32)
 
     @jax.jit
     def run(X, Y):

@@ -35,6 +35,10 @@ PATHOLOGIES = ("clean", "constant_start", "constant_middle", "outlier", "heavy_t
                "covariate_shift", "trend", "wide_range", "duplicates")
 
 
+#: The pathologies that start at item ``at``.
+_STARTS_AT = ("constant_middle", "outlier", "stuck_feature", "covariate_shift")
+
+
 def hostile_stream(seed: int, pathology: str, n_items: int = 3000, n_features: int = 2, *, at: int = 1000,
                    length: int = 100, magnitude: float | None = None, dtype=np.float32):
     """One stream of ``n_items`` with a pathology (module doc).
@@ -58,7 +62,7 @@ def hostile_stream(seed: int, pathology: str, n_items: int = 3000, n_features: i
     n, d = int(n_items), int(n_features)
     if n < 1 or d < 1:
         raise ValueError(f"n_items, n_features: must be >= 1, got {n_items!r}, {n_features!r}")
-    if not 0 <= at < n:
+    if pathology in _STARTS_AT and not 0 <= at < n:  # the others ignore it (a short clean stream needs no at=)
         raise ValueError(f"at: must lie in [0, {n}), got {at!r}")
     if length < 1:
         raise ValueError(f"length: must be >= 1, got {length!r}")
