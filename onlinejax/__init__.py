@@ -18,6 +18,8 @@ from .changepoint import bocpd
 from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .linear import *  # noqa: F401,F403
 from .standardize import standardize
+from .hedge import with_climatology
+from .student_mixture import StudentTMixture
 from .evaluation import tune_prequential
 from .stateful import StatefulLearner
 

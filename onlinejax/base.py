@@ -308,17 +308,37 @@ class StudentTPrediction(NamedTuple):
         ``z`` overflows (a point mass) ``s·z`` is ``y - μ``.
         """
         y, z, s = self._scored(y)
-        finite = self.df > 1.0  # the t has no mean for ν <= 1: every forecast's CRPS is infinite
-        nu = jnp.where(finite, self.df, 2.0)
-        r = _log_gamma_ratio_excess
-        log_c = (-0.5 * np.log(np.pi) - jnp.log1p(-1.0 / nu) - 0.5 * jnp.log1p(-0.5 / nu)
-                 - r(nu - 0.5) + 2.0 * r(0.5 * nu))
-        # log[f_ν(z)(ν + z²)/(ν - 1)]: the density's power (ν+1)/2 less the one of (ν + z²)
-        log_pdf_term = (r(0.5 * nu) - 0.5 * np.log(2.0 * np.pi) - jnp.log1p(-1.0 / nu)
-                        - 0.5 * (nu - 1.0) * jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / nu))
-        sz = jnp.where(jnp.isinf(z), y - self.mean, s * z)
-        out = sz * (2.0 * student_t_cdf(z, nu) - 1.0) + s * (2.0 * jnp.exp(log_pdf_term) - jnp.exp(log_c))
-        return jnp.where(finite, out, jnp.inf)
+        e_abs, half_pair = student_t_abs_moments(self.mean, s, self.df, y, z)
+        return jnp.where(self.df > 1.0, e_abs - half_pair, jnp.inf)
+
+
+def student_t_abs_moments(mean: Array, scale: Array, df: Array, y: Array, z: Array) -> tuple[Array, Array]:
+    """``(E|X - y|, ½ E|X - X'|)`` of ``X = μ + s·T_ν`` (``X'`` an independent copy), the two terms of its CRPS.
+
+    ``E|X - y| = s[z(2F_ν(z) - 1) + 2 f_ν(z)(ν + z²)/(ν - 1)]`` and
+    ``½ E|X - X'| = 2s√ν B(½, ν - ½)/((ν - 1) B(½, ν/2)²)`` with ``z = (y - μ)/s``
+    (Jordan, Krüger & Lerch 2019, ``crps_t``); the Beta functions and the density
+    enter through :func:`_log_gamma_ratio_excess`, so large ``ν`` loses no
+    precision (the constant tends to ``s/√π``, the Gaussian's). Where ``z``
+    overflows (a point mass) ``s·z`` is ``y - μ``. Both are meaningful for
+    ``ν > 1`` only (the t has no mean otherwise); there ``ν`` is replaced by 2 so
+    that the values stay finite, and the caller masks them.
+
+    Args:
+      mean, scale, df, y, z: broadcast; ``scale > 0`` (floored by the caller),
+        ``z = (y - mean)/scale``.
+    Returns:
+      ``(e_abs, half_pair)``, broadcast.
+    """
+    nu = jnp.where(df > 1.0, df, 2.0)
+    r = _log_gamma_ratio_excess
+    log_c = (-0.5 * np.log(np.pi) - jnp.log1p(-1.0 / nu) - 0.5 * jnp.log1p(-0.5 / nu)
+             - r(nu - 0.5) + 2.0 * r(0.5 * nu))
+    # log[f_ν(z)(ν + z²)/(ν - 1)]: the density's power (ν+1)/2 less the one of (ν + z²)
+    log_pdf_term = (r(0.5 * nu) - 0.5 * np.log(2.0 * np.pi) - jnp.log1p(-1.0 / nu)
+                    - 0.5 * (nu - 1.0) * jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / nu))
+    sz = jnp.where(jnp.isinf(z), y - mean, scale * z)
+    return sz * (2.0 * student_t_cdf(z, nu) - 1.0) + 2.0 * scale * jnp.exp(log_pdf_term), scale * jnp.exp(log_c)
 
 
 @jax.tree_util.register_static

@@ -38,7 +38,8 @@ class PredictiveDistribution(proba.Gaussian):
     ``mu``/``sigma`` keeps working, but the density, log density, CDF and
     quantiles are those of the prediction itself: a
     :class:`~onlinejax.base.Prediction` (Gaussian), a
-    :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners') or a
+    :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners'), a
+    :class:`~onlinejax.student_mixture.StudentTMixture` (the recommended learners') or a
     :class:`~onlinejax.combination.MixturePrediction`, whose tails a Gaussian
     of the same variance would misstate by many nats per item.
 

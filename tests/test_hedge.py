@@ -1,0 +1,165 @@
+"""The Student-t mixture against scipy, and with_climatology against a float64 numpy replay of its weights."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from onlinejax import calibrated, with_climatology
+from onlinejax.base import StudentTPrediction
+from onlinejax.evaluation import progressive_validation
+from onlinejax.hedge import CLIMATOLOGY_MIN_DF
+from onlinejax.linear import bayes_linreg
+from onlinejax.student_mixture import StudentTMixture
+
+from conftest import DTYPE, X64, tol
+
+CASES = [  # (weights, means, scales, dfs, y)
+    ([0.3, 0.7], [0.0, 2.0], [1.0, 0.5], [4.0, 30.0], 1.3),
+    ([0.9, 0.1], [5.0, -3.0], [0.1, 8.0], [1e7, 3.0], 20.0),
+    ([0.5, 0.5], [0.0, 5.0], [1e-3, 1e3], [3.0, 3.0], 0.7),
+    ([0.2, 0.8], [1.0, 1.5], [0.6, 0.3], [2.5, 1e7], -2.0),
+    ([1.0, 0.0], [1.0, np.nan], [2.0, np.nan], [4.0, 3.0], 0.5),  # a component of weight 0 may hold NaN
+]
+
+
+def _ref_cdf(w, mu, s, nu):
+    return lambda t: sum(wi * stats.t.cdf(t, n, m, si) for wi, m, si, n in zip(w, mu, s, nu) if wi > 0)
+
+
+def _mixture(w, mu, s, nu):
+    with np.errstate(divide="ignore"):
+        return StudentTMixture(*(jnp.asarray(a, DTYPE) for a in (np.log(w), mu, s, nu)))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_student_t_mixture_scores_match_scipy(case):
+    w, mu, s, nu, y = (np.asarray(a, np.float64) for a in CASES[case])
+    p = _mixture(w, mu, s, nu)
+    on = w > 0
+    F = _ref_cdf(w, mu, s, nu)
+    ref_lp = np.log(sum(wi * stats.t.pdf(y, n, m, si) for wi, m, si, n in zip(w[on], mu[on], s[on], nu[on])))
+    np.testing.assert_allclose(float(p.log_prob(y)), ref_lp, rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(float(p.cdf(y)), F(y), rtol=tol(1e-10, 1e-5), atol=tol(1e-13, 1e-6))
+    # CRPS = ∫ (F(t) - 1{t >= y})² dt, integrated by scipy in float64
+    ref_crps = (integrate.quad(lambda t: F(t) ** 2, -np.inf, y, limit=400)[0]
+                + integrate.quad(lambda t: (1 - F(t)) ** 2, y, np.inf, limit=400)[0])
+    np.testing.assert_allclose(float(p.crps(y)), ref_crps, rtol=tol(1e-7, 2e-5))
+    lo, hi = p.interval(0.9)
+    # float32: within the t CDF's own accuracy (betainc, ~1e-4 relative)
+    np.testing.assert_allclose([F(float(lo)), F(float(hi))], [0.05, 0.95], atol=tol(1e-9, 5e-5))
+    ref_mean = np.sum(w[on] * mu[on])
+    ref_var = np.sum(w[on] * (s[on] ** 2 * nu[on] / (nu[on] - 2) + (mu[on] - ref_mean) ** 2))
+    np.testing.assert_allclose(float(p.mean), ref_mean, rtol=tol(1e-12, 1e-6))
+    np.testing.assert_allclose(float(p.var), ref_var, rtol=tol(1e-10, 1e-5))
+
+
+def test_student_t_mixture_of_one_component_is_that_student_t():
+    p = _mixture([1.0, 0.0], [2.0, 0.0], [1.5, 1.0], [4.0, 4.0])
+    t = StudentTPrediction(*(jnp.asarray(v, DTYPE) for v in (2.0, 1.5, 4.0)))
+    y = jnp.asarray([-3.0, 1.0, 2.5, 40.0], DTYPE)
+    for f in ("log_prob", "cdf", "crps"):
+        np.testing.assert_allclose(jax.vmap(getattr(p, f))(y), getattr(t, f)(y), rtol=tol(1e-10, 2e-5),
+                                   atol=tol(1e-12, 1e-6))
+    np.testing.assert_allclose(p.interval(0.95), t.interval(0.95), rtol=tol(1e-9, 1e-5))
+
+
+def test_student_t_mixture_crps_is_infinite_without_a_mean():
+    assert np.isinf(float(_mixture([0.5, 0.5], [0.0, 1.0], [1.0, 1.0], [1.0, 4.0]).crps(0.3)))
+    assert np.isfinite(float(_mixture([1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [4.0, 1.0]).crps(0.3)))
+
+
+def _replay_weights(inner_preds, Y):
+    """float64 numpy replay of the hedge (module doc of :mod:`onlinejax.hedge`): the mixture's log density and the climatology's weight at each item."""
+    n = len(Y)
+    lw = np.log([0.5, 0.5])
+    k, out_lp, out_w = 0, [], []
+    for i in range(n):
+        m, sc, nu = (float(a[i]) for a in inner_preds)
+        l1 = stats.t.logpdf(Y[i], nu, m, sc)
+        if i >= 2:
+            s = Y[:i].std(ddof=1) * np.sqrt(1 + 1 / i)
+            l2 = stats.t.logpdf(Y[i], max(i - 1, CLIMATOLOGY_MIN_DF), Y[:i].mean(), s)
+            out_lp.append(np.logaddexp(lw[0] + l1, lw[1] + l2))
+            out_w.append(np.exp(lw[1]))
+            post = lw + [l1, l2]
+            post -= np.logaddexp(*post)
+            a = 1.0 / (k + 1)
+            with np.errstate(divide="ignore"):  # a = 1 at the first item: the prior again
+                lw = np.logaddexp(np.log1p(-a) + post, np.log(a / 2))
+            k += 1
+        else:
+            out_lp.append(l1)
+            out_w.append(0.0)
+    return np.array(out_lp), np.array(out_w)
+
+
+def _stream(seed, n, signal=1.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    Y = 50.0 + signal * X @ np.array([2.0, -1.0]) + rng.normal(size=n)
+    return X, Y
+
+
+def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share():
+    X, Y = _stream(3, 60)
+    Xd, Yd = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
+    inner = calibrated(bayes_linreg(2))
+    pin = progressive_validation(inner, inner.init(), Xd, Yd).predictions
+    hedged = with_climatology(inner)
+    p = progressive_validation(hedged, hedged.init(), Xd, Yd).predictions
+    assert isinstance(p, StudentTMixture)
+    # the learner's own component is its prediction: the wrapper does not change what it learns
+    for a, b in ((p.means[:, 0], pin.mean), (p.scales[:, 0], pin.scale), (p.dfs[:, 0], pin.df)):
+        np.testing.assert_allclose(a, b, rtol=tol(1e-12, 1e-5))
+    ref_lp, ref_w = _replay_weights((pin.mean, pin.scale, pin.df), np.asarray(Yd, np.float64))
+    np.testing.assert_allclose(np.asarray(p.log_prob(Yd)), ref_lp, rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(np.asarray(p.weights[:, 1]), ref_w, rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
+    assert np.all(np.asarray(p.weights[:2, 1]) == 0.0)  # the climatology joins with two targets
+
+
+def test_with_climatology_falls_back_to_the_climatology_on_a_series_without_signal():
+    """A learner given noise features scores within a few nats in all of the climatology; with signal the learner
+    keeps nearly all the weight."""
+    X, Y = _stream(8, 200, signal=0.0)
+    X = X * 30.0  # large, useless inputs: an overfitting learner
+    lrn = with_climatology(calibrated(bayes_linreg(2, alpha=1e-6)))
+    p = progressive_validation(lrn, lrn.init(), jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)).predictions
+    clim_lp = np.array([stats.t.logpdf(Y[i], i - 1, Y[:i].mean(), Y[:i].std(ddof=1) * np.sqrt(1 + 1 / i))
+                        for i in range(2, 200)])
+    hedged_lp = np.asarray(p.log_prob(jnp.asarray(Y, DTYPE)), np.float64)[2:]
+    assert hedged_lp.sum() > clim_lp.sum() - np.log(2) - 0.5 * np.log(200) - 1.0
+    X, Y = _stream(9, 200)
+    p = progressive_validation(lrn, lrn.init(), jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)).predictions
+    assert float(p.weights[-1, 1]) < 0.02
+
+
+def test_with_climatology_learns_like_its_learner_under_jit_vmap_and_update():
+    X, Y = _stream(4, 40)
+    Xd, Yd = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
+    lrn = with_climatology(calibrated(bayes_linreg(2)))
+    s_step = lrn.init()
+    for i in range(40):
+        s_step, pred = lrn.step(s_step, Xd[i], Yd[i])
+    s_upd = lrn.init()
+    for i in range(40):
+        s_upd = lrn.update(s_upd, Xd[i], Yd[i], lrn.predict(s_upd, Xd[i]))
+    for a, b in zip(jax.tree_util.tree_leaves(s_step), jax.tree_util.tree_leaves(s_upd)):
+        np.testing.assert_allclose(a, b, rtol=tol(1e-12, 1e-5))
+    batch = jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions.mean)(
+        jnp.stack([Xd, Xd[::-1]]), jnp.stack([Yd, Yd[::-1]]))
+    assert batch.shape == (2, 40) and np.all(np.isfinite(batch))
+
+
+def test_with_climatology_skips_non_finite_items_and_refuses_other_learners():
+    X, Y = _stream(5, 10)
+    lrn = with_climatology(calibrated(bayes_linreg(2)))
+    s = lrn.learn(lrn.init(), jnp.asarray(X[:5], DTYPE), jnp.asarray(Y[:5], DTYPE))
+    s2 = jax.jit(lrn.learn)(s, jnp.asarray(X[5], DTYPE), jnp.asarray(np.nan, DTYPE))  # inside jit: skipped
+    np.testing.assert_array_equal(s2.log_weights, s.log_weights)
+    assert float(s2.clim.n) == float(s.clim.n)
+    with pytest.raises(TypeError, match="learner"):
+        with_climatology("not a learner")
+    gauss = with_climatology(bayes_linreg(2))  # a Gaussian prediction is mixed as a t of 1/eps degrees of freedom
+    st, p = gauss.step(gauss.init(), jnp.asarray(X[0], DTYPE), jnp.asarray(Y[0], DTYPE))
+    assert isinstance(p, StudentTMixture) and np.isfinite(float(p.log_prob(Y[0])))
