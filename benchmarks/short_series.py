@@ -1,6 +1,6 @@
 """Short real series: each recommended learner against the Student-t climatology from item 3.
 
-Run:  .venv/bin/python benchmarks/short_series.py [--learners A,B] [--series nile,airline]
+Run:  .venv/bin/python benchmarks/short_series.py [--learners A,B] [--series nile,airline] [--hedge]
 
 Series (lagged values as features, ``onlinejax.data.lagged``): the Nile's annual flow at Aswan,
 1871-1970 (R's ``datasets::Nile``, 100 values, 2 lags: 98 items), the airline passengers
@@ -11,7 +11,8 @@ climatology, a Student-t with ``n − 1`` degrees of freedom, location the runni
 (nats per item), the 95 % interval's coverage, the MSE relative to the running mean's (the
 climatology's mean), and the ratio of the learner's 95 % interval width to the climatology's
 (largest and median over the items). The issue's acceptance: skill > 0, coverage in [92, 97] %,
-MSE ratio ≤ 1.3, width ratio ≤ 3 from item 3.
+MSE ratio ≤ 1.3, width ratio ≤ 3 from item 3. ``--hedge``: each learner wrapped in
+``onlinejax.hedge.with_climatology`` (its predictive mixed with the climatology's).
 """
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", default=None, help="comma-separated zoo names (default: the recommended ones)")
     ap.add_argument("--series", default=None, help="comma-separated series names (default: all)")
+    ap.add_argument("--hedge", action="store_true", help="wrap each learner in with_climatology")
     args = ap.parse_args(argv)
-    from onlinejax import zoo
+    from onlinejax import with_climatology, zoo
     from onlinejax.evaluation import progressive_validation
 
     names = args.learners.split(",") if args.learners else [gl.name for gl in zoo.recommended_learners()]
@@ -73,6 +75,7 @@ def main(argv=None):
         y2 = y[2:].astype(np.float64)
         for name in names:
             lrn = zoo.configurations()[name].make(X.shape[1])
+            lrn = with_climatology(lrn) if args.hedge else lrn
             p = progressive_validation(lrn, lrn.init(), X, y).predictions
             lp = np.asarray(p.log_prob(y), np.float64)[2:]
             lo, hi = (np.asarray(a, np.float64)[2:] for a in p.interval(0.95))

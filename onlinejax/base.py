@@ -308,8 +308,8 @@ class StudentTPrediction(NamedTuple):
         ``z`` overflows (a point mass) ``s·z`` is ``y - μ``.
         """
         y, z, s = self._scored(y)
-        e_abs, half_pair = student_t_abs_moments(self.mean, s, self.df, y, z)
-        return jnp.where(self.df > 1.0, e_abs - half_pair, jnp.inf)
+        linear, two_pdf, c = _student_t_crps_terms(self.mean, s, self.df, y, z)
+        return jnp.where(self.df > 1.0, linear + s * (two_pdf - c), jnp.inf)
 
 
 def student_t_abs_moments(mean: Array, scale: Array, df: Array, y: Array, z: Array) -> tuple[Array, Array]:
@@ -330,6 +330,12 @@ def student_t_abs_moments(mean: Array, scale: Array, df: Array, y: Array, z: Arr
     Returns:
       ``(e_abs, half_pair)``, broadcast.
     """
+    linear, two_pdf, c = _student_t_crps_terms(mean, scale, df, y, z)
+    return linear + scale * two_pdf, scale * c
+
+
+def _student_t_crps_terms(mean, scale, df, y, z):
+    """``(s·z(2F_ν(z) - 1), 2 f_ν(z)(ν + z²)/(ν - 1), 2√ν B(½, ν - ½)/((ν - 1) B(½, ν/2)²))`` (:func:`student_t_abs_moments`)."""
     nu = jnp.where(df > 1.0, df, 2.0)
     r = _log_gamma_ratio_excess
     log_c = (-0.5 * np.log(np.pi) - jnp.log1p(-1.0 / nu) - 0.5 * jnp.log1p(-0.5 / nu)
@@ -338,7 +344,7 @@ def student_t_abs_moments(mean: Array, scale: Array, df: Array, y: Array, z: Arr
     log_pdf_term = (r(0.5 * nu) - 0.5 * np.log(2.0 * np.pi) - jnp.log1p(-1.0 / nu)
                     - 0.5 * (nu - 1.0) * jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / nu))
     sz = jnp.where(jnp.isinf(z), y - mean, scale * z)
-    return sz * (2.0 * student_t_cdf(z, nu) - 1.0) + 2.0 * scale * jnp.exp(log_pdf_term), scale * jnp.exp(log_c)
+    return sz * (2.0 * student_t_cdf(z, nu) - 1.0), 2.0 * jnp.exp(log_pdf_term), jnp.exp(log_c)
 
 
 @jax.tree_util.register_static

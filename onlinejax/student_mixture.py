@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import StudentTPrediction, check_in_range, normal_quantile, student_t_abs_moments, student_t_cdf
+from .base import StudentTPrediction, check_in_range, normal_quantile, student_t_abs_moments
 
 Array = jax.Array
 
@@ -81,8 +81,8 @@ class StudentTMixture(NamedTuple):
     def interval(self, level: float = 0.95) -> tuple[Array, Array]:
         """Central ``level`` interval: the mixture's ``(1 ∓ level)/2`` quantiles (:func:`student_t_mixture_quantile`)."""
         normal_quantile(level)  # validates level
-        return (student_t_mixture_quantile(self, 0.5 - 0.5 * float(level)),
-                student_t_mixture_quantile(self, 0.5 + 0.5 * float(level)))
+        both = student_t_mixture_quantile(self, (0.5 - 0.5 * float(level), 0.5 + 0.5 * float(level)))
+        return both[..., 0], both[..., 1]
 
     def cdf(self, y: Array) -> Array:
         """``Σ_m w_m F_{ν_m}((y - μ_m)/s_m)``, shape of ``mean``."""
@@ -104,58 +104,63 @@ class StudentTMixture(NamedTuple):
             self.weights, self.means, self.scales, self.dfs, y)
 
 
-def student_t_mixture_quantile(pred: StudentTMixture, q: float) -> Array:
-    """The ``q``-quantile of a Student-t mixture, by bisection on its CDF.
+def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
+    """The ``q``-quantiles of a Student-t mixture, by bisection on its CDF.
 
     The mixture's CDF is a convex combination of its components', so its
-    quantile lies between their smallest and largest ``q``-quantile. The
-    bracket is halved ``nmant + 66`` times (as
-    :func:`~onlinejax.combination.mixture_quantile` does), enough for a
-    bracket 2⁶⁴ times wider than the answer.
+    quantile lies between their smallest and largest quantile; the bracket
+    ``μ_m ± s_m·B`` holds those, with ``B = tan(π(p - ½))^max(1, 1/ν)`` for
+    ``p = max(q, 1 - q)`` (the Cauchy's quantile bounds every ``ν >= 1``
+    t's; a heavier tail is bracketed by its power). It is halved
+    ``nmant + 66`` times (as :func:`~onlinejax.combination.mixture_quantile`
+    does), enough for a bracket 2⁶⁴ times wider than the answer. Several
+    ``q`` share one bisection (one CDF call site in the compiled program).
 
     Args:
       pred: ``[..., M]`` components.
-      q: probability in (0, 1) (static).
+      q: a probability in (0, 1), or a tuple of them (static).
     Returns:
-      ``[...]`` quantiles.
+      ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
     """
-    check_in_range(q, "q", 0.0, 1.0, hi_open=True)
+    qs = tuple(q) if isinstance(q, (tuple, list)) else (q,)
+    for v in qs:
+        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
+    dt = pred.means.dtype
+    p_max = max(max(v, 1.0 - v) for v in qs)
     live = pred.log_weights > -jnp.inf
-    comp = StudentTPrediction(pred.means, pred.scales, pred.dfs)
-    lo_c, hi_c = comp.interval(abs(1.0 - 2.0 * q))
-    qm = hi_c if q > 0.5 else lo_c
-    lo = jnp.min(jnp.where(live, qm, jnp.inf), axis=-1)
-    hi = jnp.max(jnp.where(live, qm, -jnp.inf), axis=-1)
-    w = pred.weights
+    bound = jnp.tan(np.pi * (p_max - 0.5)) ** jnp.maximum(1.0, 1.0 / pred.dfs)
+    reach = jnp.where(live, pred.scales * jnp.asarray(bound, dt), 0.0)
+    lo = jnp.min(jnp.where(live, pred.means - reach, jnp.inf), axis=-1)[..., None]
+    hi = jnp.max(jnp.where(live, pred.means + reach, -jnp.inf), axis=-1)[..., None]
+    target = jnp.asarray(qs, dt)
+    lo, hi = jnp.broadcast_to(lo, lo.shape[:-1] + (len(qs),)), jnp.broadcast_to(hi, hi.shape[:-1] + (len(qs),))
+    comp = StudentTPrediction(pred.means[..., None, :], pred.scales[..., None, :], pred.dfs[..., None, :])
+    w = jnp.where(live, pred.weights, 0.0)[..., None, :]
 
     def body(_, b):
         lo, hi = b
         mid = 0.5 * (lo + hi)
-        below = jnp.sum(jnp.where(live, w * comp.cdf(mid[..., None]), 0.0), axis=-1) < q
+        below = jnp.sum(jnp.where(w > 0, w * comp.cdf(mid[..., None]), 0.0), axis=-1) < target
         return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
 
-    lo, hi = jax.lax.fori_loop(0, int(np.finfo(pred.means.dtype).nmant) + 66, body, (lo, hi))
-    return 0.5 * (lo + hi)
+    lo, hi = jax.lax.fori_loop(0, int(np.finfo(dt).nmant) + 66, body, (lo, hi))
+    out = 0.5 * (lo + hi)
+    return out if isinstance(q, (tuple, list)) else out[..., 0]
 
 
-def _cross_abs_moment(mu_a, s_a, nu_a, mu_b, s_b, nu_b):
-    """``E|X_a - X_b|`` of independent t's, as ``E_{X_b}[E|X_a - X_b| given X_b]`` by Gauss-Legendre quadrature.
+def _quadrature(dt, df):
+    """Nodes ``u = tan θ`` and weights of ``E f(T_ν)`` by Gauss-Legendre in ``θ ∈ (-π/2, π/2)``, ``[..., N]``.
 
-    ``X_b = μ_b + s_b tan θ``, ``θ ∈ (-π/2, π/2)``: the density of ``tan θ``
-    times ``sec² θ`` is bounded for ``ν_b >= 1``, the integrand for ``ν_b >= 2``, and the inner closed form
-    (:func:`~onlinejax.base.student_t_abs_moments`) grows like ``|tan θ|``, so
-    the integrand is smooth; the weights are renormalised to integrate the
-    density to 1.
+    The density of ``tan θ`` times ``sec² θ`` is bounded for ``ν >= 1``, and
+    ``E|X - t|`` grows like ``|tan θ|``, so the integrand is smooth for ``ν >= 2``;
+    the weights are renormalised to integrate the density to 1.
     """
-    dt = jnp.result_type(mu_a)
     x, w = np.polynomial.legendre.leggauss(_QUADRATURE_NODES)
     theta = jnp.asarray(0.5 * np.pi * x, dt)
     u = jnp.tan(theta)
-    dens = jnp.exp(StudentTPrediction(jnp.zeros((), dt), jnp.ones((), dt), nu_b).log_prob(u)) / jnp.cos(theta) ** 2
-    wq = jnp.asarray(w, dt) * dens
-    t = mu_b + s_b * u
-    e_abs, _ = student_t_abs_moments(mu_a, s_a, nu_a, t, (t - mu_a) / s_a)
-    return jnp.sum(wq * e_abs) / jnp.sum(wq)
+    unit = StudentTPrediction(jnp.zeros((), dt), jnp.ones((), dt), df[..., None])
+    wq = jnp.asarray(w, dt) * jnp.exp(unit.log_prob(u)) / jnp.cos(theta) ** 2
+    return u, wq / jnp.sum(wq, axis=-1, keepdims=True)
 
 
 def student_t_mixture_crps(weights: Array, means: Array, scales: Array, dfs: Array, y: Array) -> Array:
@@ -163,30 +168,35 @@ def student_t_mixture_crps(weights: Array, means: Array, scales: Array, dfs: Arr
 
     The kernel form of the CRPS (Gneiting & Raftery 2007, eq. 21); the same-
     component terms are closed forms, the cross terms
-    ``E|X_j - X_k|`` are integrated over the component with more degrees of
-    freedom (:func:`_cross_abs_moment`). ``+inf`` where a component of
-    positive weight has ``ν <= 1`` (no mean).
+    ``E|X_j - X_k| = E_{X_k} E[|X_j - X_k| | X_k]`` are integrated by Gauss-Legendre
+    quadrature (:func:`_quadrature`) over the narrower component (the wider one if
+    only it has ``ν >= 2``): relative error below 1e-6 for ``ν >= 2``, about 1e-4
+    for two components of ``ν < 2``. ``+inf`` where a component of positive
+    weight has ``ν <= 1`` (no mean). Every ``E|X - t|`` is taken in one call.
 
     Args:
       weights, means, scales, dfs: ``[M]``; y: ``[]``.
     Returns:
       ``[]`` the CRPS (units of ``y``).
     """
-    tiny = jnp.sqrt(jnp.finfo(means.dtype).tiny)
-    s = jnp.maximum(scales, tiny)
+    dt = means.dtype
+    s = jnp.maximum(scales, jnp.sqrt(jnp.finfo(dt).tiny))
     on = weights > 0
-    e_abs, half_pair = student_t_abs_moments(means, s, dfs, y, (y - means) / s)
     M = means.shape[-1]
     j, k = np.triu_indices(M, 1)
     # integrate over the narrower of the two (the other's E|X - t| is smooth on its scale), unless only
     # the wider one has tails light enough (ν >= 2) for a smooth integrand
     key = jnp.where(dfs >= 2.0, jnp.log(s), jnp.inf)
-    a_first = key[k] <= key[j]
-    a = (jnp.where(a_first, means[j], means[k]), jnp.where(a_first, s[j], s[k]), jnp.where(a_first, dfs[j], dfs[k]))
-    b = (jnp.where(a_first, means[k], means[j]), jnp.where(a_first, s[k], s[j]), jnp.where(a_first, dfs[k], dfs[j]))
-    cross = jax.vmap(_cross_abs_moment)(*(jnp.maximum(v, 1.0 + 1e-3) if i in (2, 5) else v
-                                          for i, v in enumerate(a + b)))
-    pair = jnp.diag(2.0 * half_pair).at[j, k].set(cross).at[k, j].set(cross)
+    a = jnp.where(key[k] <= key[j], j, k)  # the component whose E|X_a - t| is integrated
+    b = jnp.where(key[k] <= key[j], k, j)  # the one integrated over
+    u, wq = _quadrature(dt, jnp.maximum(dfs[b], 1.0 + 1e-3))
+    points = jnp.concatenate([jnp.broadcast_to(y, (M,)), (means[b][:, None] + s[b][:, None] * u).ravel()])
+    owner = np.concatenate([np.arange(M), np.repeat(np.arange(len(j)), _QUADRATURE_NODES)])
+    who = jnp.concatenate([jnp.arange(M), a[owner[M:]]])
+    nu = jnp.maximum(dfs[who], 1.0 + 1e-3)
+    e_abs, half_pair = student_t_abs_moments(means[who], s[who], nu, points, (points - means[who]) / s[who])
+    cross = jnp.sum(wq * e_abs[M:].reshape(len(j), _QUADRATURE_NODES), axis=-1)
+    pair = jnp.diag(2.0 * half_pair[:M]).at[j, k].set(cross).at[k, j].set(cross)
     w = jnp.where(on, weights, 0.0)
-    out = jnp.sum(w * jnp.where(on, e_abs, 0.0)) - 0.5 * w @ jnp.where(on[:, None] & on[None, :], pair, 0.0) @ w
+    out = jnp.sum(w * jnp.where(on, e_abs[:M], 0.0)) - 0.5 * w @ jnp.where(on[:, None] & on[None, :], pair, 0.0) @ w
     return jnp.where(jnp.any(on & (dfs <= 1.0)), jnp.inf, jnp.maximum(out, 0.0))

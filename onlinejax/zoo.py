@@ -35,11 +35,10 @@ inside :func:`onlinejax.calibration.conformal` (quantile
 tracking after variance recalibration: the 95 % interval's long-run
 coverage is guaranteed), returning a Student-t with 4 degrees of freedom
 around that interval, so a surprise costs a few nats of log score, not
-millions; and hedge that Student-t with the climatology's
-(:func:`onlinejax.hedge.with_climatology`: a two-component mixture whose
-weights follow the two forecasters' log scores), so that on a short or
-signal-free series a recommended learner scores about as well as
-forgetting its inputs, never far below.
+millions. On short or signal-free series, wrap one in
+:func:`onlinejax.hedge.with_climatology` (not done by default: it costs
+compile time and the first items' MSE; ``benchmarks/RESULTS.md``, "Short
+real series").
 ``RecommendedCombination`` mixes the four calibrated members with the
 default combination rule and calibrates the mixture the same way
 (:func:`calibrate_combination`).
@@ -61,7 +60,6 @@ from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .gp import gp_window
 from .gp.likelihood import MEANS
-from .hedge import with_climatology
 from .kernel_regression import kernel_regression
 from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed, map_features, thesis_features)
@@ -244,7 +242,7 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     """
     fm = thesis_features(n_features)
     inner = bayes_linreg(fm.n_out, alpha=unit_prior_alpha(n_features), beta=beta, tunable=False, intercept=True)
-    return with_climatology(calibrated(bocpd(map_features(fm, inner), n_runs, hazard=hazard)))
+    return calibrated(bocpd(map_features(fm, inner), n_runs, hazard=hazard))
 
 
 def _recommended() -> list[GridLearner]:
@@ -254,8 +252,8 @@ def _recommended() -> list[GridLearner]:
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
         # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
         # and a stuck sensor's run adds one item to the window, not a window of copies
-        return with_climatology(calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM,
-                                                    learn_shock=False, skip_repeats=True), warmup=F))
+        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
+                                   skip_repeats=True), warmup=F)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)
@@ -265,9 +263,9 @@ def _recommended() -> list[GridLearner]:
             bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d))), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
-        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: with_climatology(calibrated(
+        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(
             bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
-                                    alpha=unit_prior_alpha(d)))), None),
+                                    alpha=unit_prior_alpha(d))), None),
     }
     out = [grid_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
 
@@ -284,9 +282,8 @@ def _recommended() -> list[GridLearner]:
 
 def calibrate_combination(learner):
     """``RecommendedCombination``'s outer wrapper: the mixture's moments calibrated as :func:`calibrated` does
-    (no standardisation: its members are standardised already), a Student-t output, hedged with the
-    climatology as every recommended learner is (:func:`~onlinejax.hedge.with_climatology`)."""
-    return with_climatology(conformal(learner, 0.95, method="quantile", recalibrate=0.99, df=4.0))
+    (no standardisation: its members are standardised already), a Student-t output."""
+    return conformal(learner, 0.95, method="quantile", recalibrate=0.99, df=4.0)
 
 
 

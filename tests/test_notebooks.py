@@ -23,8 +23,9 @@ def test_there_are_four_notebooks():
 
 
 @pytest.mark.skipif(X64, reason="notebooks run in the float32 pass (see the module docstring)")
-# the GPU benchmark notebook's small run repeats the grid runner's tests: with the slow checks
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("01") else p
+# the GPU benchmark notebook's small run repeats the grid runner's tests, the GP and kernel regression one
+# (77 s) test_gp's and test_kernel_regression's: with the slow checks, to keep CI within its budget
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith(("01", "04")) else p
                                   for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_its_assertions_hold(path, tmp_path, monkeypatch):
     monkeypatch.setenv("ONLINEJAX_NB_SIZE", "small")
