@@ -44,6 +44,7 @@ def _learners():
     ]
 
 
+@pytest.mark.slow  # 68 s; the pinned rows check the runner's rows against recorded ones in CI
 def test_rows_equal_single_stream_runs(groups):
     res = run_grid(_learners(), groups, stable_window=40, progress=False)
     n_streams = sum(len(g.names) for g in groups)

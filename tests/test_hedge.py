@@ -10,7 +10,7 @@ from onlinejax.base import StudentTPrediction
 from onlinejax.evaluation import progressive_validation
 from onlinejax.hedge import CLIMATOLOGY_MIN_DF
 from onlinejax.linear import bayes_linreg
-from onlinejax.student_mixture import StudentTMixture
+from onlinejax.student_mixture import StudentTMixture, student_t_mixture_quantile
 
 from conftest import DTYPE, X64, tol
 
@@ -62,6 +62,13 @@ def test_student_t_mixture_of_one_component_is_that_student_t():
         np.testing.assert_allclose(jax.vmap(getattr(p, f))(y), getattr(t, f)(y), rtol=tol(1e-10, 2e-5),
                                    atol=tol(1e-12, 1e-6))
     np.testing.assert_allclose(p.interval(0.95), t.interval(0.95), rtol=tol(1e-9, 1e-5))
+    # one probability or several in one bisection
+    np.testing.assert_allclose(student_t_mixture_quantile(p, 0.975), t.interval(0.95)[1], rtol=tol(1e-9, 1e-5))
+    # the median within the t CDF's accuracy at its centre (betainc near 1: ~1e-8 in float64, ~1e-4 in float32)
+    np.testing.assert_allclose(student_t_mixture_quantile(p, (0.1, 0.5)), [2.0 - 1.5 * stats.t.ppf(0.9, 4.0), 2.0],
+                               rtol=tol(1e-9, 1e-5), atol=tol(1e-7, 2e-3))
+    with pytest.raises(ValueError, match="q"):
+        student_t_mixture_quantile(p, 1.5)
 
 
 def test_student_t_mixture_crps_is_infinite_without_a_mean():
