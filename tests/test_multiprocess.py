@@ -105,6 +105,7 @@ def _launch(tmp_path) -> list:
 
 
 @pytest.mark.skipif(not _gloo(), reason="this jaxlib has no gloo CPU collectives (jax.distributed on CPU)")
+@pytest.mark.slow  # 58 s: two JAX processes compile the same programs; with the slow checks, for the CI budget
 def test_two_processes_give_the_single_process_table(tmp_path):
     p0, p1 = _launch(tmp_path)
     assert p0["devices"] == [2, 1]
