@@ -107,6 +107,7 @@ def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Ar
       s: :class:`HedgedState`; x: ``[d]``; y: ``[]``; issued: ``[2]`` components.
     """
     mine = issued.component(0)
+    # a Gaussian learner gets its variance back as scale² (equal to its own to rounding)
     own = Prediction(mine.mean, mine.scale * mine.scale) if gaussian else mine
     inner = learner.update(s.inner, x, y, own)
     dt = s.log_weights.dtype
