@@ -240,11 +240,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated grid stream names (None: a stratified sample)")
     g.add_argument("--out", default="results", help="output folder for CSV and PNGs")
     g.add_argument("--seed", type=int, default=0, help="random seed of the sample and the streams")
-    g.add_argument("--compile-cache", default=None, metavar="DIR",
-                   help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
-                        "compiling them (None: $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
     c = _subparser(sub, "compare", "evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
+    for q in (d, g, c):
+        q.add_argument("--compile-cache", default=None, metavar="DIR",
+                       help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
+                            "compiling them (None: $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
     return p
 
 
@@ -286,21 +287,36 @@ def _writable(option: str, path: str) -> str | None:
     return None
 
 
+def _compile_cache_unwritable(a) -> str | None:
+    """The usage error of ``--compile-cache`` (a folder that cannot be written), or None."""
+    from .evaluation import default_cache_dir
+
+    if a.compile_cache == "none":
+        return None
+    return _writable("--compile-cache", os.path.expanduser(a.compile_cache or default_cache_dir()))
+
+
+def _start_compile_cache(a) -> None:
+    """Turn on the persistent compilation cache unless ``--compile-cache none``: every command compiles."""
+    from .evaluation import enable_compilation_cache
+
+    if a.compile_cache != "none":
+        enable_compilation_cache(a.compile_cache)
+
+
 def _grid(a) -> int:
     if a.list_learners:
         return _list_learners()
     if a.per_cell < 1 or a.n < 10:
         return _error("--per-cell must be >= 1 and --n >= 10")
-    from .evaluation import default_cache_dir, enable_compilation_cache, use_cpu_cores
+    from .evaluation import use_cpu_cores
 
-    cache = None if a.compile_cache == "none" else os.path.expanduser(a.compile_cache or default_cache_dir())
-    bad = _writable("--out", a.out) or (cache and _writable("--compile-cache", cache))
+    bad = _writable("--out", a.out) or _compile_cache_unwritable(a)
     if bad:
         return _error(bad)
 
     use_cpu_cores()  # one host device per core: run_grid shards the streams over them
-    if a.compile_cache != "none":
-        enable_compilation_cache(a.compile_cache)
+    _start_compile_cache(a)
     try:
         run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.stream_names, a.thesis)
     except ValueError as e:
@@ -311,6 +327,10 @@ def _grid(a) -> int:
 def _compare(a) -> int:
     if not (math.isfinite(a.delay) and a.delay >= 0):
         return _error(f"--delay must be a finite number >= 0, not {a.delay:g}")
+    bad = _compile_cache_unwritable(a)
+    if bad:
+        return _error(bad)
+    _start_compile_cache(a)
     try:
         run_compare(a.delay)
     except ImportError as e:
@@ -329,9 +349,10 @@ def main(argv=None) -> int:
         return _compare(a)
     if a.streams < 1 or a.n < 10:
         return _error("--streams must be >= 1 and --n >= 10")
-    bad = _writable("--out", a.out)
+    bad = _writable("--out", a.out) or _compile_cache_unwritable(a)
     if bad:
         return _error(bad)
+    _start_compile_cache(a)
     run_drift(a.streams, a.n, a.out, a.seed)
     return 0
 

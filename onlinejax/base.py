@@ -30,6 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .special import _log_gamma_ratio_excess, student_t_cdf, student_t_quantile
+
 Array = jax.Array
 State = Any
 
@@ -147,80 +149,6 @@ class Prediction(NamedTuple):
         z = (y - self.mean) / sd
         crps = sd * (z * (2.0 * jax.scipy.stats.norm.cdf(z) - 1.0) + 2.0 * jax.scipy.stats.norm.pdf(z) - _INV_SQRT_PI)
         return jnp.where(jnp.isinf(z), jnp.abs(y - self.mean), crps)
-
-
-#: Degrees of freedom from which :func:`student_t_cdf` uses Hill's normal approximation instead of betainc.
-_HILL_MIN_DF = 20.0
-
-
-def student_t_cdf(z: Array, df: Array) -> Array:
-    """CDF of the standard Student-t with ``df`` degrees of freedom.
-
-    For ``ν < 20``: ``F(z) = 1 - ½ I_{ν/(ν+z²)}(ν/2, ½)`` for ``z >= 0``,
-    mirrored for ``z < 0`` (Abramowitz & Stegun 26.7.1). For ``ν >= 20``:
-    Hill's normal approximation (Hill 1970, CACM Algorithm 395), whose error
-    there is far below float32's resolution and shrinks to float64's as ``ν``
-    grows; the incomplete beta function
-    loses the tail ``1 - ν/(ν + z²) ≈ z²/ν`` to cancellation at large ``ν``
-    (in float32, all of it once ``z²/ν`` is below the resolution of 1).
-    """
-    z = jnp.asarray(z)
-    z2 = z * z
-    tail = 0.5 * jax.scipy.special.betainc(0.5 * df, 0.5, df / (df + z2))
-    large = df >= _HILL_MIN_DF
-    nu = jnp.where(large, df, _HILL_MIN_DF)  # a valid ν in the branch not taken, so its gradient is finite
-    a = nu - 0.5
-    b = 48.0 * a * a
-    # capped where the normal tail underflows in either dtype (a deviate of 100), so no power overflows
-    w = jnp.minimum(a * jnp.log1p(z2 / nu), 1e4)
-    root = jnp.where(w > 0, jnp.sqrt(jnp.where(w > 0, w, 1.0)), 0.0)
-    u = (((((-0.4 * w - 3.3) * w - 24.0) * w - 85.5) / (0.8 * w * w + 100.0 + b) + w + 3.0) / b + 1.0) * root
-    tail = jnp.where(large, jax.scipy.special.ndtr(-u), tail)
-    return jnp.where(z >= 0, 1.0 - tail, tail)
-
-
-@functools.partial(jax.jit, static_argnames="iterations")  # one compile per shape, not per eager call
-def student_t_quantile(p: float, df: Array, iterations: int = 64) -> Array:
-    """Quantile ``t_ν(p)`` of the standard Student-t, ``p`` in (0.5, 1), by bisection on :func:`student_t_cdf`.
-
-    Brackets ``[0, 10⁴]`` (``t_2(0.99995) ≈ 100``); 64 halvings reach the
-    dtype's resolution. ``df`` broadcasts (an array: it vmaps).
-    """
-    df = jnp.asarray(df)
-    lo, hi = jnp.zeros_like(df), jnp.full_like(df, 1e4)
-
-    def body(_, b):
-        lo, hi = b
-        mid = 0.5 * (lo + hi)
-        below = student_t_cdf(mid, df) < p
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
-    return 0.5 * (lo + hi)
-
-
-def _log_gamma_ratio_excess(x: Array) -> Array:
-    """``log Γ(x + ½) - log Γ(x) - ½ log x`` for ``x > 0``, accurate for any ``x`` in either dtype and on any backend.
-
-    For ``x >= 10`` the asymptotic series ``-1/(8x) + 1/(192x³) - 1/(640x⁵) +
-    17/(14336x⁷) - 31/(18432x⁹)`` (the difference of Stirling's series for
-    ``log Γ``, DLMF 5.11.1; the first term left out is ``O(x⁻¹¹)``). Below,
-    the same series at ``x + 10`` carried down by the recurrence
-    ``Γ(x + 1) = x Γ(x)`` (DLMF 5.5.1): ``excess(x) = excess(x + 10) +
-    ½ log(1 + 10/x) - Σ_{j<10} log(1 + 1/(2(x + j)))``. Only ``log1p`` of
-    terms below ``1/(2x)`` enter, where a difference of two ``gammaln`` near
-    ``log Γ(10) ≈ 12.8`` would keep only their resolution (a few ``1e-6`` in
-    float32, backend-dependent).
-    """
-    big = x >= 10.0
-    xl = jnp.where(big, 10.0, x)  # the recurrence's argument, only where used
-    xb = jnp.where(big, x, xl + 10.0)
-    u = 1.0 / (xb * xb)
-    series = (-1.0 / 8.0 + u * (1.0 / 192.0 + u * (-1.0 / 640.0 + u * (17.0 / 14336.0 - u * 31.0 / 18432.0)))) / xb
-    carried = 0.5 * jnp.log1p(10.0 / xl)
-    for j in range(10):
-        carried = carried - jnp.log1p(0.5 / (xl + j))
-    return jnp.where(big, series, series + carried)
 
 
 class StudentTPrediction(NamedTuple):

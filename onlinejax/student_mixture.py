@@ -109,9 +109,9 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
 
     The mixture's CDF is a convex combination of its components', so its
     quantile lies between their smallest and largest quantile; the bracket
-    ``μ_m ± s_m·B`` holds those, with ``B = tan(π(p - ½))^max(1, 1/ν)`` for
-    ``p = max(q, 1 - q)`` (the Cauchy's quantile bounds every ``ν >= 1``
-    t's; a heavier tail is bracketed by its power). It is halved
+    ``μ_m ± s_m·B`` holds those, with ``B = tan(π(p - ½))`` for ``ν >= 1`` (the
+    Cauchy's quantile, ``p = max(q, 1 - q)``) and ``max(tan(π(p - ½)), 1/(2(1 - p)))^{1/ν}``
+    for a heavier tail (its tail ``P(T > t) ≈ ½ t^{-ν}`` as ``ν → 0``). It is halved
     ``nmant + 66`` times (as :func:`~onlinejax.combination.mixture_quantile`
     does), enough for a bracket 2⁶⁴ times wider than the answer. Several
     ``q`` share one bisection (one CDF call site in the compiled program).
@@ -128,7 +128,9 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     dt = pred.means.dtype
     p_max = max(max(v, 1.0 - v) for v in qs)
     live = pred.log_weights > -jnp.inf
-    bound = jnp.tan(np.pi * (p_max - 0.5)) ** jnp.maximum(1.0, 1.0 / pred.dfs)
+    cauchy = float(np.tan(np.pi * (p_max - 0.5)))
+    heavy = jnp.minimum(max(cauchy, 0.5 / (1.0 - p_max)) ** (1.0 / pred.dfs), np.sqrt(np.finfo(dt).max))
+    bound = jnp.where(pred.dfs >= 1.0, cauchy, heavy)
     reach = jnp.where(live, pred.scales * jnp.asarray(bound, dt), 0.0)
     lo = jnp.min(jnp.where(live, pred.means - reach, jnp.inf), axis=-1)[..., None]
     hi = jnp.max(jnp.where(live, pred.means + reach, -jnp.inf), axis=-1)[..., None]

@@ -7,8 +7,13 @@ from onlinejax.__main__ import main
 pytestmark = pytest.mark.float32_only  # the commands' plumbing; the numerics are tested in both dtypes elsewhere
 
 
-def test_main_job_small(tmp_path, capsys):
-    assert main(["drift", "--streams", "2", "--n", "120", "--out", str(tmp_path)]) == 0
+def test_main_job_small(tmp_path, capsys, restore_compilation_cache):
+    cache = tmp_path / "xla"
+    assert main(["drift", "--streams", "2", "--n", "120", "--out", str(tmp_path), "--compile-cache", str(cache)]) == 0
+    import jax
+
+    # drift compiles too: the persistent cache is on (programs that compile in >= 0.5 s are kept)
+    assert jax.config.jax_compilation_cache_dir == str(cache) and os.path.isdir(cache)
     out = capsys.readouterr().out
     assert "BayesLinReg-window64" in out and "ICR95" in out
     assert os.path.getsize(tmp_path / "drift_running_mae.png") > 1000
@@ -75,6 +80,8 @@ def test_paths_and_delay_checked_before_computing(tmp_path, capsys, monkeypatch)
     cases = [(["grid", "--out", "/proc/nonexistent/x"], "--out"), (["drift", "--out", "/proc/nonexistent/x"], "--out"),
              (["grid", "--out", str(tmp_path), "--compile-cache", str(blocker / "xla")], "--compile-cache"),
              (["grid", "--out", str(blocker), "--compile-cache", "none"], "--out"),
+             (["drift", "--out", str(tmp_path), "--compile-cache", str(blocker / "xla")], "--compile-cache"),
+             (["compare", "--compile-cache", str(blocker / "xla")], "--compile-cache"),
              (["compare", "--delay", "nan"], "--delay"), (["compare", "--delay", "inf"], "--delay")]
     for args, option in cases:
         assert main(args) == 2
@@ -85,7 +92,7 @@ def test_compare_on_shipped_data(capsys):
     import pytest
 
     pytest.importorskip("river")
-    assert main(["compare", "--delay", "7"]) == 0
+    assert main(["compare", "--delay", "7", "--compile-cache", "none"]) == 0
     out = capsys.readouterr().out
     for s in ("temporal split", "5-fold CV", "progressive validation", "delayed progressive (delay 7)"):
         assert s in out
