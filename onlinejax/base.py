@@ -424,19 +424,52 @@ def _short_repr(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: Learners kept per factory for :func:`describe_factory`'s reuse (the oldest is dropped first).
+_FACTORY_CACHE_SIZE = 256
+
+
+def _frozen(v):
+    """A hashable key of a factory argument: type and value, lists and dicts as tuples (hash fails on arrays)."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_frozen(a) for a in v))
+    if isinstance(v, dict):
+        return (dict, tuple((k, _frozen(a)) for k, a in v.items()))
+    return (type(v), v)
+
+
 def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learner"]:
     """Decorate a public learner factory so that its learners' ``repr`` shows the call that built them.
 
     ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
     ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
     wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
+    Calls with equal hashable arguments return the same :class:`Learner` (learners are immutable),
+    so building a configuration again does not compile its programs again.
     """
 
     @functools.wraps(factory)
-    def wrapped(*args, **kwargs):
+    def build(*args, **kwargs):
         out = factory(*args, **kwargs)
         call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
         return out._replace(description=f"{factory.__name__}({call})")
+
+    built: dict = {}
+
+    @functools.wraps(factory)
+    def wrapped(*args, **kwargs):
+        # The same arguments give the same learner object, so jit (which keys a static learner on its
+        # functions) reuses its compiled programs. The key holds the types (1, 1.0 and True differ), lists
+        # as tuples, and what a factory may read from JAX's configuration; arrays build afresh.
+        key = (_frozen(args), _frozen(kwargs), bool(jax.config.jax_enable_x64), jax.default_backend())
+        try:
+            hash(key)
+        except TypeError:
+            return build(*args, **kwargs)
+        if key not in built:
+            if len(built) >= _FACTORY_CACHE_SIZE:
+                built.pop(next(iter(built)))
+            built[key] = build(*args, **kwargs)
+        return built[key]
 
     return wrapped
 

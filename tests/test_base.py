@@ -171,6 +171,40 @@ def test_finite_items_too_large_to_square_are_skipped(name):
     np.testing.assert_allclose(float(pd.var), float(pc.var), rtol=tol(1e-9, 1e-4))
 
 
+def test_building_a_learner_again_reuses_its_compiled_programs():
+    """Equal hashable arguments give the same learner object (a jitted call on it does not compile again);
+    argument types, wrappers and lists count; arrays build afresh; a bad argument still raises."""
+    import onlinejax as oj
+    from onlinejax import zoo
+    from onlinejax.combination import combine, ewa_squared_error
+    from onlinejax.evaluation import progressive_validation
+    from onlinejax.standardize import standardize
+
+    a, b = oj.bayes_linreg(2, alpha=0.5), oj.bayes_linreg(2, alpha=0.5)
+    assert a is b and standardize(a) is standardize(b)
+    assert oj.bayes_linreg(2, alpha=0.5) is not oj.bayes_linreg(2, alpha=0.25)
+    assert oj.bayes_linreg(2, alpha=1) is not oj.bayes_linreg(2, alpha=1.0)  # types are part of the key
+    assert combine([a, standardize(a)], ewa_squared_error(0.9)) is combine([a, standardize(a)], ewa_squared_error(0.9))
+    assert zoo.configurations()["RecommendedCombination"].make(2) is zoo.configurations()["RecommendedCombination"].make(2)
+    from onlinejax.kernel_regression import kernel_regression
+
+    k1 = kernel_regression(2, 8, lengthscale=np.ones(2))
+    assert k1 is not kernel_regression(2, 8, lengthscale=np.ones(2))  # unhashable: built afresh
+    with pytest.raises(ValueError):
+        oj.bayes_linreg(2, alpha=-1.0)
+    X, y = np.ones((20, 2)), np.arange(20.0)
+    from onlinejax.evaluation.progressive import _scan
+
+    progressive_validation(a, a.init(), X, y)
+    before = _scan._cache_size()
+    c = oj.bayes_linreg(2, alpha=0.5)
+    progressive_validation(c, c.init(), X, y)
+    assert _scan._cache_size() == before  # no new program
+    d = oj.bayes_linreg(2, alpha=0.25)
+    progressive_validation(d, d.init(), X, y)
+    assert _scan._cache_size() == before + 1  # another learner: one
+
+
 def test_reprs_are_readable():
     """Learners printed as lists of function addresses, results as whole arrays, and
     help(kernel_regression) as a 195-element default array."""
