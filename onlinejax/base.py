@@ -62,6 +62,7 @@ __all__ = [
     "StaticOptions",
     "learnable",
     "welford_update",
+    "reuse_equal_calls",
 ]
 
 
@@ -424,7 +425,7 @@ def _short_repr(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-#: Learners kept per factory for :func:`describe_factory`'s reuse (the oldest is dropped first).
+#: Results kept per function by :func:`reuse_equal_calls` (the oldest is dropped first).
 _FACTORY_CACHE_SIZE = 256
 
 
@@ -437,41 +438,52 @@ def _frozen(v):
     return (type(v), v)
 
 
+def reuse_equal_calls(factory: Callable) -> Callable:
+    """Decorate a factory of immutable records of functions so that equal arguments return the same record.
+
+    jit keys a static argument (a learner, a weight rule) on its functions, so a
+    record built again would compile its programs again. The key holds the
+    arguments' types (``1``, ``1.0`` and ``True`` differ), lists and dicts as
+    tuples, and what a factory may read from JAX's configuration (x64, the
+    backend); a call with an unhashable argument (an array) builds afresh, and
+    a call that raises is not kept.
+    """
+    built: dict = {}
+
+    @functools.wraps(factory)
+    def wrapped(*args, **kwargs):
+        key = (_frozen(args), _frozen(kwargs), bool(jax.config.jax_enable_x64), jax.default_backend())
+        try:
+            hash(key)
+        except TypeError:
+            return factory(*args, **kwargs)
+        if key not in built:
+            if len(built) >= _FACTORY_CACHE_SIZE:
+                built.pop(next(iter(built)))
+            built[key] = factory(*args, **kwargs)
+        return built[key]
+
+    return wrapped
+
+
 def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learner"]:
     """Decorate a public learner factory so that its learners' ``repr`` shows the call that built them.
 
     ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
     ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
     wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
-    Calls with equal hashable arguments return the same :class:`Learner` (learners are immutable),
-    so building a configuration again does not compile its programs again.
+    Calls with equal hashable arguments return the same :class:`Learner`
+    (:func:`reuse_equal_calls`), so building a configuration again does not compile its programs again.
     """
 
+    @reuse_equal_calls
     @functools.wraps(factory)
     def build(*args, **kwargs):
         out = factory(*args, **kwargs)
         call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
         return out._replace(description=f"{factory.__name__}({call})")
 
-    built: dict = {}
-
-    @functools.wraps(factory)
-    def wrapped(*args, **kwargs):
-        # The same arguments give the same learner object, so jit (which keys a static learner on its
-        # functions) reuses its compiled programs. The key holds the types (1, 1.0 and True differ), lists
-        # as tuples, and what a factory may read from JAX's configuration; arrays build afresh.
-        key = (_frozen(args), _frozen(kwargs), bool(jax.config.jax_enable_x64), jax.default_backend())
-        try:
-            hash(key)
-        except TypeError:
-            return build(*args, **kwargs)
-        if key not in built:
-            if len(built) >= _FACTORY_CACHE_SIZE:
-                built.pop(next(iter(built)))
-            built[key] = build(*args, **kwargs)
-        return built[key]
-
-    return wrapped
+    return build
 
 
 # --------------------------------------------------------------------------

@@ -20,6 +20,8 @@ __all__ = ["student_t_cdf", "student_t_quantile"]
 
 #: Degrees of freedom from which :func:`student_t_cdf` uses Hill's normal approximation.
 _HILL_MIN_DF = 20.0
+
+
 def _beta_terms(dtype) -> int:
     """Terms of the incomplete beta continued fraction that reach ``dtype``'s resolution for ``a = ν/2 < 10``, ``b = ½``.
 
@@ -73,15 +75,17 @@ def student_t_cdf(z: Array, df: Array) -> Array:
     ``B(a, ½) = √π Γ(a)/Γ(a + ½)`` through :func:`_log_gamma_ratio_excess`. For
     ``ν >= 20``: Hill's normal approximation (Hill 1970, CACM Algorithm 395),
     whose error there is far below float32's resolution and shrinks to float64's
-    as ``ν`` grows. Differentiable in ``z`` and ``ν``; NaN in, NaN out.
+    as ``ν`` grows. Differentiable in ``z`` and ``ν`` (Hill's branch gives 0 in ``z`` at
+    exactly ``z = 0``); NaN in, NaN out.
     """
     z = jnp.asarray(z)
     df_all = jnp.asarray(df)
     large = df_all >= _HILL_MIN_DF
     df = jnp.where(large, 1.0, df_all)  # each branch at a valid ν of its own, so neither gradient is NaN
     a = 0.5 * df
+    z2 = z * z
     log_beta = 0.5 * np.log(np.pi) - _log_gamma_ratio_excess(a) - 0.5 * jnp.log(a)
-    tails = df / (df + z * z) < (a + 1.0) / (a + 2.5)
+    tails = df / (df + z2) < (a + 1.0) / (a + 2.5)
     # each side computed at a point of its own region only, so neither branch's gradient is NaN
     zt = jnp.where(tails, z, jnp.sqrt(df) + 1.0)
     # x = r²/(1 + r²) with r = √ν/|z| < 1 here: no z² to overflow (float32's |z| > 2e19)
@@ -97,7 +101,6 @@ def student_t_cdf(z: Array, df: Array) -> Array:
     nu = jnp.where(large, df_all, _HILL_MIN_DF)
     aa = nu - 0.5
     b = 48.0 * aa * aa
-    z2 = z * z
     # capped where the normal tail underflows in either dtype (a deviate of 100), so no power overflows
     w = jnp.minimum(aa * jnp.log1p(z2 / nu), 1e4)
     root = jnp.where(w > 0, jnp.sqrt(jnp.where(w > 0, w, 1.0)), 0.0)
@@ -155,5 +158,3 @@ def _log_gamma_ratio_excess(x: Array) -> Array:
     for j in range(10):
         carried = carried - jnp.log1p(0.5 / (xl + j))
     return jnp.where(big, series, series + carried)
-
-

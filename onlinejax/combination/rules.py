@@ -27,13 +27,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_in_range, check_int, check_positive
+from ..base import check_in_range, check_int, check_positive, reuse_equal_calls
 from .distribution import _informative, mixture_crps, mixture_prediction
 
 Array = jax.Array
@@ -66,7 +64,7 @@ class BMAState(NamedTuple):
     forgetting: Array
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # the same rule object: combine's programs are reused
+@reuse_equal_calls  # the same rule object: combine's programs are reused
 def bma(forgetting: float = 1.0) -> WeightRule:
     """Bayesian model averaging with forgetting on the accumulated log scores.
 
@@ -100,7 +98,7 @@ class FixedShareState(NamedTuple):
     rate: Array
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # the same rule object: combine's programs are reused
+@reuse_equal_calls  # the same rule object: combine's programs are reused
 def fixed_share(rate: float = 0.01) -> WeightRule:
     """Fixed share (Herbster & Warmuth 1998): ``v ∝ w·exp(ℓ)``, ``w ← (1-α) v + α/M``.
 
@@ -157,7 +155,7 @@ def _charged_sq_errors(log_w: Array, means: Array, vars: Array, y: Array) -> Arr
     return jnp.where(ok, e2, 4.0 * worst + jnp.finfo(dt).tiny)
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # the same rule object: combine's programs are reused
+@reuse_equal_calls  # the same rule object: combine's programs are reused
 def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     """Exponentially weighted average of the members on their recent squared errors.
 
@@ -209,7 +207,7 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     return WeightRule("ewa_se", init, update)
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # the same rule object: combine's programs are reused
+@reuse_equal_calls  # the same rule object: combine's programs are reused
 def stacking(score: str = "crps", optimizer=None, steps: int = 1) -> WeightRule:
     """Online stacking: projected gradient steps on each new item's mixture score.
 
