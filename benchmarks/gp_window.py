@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per table cell; the best is shown")
     ap.add_argument("--streams", type=int, default=576)
     ap.add_argument("--grid-n", type=int, default=2000)
-    ap.add_argument("--tune-steps", type=int, default=30)
+    ap.add_argument("--tune-steps", type=int, default=20)
     ap.add_argument("--tune-restarts", type=int, default=2)
     ap.add_argument("--grid-mean", default="ols", choices=["zero", "average", "ols"])
     ap.add_argument("--skip-grid", action="store_true")

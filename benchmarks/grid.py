@@ -1,7 +1,7 @@
 """The thesis's evaluation (learner configurations × the 576-stream grid): items/s per family.
 
 Run:  .venv/bin/python benchmarks/grid.py [--learners GP,Kernel] [--per-cell K] [--n 2000] [--bare]
-      [--tune-every K]
+      [--tune-every K] [--programs]
       (one host device per core by default, see onlinejax.evaluation.use_cpu_cores; XLA_FLAGS=
        --xla_force_host_platform_device_count=N overrides it)
 
@@ -16,6 +16,10 @@ Default: the thesis's 64 configurations (52 online, 12 batch) on the full grid.
 learner at W = 64 (learning every item, never tuned, no state machine) and
 prints µs per item of the state-machine configuration at W = 64 beside it
 (issue 26's per-item target: within 2x), per input dimension.
+
+``--programs`` also prints, per compiled program, the seconds spent tracing,
+lowering and compiling it with XLA (two programs compile at a time, so the
+trace and lower times include waiting for the interpreter).
 
 ``--tune-every K`` builds the default configurations' state machines with
 ``adaptive(tune_every=K)`` (their names end in ``_TE{K}``): on an accelerator,
@@ -49,6 +53,8 @@ def main():
                     help="also run each windowed family's bare learner (W = 64) and compare per-item costs")
     ap.add_argument("--tune-every", type=int, default=1, metavar="K",
                     help="the state machines' tune_every (default 1, the thesis's rule; only without --learners)")
+    ap.add_argument("--programs", action="store_true",
+                    help="also print each program's trace, lower and XLA compile seconds")
     ap.add_argument("--compile-cache", default="none", metavar="DIR",
                     help="persistent compilation cache ('none', the default, times a cold run; 'default': "
                          "the command line's ~/.cache/onlinejax/xla)")
@@ -98,10 +104,20 @@ def main():
         ips = f["items"] / max(f["run"], 1e-12)
         print(f"{k:18s} {f['sessions']:8d} {f['items'] / 1e6:8.2f} {f['compile']:9.1f} {f['run']:8.1f} {ips:10.0f} "
               f"{ips / THESIS_ITEMS_PER_S:8.1f}")
+    if a.programs:
+        print_program_stages(res)
     if bare:
         print_bare_comparison(res.rows, te)
     if a.csv:
         print("wrote", res.to_csv(a.csv))
+
+
+def print_program_stages(res):
+    """One line per compiled program (configuration, n, d): trace, lower and XLA compile seconds, and their sum."""
+    print(f"{'program':44s} {'trace s':>8s} {'lower s':>8s} {'XLA s':>8s} {'total s':>8s}")
+    for key, (tr, lo, xc) in sorted((res.compile_stages or {}).items(), key=lambda kv: -sum(kv[1])):
+        name, n, d = key
+        print(f"{f'{name} n={n} d={d}':44s} {tr:8.2f} {lo:8.2f} {xc:8.2f} {tr + lo + xc:8.2f}")
 
 
 #: windowed family -> (its state-machine configuration at W = 64, the bare learner's maker)

@@ -17,7 +17,10 @@ nothing on calls where no element's predicate is true; otherwise
   those only and scatters the results back, in a ``while_loop`` until all
   are done — so the cost follows the number of elements that need the
   branch, not the batch size (best for a rare, expensive branch such as a
-  tune, which different streams need on different items).
+  tune, which different streams need on different items). With ``k = 1``
+  the branch runs on the one element itself, not under a ``vmap`` of
+  width 1, so the branch's own ``cond`` s (a converged optimiser skipping
+  its remaining iterations) stay branches instead of becoming selects.
 
 For nested ``vmap`` (streams × hyperparameters) the whole-batch rule calls
 :func:`cond_if_any` again, so every level keeps the property; the compacted
@@ -89,7 +92,10 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
                 # the barrier materialises the gathered elements: without it XLA fused the gather
                 # into f's consumers and a KR tune (W = 128) ran 3x slower inside this loop
                 sub = jax.lax.optimization_barrier(jax.tree_util.tree_map(lambda a: a.at[idx].get(mode="clip"), v))
-                new = jax.vmap(f)(sub)
+                if k == 1:  # f itself, not a vmap of width 1: f's own conds stay branches, not selects
+                    new = jax.tree_util.tree_map(lambda a: a[None], f(jax.tree_util.tree_map(lambda a: a[0], sub)))
+                else:
+                    new = jax.vmap(f)(sub)
                 v = jax.tree_util.tree_map(lambda a, b: a.at[idx].set(b, mode="drop"), v, new)
                 return todo.at[idx].set(False, mode="drop"), v
 

@@ -22,6 +22,11 @@ climatology's instead of scoring far below it, and on a stream the learner
 predicts well the climatology's weight decays like ``1/t`` (a cost of about
 ``1/(2t)`` nats at item ``t``).
 
+``with_climatology(learner, keep_mean=True)`` centres the climatology's
+component on the learner's mean, with the climatology's spread around it:
+the prediction's mean (and MSE) is then the learner's and only its spread
+is hedged.
+
 The climatology joins when it has two targets, with at least 3 degrees of
 freedom (its exact ``ν = n - 1`` is a Cauchy at ``n = 2``, whose CRPS and
 variance are infinite); before that the prediction is the learner's alone.
@@ -82,13 +87,21 @@ def init(learner: Learner, /, **inner_kwargs) -> HedgedState:
     return HedgedState(inner, climatology_init(dtype=dt), half, jnp.zeros((), dt))
 
 
-def predict_one(learner: Learner, s: HedgedState, x: Array) -> StudentTMixture:
-    """``[2]``-component :class:`~onlinejax.student_mixture.StudentTMixture` of the learner's prediction and the climatology's."""
+def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = False) -> StudentTMixture:
+    """``[2]``-component :class:`~onlinejax.student_mixture.StudentTMixture` of the learner's prediction and the climatology's.
+
+    ``keep_mean`` (static): the second component is centred on the learner's mean ``μ``
+    with the climatology's spread around it, scale ``√(s_c² + (μ − μ_c)²)`` (its second
+    moment about ``μ`` for ``ν → ∞``), so the mixture's mean is the learner's.
+    """
     p = _as_student_t(learner.predict(s.inner, x))
     c = climatology_predict(s.clim)
     joined = s.clim.n >= 2.0
     log_w = jnp.where(joined, s.log_weights, jnp.asarray([0.0, -jnp.inf], s.log_weights.dtype))
-    return StudentTMixture(log_w, jnp.stack([p.mean, c.mean]), jnp.stack([p.scale, c.scale]),
+    c_mean, c_scale = c.mean, c.scale
+    if keep_mean:
+        c_mean, c_scale = p.mean, jnp.hypot(c.scale, p.mean - c.mean)
+    return StudentTMixture(log_w, jnp.stack([p.mean, c_mean]), jnp.stack([p.scale, c_scale]),
                            jnp.stack([p.df, jnp.maximum(c.df, CLIMATOLOGY_MIN_DF)]))
 
 
@@ -125,12 +138,17 @@ def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Ar
 
 
 @describe_factory
-def with_climatology(learner: Learner) -> Learner:
+def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
     """Hedge ``learner``'s predictive with the Student-t climatology's (module doc).
 
     Args:
       learner: a learner whose prediction is a :class:`~onlinejax.base.StudentTPrediction`
         or a :class:`~onlinejax.base.Prediction` (e.g. :func:`~onlinejax.calibration.calibrated`).
+      keep_mean: centre the climatology's component on the learner's mean, with the
+        climatology's spread around that mean (:func:`predict_one`): the prediction's mean,
+        and so its MSE, is the learner's, and only its spread is hedged. The default mixes
+        the means too, which is what helps where the learner's mean is worse than the
+        running mean's (a series whose inputs carry no signal).
     Returns:
       A learner with state :class:`HedgedState` whose prediction is a ``[2]``-component
       :class:`~onlinejax.student_mixture.StudentTMixture` (learner, climatology);
@@ -148,12 +166,14 @@ def with_climatology(learner: Learner) -> Learner:
     """
     if not isinstance(learner, Learner):
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
+    if not isinstance(keep_mean, bool):
+        raise TypeError(f"keep_mean: expected a bool, got {type(keep_mean).__name__}")
 
     def _init(**inner_kwargs):
         return init(learner, **inner_kwargs)
 
     def _predict_one(s, x):
-        return predict_one(learner, s, x)
+        return predict_one(learner, s, x, keep_mean)
 
     def _update_one(s, x, y, issued):
         gaussian = isinstance(jax.eval_shape(learner.predict, s.inner, x), Prediction)

@@ -44,6 +44,24 @@ def test_cond_if_any_equals_cond_and_skips_untaken_branch(max_batch):
     assert len(calls) > 0  # the reason cond_if_any exists
 
 
+def test_cond_if_any_one_at_a_time_keeps_the_branchs_own_conds():
+    """max_batch=1 runs the branch on the element itself: a cond inside it stays lazy (under a vmap of width 1 it
+    would become a select and run its untaken side too, e.g. every remaining iteration of a converged tune)."""
+    calls = []
+
+    def f(x):
+        return jax.lax.cond(x[0] > 1e6, lambda v: (jax.debug.callback(lambda: calls.append(1)), v)[1],
+                            lambda v: v + 1.0, x)
+
+    x = jnp.zeros((4, 3), DTYPE)
+    p = jnp.asarray([True, False, True, False])
+    out = jax.block_until_ready(jax.jit(jax.vmap(cond_if_any(f, max_batch=1)))(p, x))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(x + p[:, None]))
+    assert calls == []
+    jax.block_until_ready(jax.jit(jax.vmap(cond_if_any(f, max_batch=2)))(p, x))
+    assert len(calls) > 0  # two at a time, the branch is vmapped and its cond a select
+
+
 # ---------------------------------------------------------------- the state machine
 def _two_concepts(rng, n1=150, n2=150, noise=0.05):
     x = rng.uniform(-1, 1, (n1 + n2, 1))

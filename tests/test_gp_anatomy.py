@@ -117,7 +117,7 @@ def test_tune_hyperparameters_is_its_named_pieces(rng):
         starts = starts._replace(log_lengthscale=starts.log_lengthscale.at[1].add(jnp.log(0.3)),
                                  log_noise_std=starts.log_noise_std.at[1].add(jnp.log(10.0)))
         active = jnp.asarray([True, True])
-        ps, ls = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=30), (starts, active))
+        ps, ls = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=20), (starts, active))
         return gpw.select_restart(loss, w, ps, ls, active, base, p)
 
     whole = jax.jit(lambda p: gpw.tune_hyperparameters(kern, "average", p, X, Y, valid, from_data=True, **kw))(p0)

@@ -201,6 +201,10 @@ def test_user_streams_and_errors():
     assert [r["stream"] for r in res.rows] == ["a", "b", "c"] and all(r["smse_st"] < 1e-3 for r in res.rows)
     twice = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, [g, g], stable_window=10, progress=False)
     assert len(twice.rows) == 6 and len(twice.compile_seconds) == 1  # groups of one shape share the executable
+    # the program's stages (trace, lower, XLA compile) add up to its compile time
+    (key, total), = res.compile_seconds.items()
+    stages = res.compile_stages[key]
+    assert len(stages) == 3 and min(stages) > 0 and sum(stages) == pytest.approx(total, rel=1e-6)
     assert [r["mse"] for r in twice.rows[3:]] == [r["mse"] for r in res.rows]
     with pytest.raises(ValueError, match="names"):
         StreamGroup.from_arrays(X, Y, names=["a"])

@@ -88,7 +88,7 @@ def test_student_t_mixture_crps_is_infinite_without_a_mean():
     assert np.isfinite(float(_mixture([1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [4.0, 1.0]).crps(0.3)))
 
 
-def _replay_weights(inner_preds, Y):
+def _replay_weights(inner_preds, Y, keep_mean=False):
     """float64 numpy replay of the hedge (module doc of :mod:`onlinejax.hedge`): the mixture's log density and the climatology's weight at each item."""
     n = len(Y)
     lw = np.log([0.5, 0.5])
@@ -97,8 +97,10 @@ def _replay_weights(inner_preds, Y):
         m, sc, nu = (float(a[i]) for a in inner_preds)
         l1 = stats.t.logpdf(Y[i], nu, m, sc)
         if i >= 2:
-            s = Y[:i].std(ddof=1) * np.sqrt(1 + 1 / i)
-            l2 = stats.t.logpdf(Y[i], max(i - 1, CLIMATOLOGY_MIN_DF), Y[:i].mean(), s)
+            s, mc = Y[:i].std(ddof=1) * np.sqrt(1 + 1 / i), Y[:i].mean()
+            if keep_mean:  # the climatology's spread around the learner's mean
+                s, mc = np.sqrt(s * s + (m - mc) ** 2), m
+            l2 = stats.t.logpdf(Y[i], max(i - 1, CLIMATOLOGY_MIN_DF), mc, s)
             out_lp.append(np.logaddexp(lw[0] + l1, lw[1] + l2))
             out_w.append(np.exp(lw[1]))
             post = lw + [l1, l2]
@@ -121,18 +123,21 @@ def _stream(seed, n, signal=1.0):
 
 
 @pytest.mark.float32_only
-def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share():
+@pytest.mark.parametrize("keep_mean", [False, True])
+def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share(keep_mean):
     X, Y = _stream(3, 60)
     Xd, Yd = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
     inner = calibrated(bayes_linreg(2))
     pin = progressive_validation(inner, inner.init(), Xd, Yd).predictions
-    hedged = with_climatology(inner)
+    hedged = with_climatology(inner, keep_mean=keep_mean)
     p = progressive_validation(hedged, hedged.init(), Xd, Yd).predictions
     assert isinstance(p, StudentTMixture)
     # the learner's own component is its prediction: the wrapper does not change what it learns
     for a, b in ((p.means[:, 0], pin.mean), (p.scales[:, 0], pin.scale), (p.dfs[:, 0], pin.df)):
         np.testing.assert_allclose(a, b, rtol=tol(1e-12, 1e-5))
-    ref_lp, ref_w = _replay_weights((pin.mean, pin.scale, pin.df), np.asarray(Yd, np.float64))
+    if keep_mean:  # the prediction's mean is the learner's: its MSE does not change
+        np.testing.assert_allclose(np.asarray(p.mean), np.asarray(pin.mean), rtol=tol(1e-12, 1e-6))
+    ref_lp, ref_w = _replay_weights((pin.mean, pin.scale, pin.df), np.asarray(Yd, np.float64), keep_mean)
     np.testing.assert_allclose(np.asarray(p.log_prob(Yd)), ref_lp, rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
     np.testing.assert_allclose(np.asarray(p.weights[:, 1]), ref_w, rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
     assert np.all(np.asarray(p.weights[:2, 1]) == 0.0)  # the climatology joins with two targets
@@ -182,6 +187,8 @@ def test_with_climatology_skips_non_finite_items_and_refuses_other_learners():
     assert float(s2.clim.n) == float(s.clim.n)
     with pytest.raises(TypeError, match="learner"):
         with_climatology("not a learner")
+    with pytest.raises(TypeError, match="keep_mean"):
+        with_climatology(calibrated(bayes_linreg(2)), keep_mean="yes")
     gauss = with_climatology(bayes_linreg(2))  # a Gaussian prediction is mixed as a t of 1/eps degrees of freedom
     st, p = gauss.step(gauss.init(), jnp.asarray(X[0], DTYPE), jnp.asarray(Y[0], DTYPE))
     assert isinstance(p, StudentTMixture) and np.isfinite(float(p.log_prob(Y[0])))

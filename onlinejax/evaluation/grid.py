@@ -89,6 +89,10 @@ ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tup
 class GridResult(NamedTuple):
     """The table: ``rows`` (one dict per learner × stream), plus per-compile timings.
 
+    ``compile_seconds``: ``{(configuration, n, d): seconds}`` from tracing to a compiled program;
+    ``compile_stages``: the same keys, ``(trace, lower, XLA compile)`` seconds of this process
+    (programs compile several at a time in threads, so a stage's wall time includes waiting for
+    the interpreter while another program traces).
     ``predictions`` (only with ``run_grid(keep_predictions=True)``):
     ``{(row learner label, stream name): (mean [n], var [n], pit [n])}`` NumPy arrays; ``pit`` is
     the prediction's own CDF at the target (Gaussian, Student-t or mixture).
@@ -97,6 +101,7 @@ class GridResult(NamedTuple):
     rows: list
     compile_seconds: dict
     predictions: dict | None = None
+    compile_stages: dict | None = None
 
     def __repr__(self) -> str:
         learners = len({r["learner"] for r in self.rows})
@@ -274,6 +279,7 @@ class _Program(NamedTuple):
     chunk: int
     executable: object
     compile_s: float
+    stages: tuple = ()  # this process's (trace, lower, XLA compile) seconds
 
 
 def _spans_processes(devices: list) -> bool:
@@ -416,8 +422,14 @@ class _Plan:
                                check_vma=False)
         states = self.replicate(states) if self.multi else states
         t0 = time.perf_counter()
-        exe = jax.jit(fn).lower(states, *self.chunk_args(grp, chunk, 0, *self.weights(gl, grp))).compile()
-        return _Program(learner, states, [_label(gl, h) for h in range(H)], chunk, exe, time.perf_counter() - t0)
+        traced = jax.jit(fn).trace(states, *self.chunk_args(grp, chunk, 0, *self.weights(gl, grp)))
+        t1 = time.perf_counter()
+        lowered = traced.lower()
+        t2 = time.perf_counter()
+        exe = lowered.compile()
+        t3 = time.perf_counter()
+        return _Program(learner, states, [_label(gl, h) for h in range(H)], chunk, exe, t3 - t0,
+                        (t1 - t0, t2 - t1, t3 - t2))
 
 
 def _program_keys(learners: list, groups: list) -> dict:
@@ -624,17 +636,18 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
     if compile_workers is not None:
         compile_workers = check_int(compile_workers, "compile_workers", 1)
     keys_of = _program_keys(learners, groups)
-    compile_s, rows, kept = {}, [], ({} if keep_predictions else None)
+    compile_s, stages, rows, kept = {}, {}, [], ({} if keep_predictions else None)
     # compile a batch of programs, run them, release them: compiling and running never overlap,
     # so the timings stay clean, and the compiled programs' memory mappings stay bounded
     for batch in _compile_batches(learners, keys_of, check_int(compile_batch, "compile_batch", 1)):
         built = _compile(plan, batch, keys_of, compile_workers, progress)
         compile_s.update({k: p.compile_s for k, p in built.items()})
+        stages.update({k: p.stages for k, p in built.items()})
         with one_blas_thread(len(plan.devices) > 1 and plan.devices[0].platform == "cpu"):
             rows += _run_batch(plan, batch, built, kept, progress)
         del built
     rows.sort(key=lambda r: row_order[r["learner"]])  # stable: streams keep their order within a learner
-    return GridResult(rows, compile_s, kept)
+    return GridResult(rows, compile_s, kept, stages)
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
@@ -704,4 +717,4 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
             rows.append(row)
             kept[(name, s)] = (np.asarray(pm[i]), np.asarray(pv[i]), np.asarray(pp[i]))
-    return GridResult(rows, result.compile_seconds, kept)
+    return GridResult(rows, result.compile_seconds, kept, result.compile_stages)

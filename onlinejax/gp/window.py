@@ -521,45 +521,89 @@ def _restart_starts(base: GPParams, restarts: int) -> GPParams:
                                             log_noise_std=base.log_noise_std + o[1]))(offs)
 
 
-def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 30, method: str = "lbfgs",
-                 learning_rate: float = 0.05) -> tuple[GPParams, Array]:
-    """One restart: minimise ``loss`` from ``p0`` for at most ``steps`` iterations (``lax.while_loop``).
+#: Step sizes along the quasi-Newton direction that :func:`tune_restart` tries: the unit step, then the rest at once.
+LINE_SEARCH_STEPS = (1.0, 0.3, 0.1, 0.01, 0.001)
 
-    ``method="lbfgs"``: optax L-BFGS with its zoom line search, stopped once
-    an iteration no longer lowers the loss (relative change <= 10 eps; past
-    the optimum every line search fails after its full budget, so running on
-    would only spend time); ``"adam"``: ``steps`` Adam steps at
-    ``learning_rate``. A step to non-finite parameters is not taken. An
-    inactive restart (``active: []`` bool false) runs no iteration.
+
+def _finite_tree(t) -> Array:
+    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(t)]))
+
+
+def _tree_vdot(a, b) -> Array:
+    return sum(jnp.vdot(u, v) for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
+
+
+def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20, method: str = "lbfgs",
+                 learning_rate: float = 0.05) -> tuple[GPParams, Array]:
+    """One restart: minimise ``loss`` from ``p0`` in ``steps`` iterations of a fixed count (a ``fori_loop``).
+
+    ``method="lbfgs"``: the L-BFGS direction ``u`` (Nocedal & Wright alg. 7.4,
+    :func:`optax.scale_by_lbfgs`) and a line search without a loop: the unit
+    step ``p - u`` is taken if it decreases the loss sufficiently (Armijo,
+    N&W eq. 3.4); otherwise the shorter steps ``p - a·u`` of
+    :data:`LINE_SEARCH_STEPS` are scored at once (one batched Cholesky) and
+    the best of them and the unit step is taken (a ``cond``: on one stream
+    the batch runs only when the unit step fails). An iteration that lowers the loss by
+    no more than ``10 eps`` relatively (or whose best step has a non-finite
+    gradient) ends the restart: the remaining iterations are a ``cond`` that
+    passes the carry on (skipped on one stream; under ``vmap`` every stream
+    pays for ``steps`` iterations, as many as the slowest needs at most). A
+    curvature pair with ``s·y <= 0`` (the objective is not convex) would turn
+    the next direction uphill, so the memory then starts afresh.
+    ``"adam"``: ``steps`` Adam steps at ``learning_rate``; a step to
+    non-finite parameters is not taken. Neither has a data-dependent loop,
+    so a tune is the same program on every backend and costs no host round
+    trip on a GPU. An inactive restart (``active: []`` bool false) does not
+    move.
 
     Returns:
       ``(p, loss(p))``.
     """
     dt = p0.log_noise_std.dtype
-    opt = optax.lbfgs() if method == "lbfgs" else optax.adam(learning_rate)
-    vg = optax.value_and_grad_from_state(loss) if method == "lbfgs" else jax.value_and_grad(loss)
+    vg = jax.value_and_grad(loss)
+    if method == "adam":
+        opt = optax.adam(learning_rate)
+
+        def adam_step(_, c):
+            p, st = c
+            u, st = opt.update(jax.grad(loss)(p), st, p)
+            p_new = optax.apply_updates(p, u)
+            return keep_if(active & _finite_tree(p_new), p_new, p), st
+
+        p = jax.lax.fori_loop(0, steps, adam_step, (p0, opt.init(p0)))[0]
+        return p, loss(p)
+
+    lbfgs = optax.scale_by_lbfgs()
+    sizes = jnp.asarray(LINE_SEARCH_STEPS[1:], dt)
     ftol = 10.0 * float(jnp.finfo(dt).eps)
 
-    def body(c):
-        i, p, st, _, v_old = c
-        if method == "lbfgs":
-            v, g = vg(p, state=st)
-            u, st = opt.update(g, st, p, value=v, grad=g, value_fn=loss)
-        else:
-            v, g = vg(p)
-            u, st = opt.update(g, st, p)
-        p_new = optax.apply_updates(p, u)
-        finite = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(p_new)]))
-        return i + 1, keep_if(finite, p_new, p), st, v_old, v
+    def search(p, u, unit):
+        # the shorter steps, scored at once; the unit step stays a candidate
+        cands = jax.vmap(lambda a: jax.tree_util.tree_map(lambda x, d: x - a * d, p, u))(sizes)
+        vs = jax.vmap(loss)(cands)
+        best = jnp.argmin(jnp.where(jnp.isfinite(vs), vs, jnp.inf))
+        p_b = jax.tree_util.tree_map(lambda x: x[best], cands)
+        v_b, g_b = vg(p_b)
+        return keep_if(jnp.isfinite(unit[1]) & ~(vs[best] < unit[1]), unit, (p_b, v_b, g_b))
 
-    def cond(c):
-        i, _, _, v_prev, v = c
-        stalled = jnp.abs(v_prev - v) <= ftol * jnp.maximum(1.0, jnp.abs(v))
-        return active & (i < steps) & ~(stalled & (method == "lbfgs"))
+    def iterate(c):
+        p, st, v, g, _ = c
+        u, st_next = lbfgs.update(g, st, p)
+        p1 = jax.tree_util.tree_map(jnp.subtract, p, u)
+        v1, g1 = vg(p1)
+        # Armijo's sufficient decrease at the unit step (Nocedal & Wright eq. 3.4, c₁ = 1e-4)
+        unit_ok = (v1 <= v - 1e-4 * jnp.abs(_tree_vdot(g, u))) & _finite_tree(g1)
+        p_new, v_new, g_new = jax.lax.cond(unit_ok, lambda a: a[2], lambda a: search(*a), (p, u, (p1, v1, g1)))
+        moved = (v_new < v - ftol * jnp.maximum(1.0, jnp.abs(v))) & _finite_tree(g_new)
+        curved = _tree_vdot(jax.tree_util.tree_map(jnp.subtract, p_new, p),
+                            jax.tree_util.tree_map(jnp.subtract, g_new, g)) > 0
+        st_next = keep_if(curved, st_next, lbfgs.init(p_new))
+        return keep_if(moved, (p_new, st_next, v_new, g_new, jnp.asarray(False)), (p, st, v, g, jnp.asarray(True)))
 
-    inf, zero = jnp.asarray(jnp.inf, dt), jnp.zeros((), dt)  # |inf - 0| is not "stalled"
-    p = jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), p0, opt.init(p0), inf, zero))[1]
-    return p, loss(p)
+    v0, g0 = vg(p0)
+    c0 = (p0, lbfgs.init(p0), v0, g0, ~active | ~jnp.isfinite(v0) | ~_finite_tree(g0))
+    c = jax.lax.fori_loop(0, steps, lambda _, c: jax.lax.cond(c[4], lambda c: c, iterate, c), c0)
+    return c[0], c[2]
 
 
 def select_restart(loss: Callable, w: TuneWindow, ps: GPParams, ls: Array, active: Array, base: GPParams,
@@ -587,7 +631,7 @@ def _check_tune_options(method: str, noise_floor, lengthscale_prior) -> None:
         check_positive(lengthscale_prior, "lengthscale_prior")
 
 
-def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 30, restarts: int = 2,
+def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 20, restarts: int = 2,
                          learning_rate: float = 0.05, method: str = "lbfgs", n_active=None, noise_floor=0.0,
                          lengthscale_prior=None, from_data: bool = False) -> GPParams:
     """Maximise the window's log marginal likelihood (or posterior, with a prior) over ``params`` with optax.
@@ -624,10 +668,11 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
       mean function everywhere.
 
     Runs ``restarts`` starts (:func:`tune_restart`) one after another
-    (``lax.map``: vmapped, the starts' L-BFGS line searches would run in
-    lockstep, each start paying for the slowest): the start above and
-    copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for at
-    most ``steps`` iterations, and returns the start with the best final
+    (``lax.map``, a ``scan`` of static length: on one stream a start that
+    has converged, or is inactive, skips its remaining iterations; under
+    ``vmap`` the two forms cost the same): the start above and
+    copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for
+    ``steps`` iterations, and returns the start with the best final
     objective (:func:`select_restart`: NaN runs are ignored; if all fail the
     start is returned, or ``params`` if the objective is not finite there).
     One compiled call; vmaps over windows. ``n_active`` (an int32 array,
@@ -654,7 +699,7 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
 
 
 def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: Optional[str] = "average",
-         steps: int = 30, restarts: int = 2, retune_restarts: int = 1, method: str = "lbfgs",
+         steps: int = 20, restarts: int = 2, retune_restarts: int = 1, method: str = "lbfgs",
          noise_floor: float = NOISE_FLOOR, lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR,
          from_data: bool = True, adapt_scale: bool = True) -> GPWindowState:
     """Re-estimate the hyperparameters on the window and rebuild the factor once.
@@ -709,7 +754,7 @@ def _check_static_options(n_features: int, mean: str, defaults: tuple, noise_flo
 
 @describe_factory
 def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", signal_std=1.0,
-              noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 30,
+              noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 20,
               tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",
               mean_from_state: bool = False, noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR,
               tune_from_data: bool = True, adapt_scale: bool = True, dtype=None) -> Learner:
