@@ -159,3 +159,41 @@ def test_bad_input_names_the_argument():
         tune_prequential(lrn, {"beta": 2.0}, X[:, :1], Y)
     with pytest.raises(ValueError, match="^transforms: no default bijection for 'window'"):
         tune_prequential(oj.windowed_bayes_linreg(2, 8), {"window": 4}, X, Y)
+
+
+def test_converged_compares_the_last_tenth_of_the_steps_with_the_rest():
+    from onlinejax.evaluation.tuning import converged
+
+    rising = np.concatenate([np.linspace(-3.0, 0.0, 91), np.linspace(0.0, 0.02, 11)[1:]])  # +0.02 nats at the end
+    assert not converged(rising) and converged(np.r_[rising[:91], np.full(10, 1e-4)])
+    assert converged(np.zeros(5)) and converged(np.r_[0.0, 0.5, 1.0, 1.0, 1.0002])  # k = 1: the last step's gain
+    # the CRPS is in the targets' unit: the same run, relative to its size, at any scale
+    for scale in (1e-6, 1.0, 1e6):
+        assert converged(-scale * np.r_[np.linspace(5.0, 1.0, 91), np.full(10, 0.9995)], "crps")
+        assert not converged(-scale * np.r_[np.linspace(5.0, 1.0, 91), np.full(10, 0.99)], "crps")
+    assert converged(np.r_[np.nan, 0.0, 0.0, np.inf * -1, 0.0]) and not converged(np.full(4, np.nan))
+
+
+def test_a_run_stopped_while_still_improving_says_so():
+    lrn = oj.bayes_linreg(2, beta=25.0, forgetting=0.95)
+    X, Y = _stream(0)
+    with pytest.warns(RuntimeWarning, match="not converged"):
+        short = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, steps=100)
+    assert not short.converged
+    longer = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, steps=400)
+    assert longer.converged and longer.scores.max() > short.scores.max()
+    best = _grid_best(lrn, X[None], Y[None], "mlpd")
+    assert abs(longer.params["forgetting"] - best) <= GRID[1] - GRID[0] < abs(short.params["forgetting"] - best)
+
+
+def test_bocpd_hazard_tunes_through_its_default_logit():
+    """A mean that jumps every 100 items: the hazard tuned from 0.3 comes down to the order of 1/100."""
+    rng = np.random.default_rng(3)
+    n = 1200
+    levels = np.repeat(rng.normal(0.0, 5.0, n // 100), 100)
+    X = np.ones((n, 1))
+    Y = levels + rng.normal(size=n)
+    lrn = oj.bocpd(oj.bayes_linreg(1, alpha=0.04, beta=1.0), 16, hazard=0.3)
+    res = tune_prequential(lrn, {"hazard": 0.3}, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE), steps=150,
+                           learning_rate=0.2)
+    assert 0.002 < res.params["hazard"] < 0.05 and res.scores[res.best_step] > res.scores[0] + 0.1

@@ -45,7 +45,8 @@ from ..base import Learner, check_int, check_positive, default_float_dtype, lear
 
 Array = jax.Array
 
-__all__ = ["Bijection", "BIJECTIONS", "DEFAULT_TRANSFORMS", "SCORES", "TuneResult", "prequential_score",
+__all__ = ["Bijection", "BIJECTIONS", "CONVERGED_GAIN", "DEFAULT_TRANSFORMS", "SCORES", "TuneResult",
+           "converged", "prequential_score",
            "tune_prequential"]
 
 SCORES = ("log", "crps")
@@ -79,7 +80,12 @@ DEFAULT_TRANSFORMS = {
     "signal_std": "log", "noise_std": "log", "lengthscale": "log",    # gp_window (lengthscale: kernel_regression too)
     "prior_var": "log", "noise_var": "log",                           # kernel_regression, climatology; sgd_linreg
     "forgetting": "logit", "decay": "logit", "residual_forgetting": "logit",
+    "hazard": "logit",                                                # bocpd: a probability per item
 }
+
+#: :func:`tune_prequential` calls a run converged when its last tenth of the steps raised the best score
+#: by at most this much: nats per item for the log score, a fraction of the mean CRPS for ``"crps"``.
+CONVERGED_GAIN = {"log": 1e-3, "crps": 1e-3}
 
 
 class TuneResult(NamedTuple):
@@ -93,6 +99,9 @@ class TuneResult(NamedTuple):
       history: ``{name: [steps + 1, ...]}`` the constrained values scored in ``scores``.
       best_step: index into ``scores`` of ``params``.
       n_nonfinite: optimizer steps whose score or gradient was not finite (skipped).
+      converged: whether the last ``max(1, steps // 10)`` steps left the best score where it was,
+        to :data:`CONVERGED_GAIN` (:func:`converged`); when false, more steps (or a larger
+        learning rate) would likely find better hyperparameters.
     """
 
     params: dict
@@ -100,9 +109,29 @@ class TuneResult(NamedTuple):
     history: dict
     best_step: int
     n_nonfinite: int
+    converged: bool
 
     def __repr__(self) -> str:  # shapes and scalar values, not every element
         return tree_repr(self)
+
+
+def converged(scores, score: str = "log") -> bool:
+    """Whether a run of prequential scores ``[steps + 1]`` (higher is better) has stopped improving.
+
+    Converged when the best score of the last ``k = max(1, steps // 10)`` steps
+    exceeds the best before them by at most :data:`CONVERGED_GAIN` ``[score]``:
+    an absolute gain in nats per item for ``"log"``, a gain relative to the
+    best mean CRPS for ``"crps"`` (whose unit is the targets'). Non-finite
+    scores are ignored; a run without a finite score is not converged.
+    """
+    s = np.asarray(scores, np.float64)
+    s = np.where(np.isfinite(s), s, -np.inf)
+    best = s.max()
+    if not np.isfinite(best):
+        return False
+    k = max(1, (len(s) - 1) // 10)
+    tol = CONVERGED_GAIN[score] * (1.0 if score == "log" else abs(best))
+    return bool(best - s[:-k].max() <= tol)
 
 
 def _stream_score(learner: Learner, params, X, Y, score: str, burn_in: int, missing: bool, dtype):
@@ -187,8 +216,9 @@ def _resolve_transforms(names, transforms: Optional[Mapping]) -> tuple:
     for k in names:
         t = transforms.get(k, DEFAULT_TRANSFORMS.get(k))
         if t is None:
-            raise ValueError(f"transforms: no default bijection for {k!r}; pass transforms={{{k!r}: 'log'}} "
-                             f"(or one of {sorted(BIJECTIONS)}, or a Bijection)")
+            raise ValueError(f"transforms: no default bijection for {k!r}; pass transforms={{{k!r}: 'log'}} for a "
+                             f"positive value, {{{k!r}: 'logit'}} for one in (0, 1), 'identity' for any real, "
+                             "or a Bijection")
         if isinstance(t, str) and t not in BIJECTIONS:
             raise ValueError(f"transforms: {k!r}: unknown bijection {t!r}; "
                              f"expected one of {sorted(BIJECTIONS)} or a Bijection")
@@ -259,7 +289,7 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
       transforms: ``{name: "log" | "logit" | "identity" | Bijection}`` overriding
         :data:`DEFAULT_TRANSFORMS` (``log`` for ``alpha``, ``beta``, ``signal_std``,
         ``noise_std``, ``lengthscale``, ``prior_var``, ``noise_var``; ``logit`` for
-        ``forgetting``, ``decay``, ``residual_forgetting``); required for other names.
+        ``forgetting``, ``decay``, ``residual_forgetting``, ``hazard``); required for other names.
       steps: optimizer steps (>= 1).
       learning_rate: of the default Adam (default 0.05); give it or ``optimizer``, not both.
       optimizer: any ``optax.GradientTransformation`` (pass the same object again to reuse the
@@ -269,7 +299,8 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
       dtype: state dtype (default float32, float64 under x64).
     Returns:
       :class:`TuneResult`: the best-scoring hyperparameters met (``params``),
-      the ``scores`` and ``history`` of the ``steps + 1`` points visited.
+      the ``scores`` and ``history`` of the ``steps + 1`` points visited, and whether the
+      run had ``converged`` (if not, a ``RuntimeWarning`` says so).
     Raises:
       ValueError: naming the argument: ``score`` not in :data:`SCORES`; ``params`` empty, with a
         keyword ``init`` does not take, a non-finite value or one on its transform's boundary
@@ -308,7 +339,11 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
     if int(bad):
         warnings.warn(f"tune_prequential: {int(bad)} of {steps} steps had a non-finite score or gradient "
                       "and were not applied", RuntimeWarning, stacklevel=2)
-    return TuneResult(out, scores, hist, best, int(bad))
+    done = converged(scores, score)
+    if not done:
+        warnings.warn(f"tune_prequential: not converged: the score still rose in the last {max(1, steps // 10)} "
+                      f"of {steps} steps; pass more steps or a larger learning_rate", RuntimeWarning, stacklevel=2)
+    return TuneResult(out, scores, hist, best, int(bad), done)
 
 
 _ADAM: dict = {}
