@@ -364,7 +364,7 @@ def _segment_stream(seed, n=360):
     return X, Y
 
 
-@pytest.mark.parametrize("name, detector", [("kernel_regression", "bocpd"),
+@pytest.mark.parametrize("name, detector", [pytest.param("kernel_regression", "bocpd", marks=pytest.mark.slow),
                                             pytest.param("gp", "cusum", marks=pytest.mark.slow),
                                             pytest.param("gp", "bocpd", marks=pytest.mark.slow),
                                             pytest.param("kernel_regression", "cusum", marks=pytest.mark.slow)])

@@ -99,6 +99,7 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
         chunked.summary(by="nope")
 
 
+@pytest.mark.slow  # CI time; test_chunking_and_padding_do_not_change_rows checks the layout in CI
 def test_vmap_width_does_not_change_rows(groups):
     """States vmapped all together, one at a time (lax.map) or 3 at a time (8 pairs: 3 groups of 3, one pair a padding copy): the same rows."""
     from onlinejax.evaluation.grid import _state_bytes
