@@ -172,6 +172,10 @@ def test_converged_compares_the_last_tenth_of_the_steps_with_the_rest():
         assert converged(-scale * np.r_[np.linspace(5.0, 1.0, 91), np.full(10, 0.9995)], "crps")
         assert not converged(-scale * np.r_[np.linspace(5.0, 1.0, 91), np.full(10, 0.99)], "crps")
     assert converged(np.r_[np.nan, 0.0, 0.0, np.inf * -1, 0.0]) and not converged(np.full(4, np.nan))
+    with pytest.raises(ValueError, match="^score: "):
+        converged(np.zeros(4), "mse")
+    with pytest.raises(ValueError, match="^scores: "):
+        converged(np.zeros(1))
 
 
 def test_a_run_stopped_while_still_improving_says_so():

@@ -124,7 +124,11 @@ def converged(scores, score: str = "log") -> bool:
     best mean CRPS for ``"crps"`` (whose unit is the targets'). Non-finite
     scores are ignored; a run without a finite score is not converged.
     """
+    if score not in CONVERGED_GAIN:
+        raise ValueError(f"score: must be one of {tuple(CONVERGED_GAIN)}, got {score!r}")
     s = np.asarray(scores, np.float64)
+    if s.ndim != 1 or s.size < 2:
+        raise ValueError(f"scores: expected a [steps + 1] array with steps >= 1, got shape {s.shape}")
     s = np.where(np.isfinite(s), s, -np.inf)
     best = s.max()
     if not np.isfinite(best):

@@ -529,10 +529,6 @@ def _finite_tree(t) -> Array:
     return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(t)]))
 
 
-def _tree_vdot(a, b) -> Array:
-    return sum(jnp.vdot(u, v) for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
-
-
 def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20, method: str = "lbfgs",
                  learning_rate: float = 0.05) -> tuple[GPParams, Array]:
     """One restart: minimise ``loss`` from ``p0`` in ``steps`` iterations of a fixed count (a ``fori_loop``).
@@ -589,14 +585,13 @@ def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20
     def iterate(c):
         p, st, v, g, _ = c
         u, st_next = lbfgs.update(g, st, p)
-        p1 = jax.tree_util.tree_map(jnp.subtract, p, u)
+        p1 = optax.tree.sub(p, u)
         v1, g1 = vg(p1)
         # Armijo's sufficient decrease at the unit step (Nocedal & Wright eq. 3.4, c₁ = 1e-4)
-        unit_ok = (v1 <= v - 1e-4 * jnp.abs(_tree_vdot(g, u))) & _finite_tree(g1)
+        unit_ok = (v1 <= v - 1e-4 * jnp.abs(optax.tree.vdot(g, u))) & _finite_tree(g1)
         p_new, v_new, g_new = jax.lax.cond(unit_ok, lambda a: a[2], lambda a: search(*a), (p, u, (p1, v1, g1)))
         moved = (v_new < v - ftol * jnp.maximum(1.0, jnp.abs(v))) & _finite_tree(g_new)
-        curved = _tree_vdot(jax.tree_util.tree_map(jnp.subtract, p_new, p),
-                            jax.tree_util.tree_map(jnp.subtract, g_new, g)) > 0
+        curved = optax.tree.vdot(optax.tree.sub(p_new, p), optax.tree.sub(g_new, g)) > 0
         st_next = keep_if(curved, st_next, lbfgs.init(p_new))
         return keep_if(moved, (p_new, st_next, v_new, g_new, jnp.asarray(False)), (p, st, v, g, jnp.asarray(True)))
 
