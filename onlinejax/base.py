@@ -530,8 +530,8 @@ def _check_finite(v, name):
         raise ValueError(f"{name}: contains NaN or inf")
 
 
-def coerce_x(x, n_features: int, dtype, name: str = "x"):
-    """Cast ``x`` to ``dtype`` and check its trailing width is ``n_features``.
+def coerce_x(x, n_features: int, dtype, name: str = "x", *, finite: bool = True):
+    """Cast ``x`` to ``dtype`` and check its trailing width is ``n_features`` (and, with ``finite``, its values).
 
     Returns the array and whether it is a batch (``ndim == 2``).
     """
@@ -540,7 +540,7 @@ def coerce_x(x, n_features: int, dtype, name: str = "x"):
         raise ValueError(
             f"{name}: expected shape [{n_features}] or [b, {n_features}], got {tuple(x.shape)}"
         )
-    if is_concrete(x):
+    if finite and is_concrete(x):
         _check_finite(x, name)
     return x, x.ndim == 2
 

@@ -215,8 +215,8 @@ def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | Non
     """
     sx, sy = scales(s)
     xt = (x - s.x_mean) / sx
-    if clip is not None:
-        xt = jnp.clip(xt, -clip, clip)
+    if clip is not None:  # a missing (non-finite) input stays missing: clipped, an inf would predict a number
+        xt = jnp.where(jnp.isfinite(xt), jnp.clip(xt, -clip, clip), xt)
     return xt if y is None else (xt, (y - s.y_mean) / sy)
 
 

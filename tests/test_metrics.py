@@ -232,15 +232,6 @@ def test_log_score_skill_survives_nearly_equal_first_targets(rng):
     assert abs(float(sk["skill"])) < 1.0 and int(sk["n_nonfinite"]) == 0
 
 
-def test_progressive_validation_rejects_nonfinite_targets():
-    from onlinejax.evaluation import progressive_validation
-    from onlinejax import bayes_linreg
-
-    lrn = bayes_linreg(1)
-    with pytest.raises(ValueError, match="Y"):
-        progressive_validation(lrn, lrn.init(), np.ones((3, 1)), np.array([1.0, np.nan, 2.0]))
-
-
 def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
     from scipy import integrate
 

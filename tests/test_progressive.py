@@ -171,3 +171,47 @@ def test_metrics_argument_scores_in_item_order(rng):
     err = Y[-20:] - np.asarray(r.predictions.mean, np.float64)[-20:]
     assert float(r.metrics["rmse"]) == pytest.approx(np.sqrt(np.mean(err ** 2)), rel=tol(1e-9, 1e-4))
     assert M.sliding(20) is M.sliding(20)  # cached: passing a fresh accumulator does not recompile
+
+
+def _gapped_stream(seed=11, n=200, d=3):
+    """A stream with missing targets and missing inputs, and the same stream with those items deleted."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    Y = X @ rng.normal(size=d) + 0.4 * rng.standard_t(4, size=n)
+    Xg, Yg = X.copy(), Y.copy()
+    Yg[rng.choice(n, 20, replace=False)] = np.nan
+    Xg[[7, 50, 51, 52, 130], 1] = np.nan
+    Xg[90, 0] = np.inf
+    keep = np.isfinite(Yg) & np.isfinite(Xg).all(1)
+    return Xg, Yg, X[keep], Y[keep], keep
+
+
+@pytest.mark.parametrize("make", [lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0, forgetting=0.97),
+                                  lambda: oj.calibrated_bayes_linreg(3)], ids=["forgetting", "calibrated"])
+def test_missing_values_are_skipped_as_if_the_items_were_not_there(make):
+    """Items with a NaN/inf in x or y are neither learned nor scored: every other prediction and every
+    metric equals the run on the stream with those items deleted (the learners' state is untouched by a skip)."""
+    from onlinejax.evaluation import metrics
+
+    lrn = make()
+    Xg, Yg, Xk, Yk, keep = _gapped_stream()
+    gap = progressive_validation(lrn, lrn.init(), Xg, Yg, metrics.prequential())
+    ref = progressive_validation(lrn, lrn.init(), Xk, Yk, metrics.prequential())
+    assert int(gap.n_skipped) == np.count_nonzero(~keep) == 26 and int(ref.n_skipped) == 0
+    np.testing.assert_allclose(np.asarray(gap.predictions.mean)[keep], ref.predictions.mean, rtol=tol(1e-12, 1e-5))
+    for m in ("mae", "smse", "icr", "mlpd", "crps"):
+        np.testing.assert_allclose(gap.metrics[m], ref.metrics[m], rtol=tol(1e-12, 1e-5), err_msg=m)
+    assert int(gap.metrics["n_nonfinite"]) == 0
+    sg, sr = summarize(Yg, gap.predictions), summarize(Yk, ref.predictions)
+    assert sg["n_skipped"] == 26 and sr["n_skipped"] == 0  # these learners predict NaN at a missing x
+    rg, rr = running_metrics(Yg, gap.predictions), running_metrics(Yk, ref.predictions)
+    for m in ("mae", "rmse", "coverage"):
+        np.testing.assert_allclose(np.asarray(rg[m])[keep], rr[m], rtol=tol(1e-12, 1e-5), err_msg=m)
+    assert np.all(np.isfinite(np.asarray(rg["mae"])[1:]))  # the value before a gap carries over it
+
+
+def test_running_metrics_are_nan_until_the_first_scored_item():
+    p = oj.Prediction(jnp.zeros(3), jnp.ones(3))
+    rm = running_metrics(jnp.array([jnp.nan, 1.0, 2.0]), p)
+    assert np.isnan(rm["mae"][0]) and float(rm["mae"][2]) == pytest.approx(1.5)
+    assert summarize(np.full(3, np.nan), p)["n_skipped"] == 3

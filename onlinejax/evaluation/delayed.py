@@ -24,8 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, coerce_x, is_concrete, state_dtype, tree_repr
+from ..base import Learner, coerce_x, state_dtype, tree_repr
 from .metrics import Accumulator, score
+from .progressive import missing_items
 
 Array = jax.Array
 
@@ -189,7 +190,8 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
     if acc is not None:
         # score in answer order, outside the branchy loop (same result, far cheaper than
         # carrying the accumulator through the cond)
-        mvals = score(acc, Y[item[answer_idx]], _take(preds, answer_idx))
+        answered = item[answer_idx]
+        mvals = score(acc, Y[answered], _take(preds, answer_idx), ~missing_items(X[answered], Y[answered]))
     return state, preds, mvals
 
 
@@ -212,11 +214,8 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
     branch; per-stream schedules make ``vmap`` evaluate both branches.
     """
     dtype = state_dtype(state)
-    X, _ = coerce_x(X, learner.n_features, dtype, "X")
+    X, _ = coerce_x(X, learner.n_features, dtype, "X", finite=False)
     Y = jnp.asarray(Y, dtype)
-    if is_concrete(Y) and not np.all(np.isfinite(np.asarray(Y))):
-        # as the learners' boundary does; inside jit a non-finite item is skipped and counted instead
-        raise ValueError("Y: contains NaN or inf")
     n = schedule.n_items
     if X.ndim != 2 or X.shape[0] != n or Y.shape != (n,):
         raise ValueError(f"X, Y: expected shapes [{n}, {learner.n_features}] and [{n}] for a {n}-item schedule, "

@@ -20,18 +20,21 @@ from .metrics import score
 
 Array = jax.Array
 
-__all__ = ["ProgressiveResult", "progressive_validation", "running_metrics", "summarize"]
+__all__ = ["ProgressiveResult", "missing_items", "progressive_validation", "running_metrics", "summarize"]
 
 
 class ProgressiveResult(NamedTuple):
     """Attributes: ``state`` (final learner state), ``predictions`` (``Prediction`` with ``[n]`` leaves),
     ``metrics`` (final values of the accumulator passed in, or None), ``records``
-    (``record(state)`` after every item, leaves ``[n, ...]``, or None)."""
+    (``record(state)`` after every item, leaves ``[n, ...]``, or None), ``n_skipped``
+    (``[]`` int32: items whose ``x`` or ``y`` is not finite, e.g. missing values: neither
+    learned nor scored)."""
 
     state: Any
     predictions: Prediction
     metrics: Optional[dict] = None
     records: Any = None
+    n_skipped: Any = 0
 
     def __repr__(self) -> str:  # shapes and scalar values, not every element
         return tree_repr(self)
@@ -43,11 +46,25 @@ class ProgressiveResult(NamedTuple):
 UNROLL_STATE_BYTES = 4096
 
 
+def missing_items(X, Y) -> Array:
+    """``[n]`` bool: items whose ``x`` (``X [n, d]``) or ``y`` (``Y [n]``) has a non-finite value.
+
+    The learners skip such an item (:func:`~onlinejax.base.skip_nonfinite`) and the metrics leave it out
+    (a non-finite ``x`` is predicted as NaN; a missing ``y`` after a finite ``x`` still has its prediction).
+    """
+    return ~(jnp.isfinite(Y) & jnp.all(jnp.isfinite(X), axis=-1))
+
+
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def _scan(learner: Learner, acc, record, state, X, Y):
+    present = ~missing_items(X, Y)
+    n_skipped = jnp.sum(~present, dtype=jnp.int32)
+    # a missing item is left out of every learner's score alike, also where its prediction is finite
+    # (a climatology, or an abstaining kernel regression), so learners are compared on the same items
+    scored = lambda preds: None if acc is None else score(acc, Y, preds, present)  # noqa: E731
     if learner.deferred is not None and record is None and X.shape[0] > 0:
         state, preds = _segments_or_scan(learner)(state, X, Y)
-        return state, preds, (score(acc, Y, preds) if acc is not None else None), None
+        return state, preds, scored(preds), None, n_skipped
 
     def body(s, xy):
         s, p = learner.step(s, *xy)
@@ -55,7 +72,7 @@ def _scan(learner: Learner, acc, record, state, X, Y):
 
     unroll = 2 if tree_nbytes(state) <= UNROLL_STATE_BYTES else 1
     state, (preds, recs) = jax.lax.scan(body, state, (X, Y), unroll=unroll)
-    return state, preds, (score(acc, Y, preds) if acc is not None else None), recs
+    return state, preds, scored(preds), recs, n_skipped
 
 
 def _plain_scan(learner: Learner, state, X, Y):
@@ -117,16 +134,31 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
       learner: any :class:`Learner` (a static argument: one compile per learner
         and shape; array hyperparameters live in ``state``).
       state: the learner's initial state.
-      X: ``[n, d]`` inputs; Y: ``[n]`` targets.
+      X: ``[n, d]`` inputs; Y: ``[n]`` targets. Missing values (NaN, or any
+        non-finite value) are allowed: such an item is not learned (the
+        learners skip it, :func:`~onlinejax.base.skip_nonfinite`) and not
+        scored; ``n_skipped`` counts them. Its prediction is kept (NaN where
+        ``x`` is missing; a forecast across a gap in ``y`` where it is not).
       metrics: optional accumulator from :mod:`onlinejax.evaluation.metrics`
-        (static), scored in item order.
+        (static), scored in item order over the items not skipped (``metrics["n_nonfinite"]``
+        counts the others whose prediction was not finite).
       record: optional static function ``record(state) -> pytree`` evaluated on
         the state after each item (e.g. ``lambda s: s.mode`` for
         :func:`onlinejax.adaptive.adaptive`, or a combination's weights); pass
         the same function object to avoid recompiling.
     Returns:
       :class:`ProgressiveResult` with the final state, the ``n`` predictions
-      made *before* each item was learned, the metric values and the records.
+      made *before* each item was learned, the metric values, the records and
+      the number of items skipped.
+
+    Example:
+      >>> import numpy as np
+      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.evaluation import metrics
+      >>> X = np.ones((100, 1)); Y = np.sin(np.arange(100.0)); Y[[10, 50]] = np.nan   # two gaps
+      >>> res = progressive_validation(bayes_linreg(1), bayes_linreg(1).init(), X, Y, metrics.prequential())
+      >>> int(res.n_skipped), bool(np.isfinite(res.metrics["mlpd"]))
+      (2, True)
 
     A learner with a :class:`~onlinejax.base.DeferredStep` (``learner.deferred``,
     e.g. :func:`~onlinejax.adaptive.adaptive`'s tunes) runs, when no
@@ -143,33 +175,34 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
         res.metrics["smse"], res.predictions["mean"]                          # [H, S], [H, S, n]
     """
     dtype = state_dtype(state)
-    X, _ = coerce_x(X, learner.n_features, dtype, "X")
+    X, _ = coerce_x(X, learner.n_features, dtype, "X", finite=False)
     if X.ndim != 2:
         raise ValueError(f"X: expected shape [n, {learner.n_features}], got {tuple(X.shape)}")
     Y = jnp.asarray(Y, dtype)
-    if is_concrete(Y) and not np.all(np.isfinite(np.asarray(Y))):
-        # as the learners' boundary does; inside jit a non-finite item is skipped and counted instead
-        raise ValueError("Y: contains NaN or inf")
     if Y.shape != X.shape[:1]:
         raise ValueError(f"Y: expected shape {X.shape[:1]}, got {tuple(Y.shape)}")
-    state, preds, mvals, recs = _scan(learner, metrics, record, state, X, Y)
-    return ProgressiveResult(state, preds, mvals, recs)
+    return ProgressiveResult(*_scan(learner, metrics, record, state, X, Y))
 
 
 def running_metrics(Y, predictions: Prediction, level: float = 0.95) -> dict:
     """Cumulative (running) MAE, RMSE and interval coverage after each item.
 
+    Items whose target or prediction is not finite (missing values) are left
+    out: the values after such an item are those before it.
+
     Args:
       Y: ``[..., n]`` targets; predictions: leaves ``[..., n]``.
       level: interval level for the coverage.
     Returns:
-      dict of ``[..., n]`` arrays: ``mae``, ``rmse``, ``coverage``.
+      dict of ``[..., n]`` arrays: ``mae``, ``rmse``, ``coverage`` (NaN until the first item scored).
     """
     Y = jnp.asarray(Y, predictions.mean.dtype)
-    err = Y - predictions.mean
     lo, hi = predictions.interval(level)
-    k = jnp.arange(1, Y.shape[-1] + 1, dtype=Y.dtype)
-    cover = ((Y >= lo) & (Y <= hi)).astype(Y.dtype)
+    ok = jnp.isfinite(Y) & jnp.isfinite(predictions.mean) & jnp.isfinite(lo) & jnp.isfinite(hi)
+    err = jnp.where(ok, Y - predictions.mean, 0.0)
+    k = jnp.cumsum(ok.astype(Y.dtype), -1)
+    k = jnp.where(k > 0, k, jnp.nan)
+    cover = (ok & (Y >= lo) & (Y <= hi)).astype(Y.dtype)
     return {
         "mae": jnp.cumsum(jnp.abs(err), -1) / k,
         "rmse": jnp.sqrt(jnp.cumsum(err * err, -1) / k),
@@ -185,14 +218,20 @@ def summarize(Y, predictions: Prediction, level: float = 0.95) -> dict:
         mixture prediction: its ``interval(level)`` is used).
       level: interval level in (0, 1).
     Returns:
-      dict of Python floats: ``mae``, ``rmse``, ``coverage``, ``width``.
+      dict of Python floats: ``mae``, ``rmse``, ``coverage``, ``width`` over the items whose
+      target and prediction are finite, and ``n_skipped`` (the others: missing values).
     """
     Y = np.asarray(Y, np.float64)
-    err = Y - np.asarray(predictions.mean, np.float64)
+    mean = np.asarray(predictions.mean, np.float64)
     lo, hi = (np.asarray(a, np.float64) for a in predictions.interval(level))
+    ok = np.isfinite(Y) & np.isfinite(mean) & np.isfinite(lo) & np.isfinite(hi)
+    Y, mean, lo, hi = Y[ok], mean[ok], lo[ok], hi[ok]
+    err = Y - mean
+    nan = float("nan")
     return {
-        "mae": float(np.mean(np.abs(err))),
-        "rmse": float(np.sqrt(np.mean(err ** 2))),
-        "coverage": float(np.mean((lo <= Y) & (Y <= hi))),
-        "width": float(np.mean(hi - lo)),
+        "mae": float(np.mean(np.abs(err))) if ok.any() else nan,
+        "rmse": float(np.sqrt(np.mean(err ** 2))) if ok.any() else nan,
+        "coverage": float(np.mean((lo <= Y) & (Y <= hi))) if ok.any() else nan,
+        "width": float(np.mean(hi - lo)) if ok.any() else nan,
+        "n_skipped": int(np.size(ok) - np.count_nonzero(ok)),
     }

@@ -25,7 +25,7 @@ import numpy as np
 from ..base import Learner, check_int, default_float_dtype, is_concrete, tree_repr
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
-from .progressive import progressive_validation
+from .progressive import missing_items, progressive_validation
 
 __all__ = ["StreamsResult", "evaluate_streams", "hyper_states", "stream_scores", "streams_program"]
 
@@ -36,8 +36,9 @@ class StreamsResult(NamedTuple):
     Attributes:
       metrics: ``{name: [H, S]}`` (``[S]`` without ``hyper``): the prequential
         metrics of :mod:`~onlinejax.evaluation.metrics` over the weighted
-        items, the log-score ``skill`` against the running Gaussian
-        (``mlpd_clim``), and the same over ``stable_weights`` (``*_st``).
+        items, the log-score ``skill`` against the Student-t climatology
+        (``mlpd_clim``), the same over ``stable_weights`` (``*_st``), and
+        ``n_skipped``: items with a missing value, neither learned nor scored.
       predictions: with ``keep_predictions``, ``{"mean", "var", "pit"}``
         arrays ``[H, S, n]`` (``[S, n]``): the predictive mean, variance and
         the prediction's own CDF at the target; else ``None``.
@@ -138,6 +139,8 @@ def _one_stream(learner: Learner, delay: int | None, level: float, keep: bool):
     acc = prequential(level)
 
     def run(state, X, Y, w_all, w_st):
+        present = ~missing_items(X, Y)  # missing values: not learned (the learners skip them), not scored
+        w_all, w_st = w_all * present, w_st * present
         if delay:
             sched = schedule_from_delays(np.full(X.shape[0], float(delay)))
             preds = delayed_progressive_validation(learner, state, X, Y, sched).predictions
@@ -219,7 +222,9 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
 
     Args:
       learner: a :class:`~onlinejax.base.Learner` for ``d`` inputs.
-      X: ``[S, n, d]`` inputs; Y: ``[S, n]`` targets (finite).
+      X: ``[S, n, d]`` inputs; Y: ``[S, n]`` targets. An item with a missing
+        (non-finite) value in ``x`` or ``y`` is neither learned nor scored
+        (:func:`~onlinejax.evaluation.progressive_validation`); ``metrics["n_skipped"]`` counts them.
       hyper: optional ``{init keyword: [H] values}``, e.g. ``{"alpha": [1e-3, 1e-1, 10.0]}``.
       level: central interval level for ``icr``/``aiw``; delay: ``None`` or an int ``>= 1``.
       keep_predictions: also return the predictions (:class:`StreamsResult`).
@@ -230,7 +235,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
-      ValueError: naming the argument: bad shapes, non-finite data, a ``delay``
+      ValueError: naming the argument: bad shapes, a ``delay``
         that is not an int ``>= 1``, or a ``hyper`` value ``learner.init``
         refuses (``"hyper['alpha']: must be finite and > 0, ..."``), checked
         on the host for each distinct setting before anything is compiled.
@@ -248,8 +253,6 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     if X.ndim != 3 or X.shape[2] != learner.n_features or Y.shape != X.shape[:2]:
         raise ValueError(f"X, Y: expected shapes [S, n, {learner.n_features}] and [S, n], "
                          f"got {X.shape} and {Y.shape}")
-    if not (np.isfinite(X).all() and np.isfinite(Y).all()):
-        raise ValueError("X, Y: contain NaN or inf")
     if delay is not None:
         delay = check_int(delay, "delay", 1)
     w_all = np.broadcast_to(np.asarray(1.0 if weights is None else weights, dtype), Y.shape)
@@ -258,4 +261,6 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     fn = _compiled(learner, float(level), delay, bool(keep_predictions))
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
     preds = {k: out.pop(k) for k in ("mean", "var", "pit")} if keep_predictions else None
+    skipped = np.count_nonzero(~(np.isfinite(Y) & np.isfinite(X).all(-1)), axis=-1)
+    out["n_skipped"] = np.broadcast_to(skipped, out["smse"].shape)
     return StreamsResult(out, preds)
