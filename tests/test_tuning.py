@@ -88,6 +88,7 @@ def test_skipped_items_neither_score_nor_poison_the_gradient(name):
     if name == "windowed_bayes_linreg":  # tune_prequential sees the non-finite items and takes the same path
         res = tune_prequential(lrn, params, *bad, steps=3)
         assert res.n_nonfinite == 0 and np.isfinite(res.scores).all()
+        assert res.n_skipped == 2 and tune_prequential(lrn, params, X, Y, steps=3).n_skipped == 0
 
 
 def test_gp_step_still_predicts_nan_at_a_nan_input():

@@ -102,6 +102,8 @@ class TuneResult(NamedTuple):
       converged: whether the last ``max(1, steps // 10)`` steps left the best score where it was,
         to :data:`CONVERGED_GAIN` (:func:`converged`); when false, more steps (or a larger
         learning rate) would likely find better hyperparameters.
+      n_skipped: items with a missing (non-finite) value in ``x`` or ``y``, over every stream:
+        neither learned nor scored.
     """
 
     params: dict
@@ -110,6 +112,7 @@ class TuneResult(NamedTuple):
     best_step: int
     n_nonfinite: int
     converged: bool
+    n_skipped: int = 0
 
     def __repr__(self) -> str:  # shapes and scalar values, not every element
         return tree_repr(self)
@@ -257,7 +260,7 @@ def _check_params(learner: Learner, params, bijections, dtype) -> dict:
 
 
 def _check_stream(learner: Learner, X, Y, burn_in: int, dtype):
-    """``X``, ``Y`` as ``dtype`` arrays ``[(S,) n, d]``, ``[(S,) n]``, and whether they hold non-finite items."""
+    """``X``, ``Y`` as ``dtype`` arrays ``[(S,) n, d]``, ``[(S,) n]``, and how many items hold a non-finite value."""
     X, Y = np.asarray(X, dtype), np.asarray(Y, dtype)
     d = learner.n_features
     if X.ndim not in (2, 3) or X.shape[-1] != d or Y.shape != X.shape[:-1]:
@@ -266,7 +269,7 @@ def _check_stream(learner: Learner, X, Y, burn_in: int, dtype):
     ok = np.isfinite(X).all(-1) & np.isfinite(Y)
     if not ok[..., burn_in:].any(-1).all():
         raise ValueError(f"burn_in: {burn_in} leaves a stream without a finite item to score (n = {Y.shape[-1]})")
-    return X, Y, not ok.all()
+    return X, Y, int(ok.size - np.count_nonzero(ok))
 
 
 def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log", *,
@@ -333,7 +336,8 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
     names = tuple(params)
     bijections = _resolve_transforms(names, transforms)
     u0 = _check_params(learner, params, bijections, dtype)
-    X, Y, missing = _check_stream(learner, X, Y, burn_in, dtype)
+    X, Y, n_skipped = _check_stream(learner, X, Y, burn_in, dtype)
+    missing = n_skipped > 0
     scores, hist, bad = _compiled_program(learner, score, burn_in, missing, dtype, names, bijections, optimizer,
                                           steps, u0, X, Y)
     scores = np.asarray(scores)
@@ -347,7 +351,7 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
     if not done:
         warnings.warn(f"tune_prequential: not converged: the score still rose in the last {max(1, steps // 10)} "
                       f"of {steps} steps; pass more steps or a larger learning_rate", RuntimeWarning, stacklevel=2)
-    return TuneResult(out, scores, hist, best, int(bad), done)
+    return TuneResult(out, scores, hist, best, int(bad), done, n_skipped)
 
 
 _ADAM: dict = {}
