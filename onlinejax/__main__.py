@@ -45,7 +45,6 @@ def default_learners():
 
 def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95) -> list[dict]:
     """The main job: every :func:`default_learners` entry on ``streams`` drifting streams, one program each."""
-    from .base import Prediction
     from .data import drifting_linear_stream
     from .evaluation import evaluate_streams, running_metrics
 
@@ -60,8 +59,7 @@ def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95
         m = {k: float(np.mean(res.metrics[k])) for k in ("mae", "rmse", "icr", "aiw")}
         rows.append({"learner": name, "mae": m["mae"], "rmse": m["rmse"], "coverage": m["icr"], "width": m["aiw"],
                      "seconds": secs})
-        preds = Prediction(res.predictions["mean"], res.predictions["var"])
-        curves[name] = np.mean(np.asarray(running_metrics(Ys, preds, level)["mae"]), axis=0)
+        curves[name] = np.mean(np.asarray(running_metrics(Ys, res.predictions, level)["mae"]), axis=0)
     print(f"Progressive validation on the blog's drifting stream: {streams} streams x {n} items, "
           f"transition at items {first}-{first + trans}; {jax.devices()[0].platform}, "
           f"{jnp.zeros(()).dtype}")

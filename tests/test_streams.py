@@ -31,7 +31,7 @@ def test_metrics_equal_separate_runs_for_every_stream_and_setting(data):
     alphas = [0.1, 3.0]
     st_w = np.stack([stable_mask(120, 20, [60] if i == 1 else []) for i in range(3)])
     res = evaluate_streams(lrn, X, Y, hyper={"alpha": alphas}, stable_weights=st_w, keep_predictions=True)
-    assert res.metrics["smse"].shape == (2, 3) and res.predictions["mean"].shape == (2, 3, 120)
+    assert res.metrics["smse"].shape == (2, 3) and res.predictions.mean.shape == (2, 3, 120)
     for h, a in enumerate(alphas):
         for s in range(3):
             preds = progressive_validation(lrn, lrn.init(alpha=a), X[s], Y[s]).predictions
@@ -40,7 +40,7 @@ def test_metrics_equal_separate_runs_for_every_stream_and_setting(data):
             for m in ("smse", "icr", "mlpd", "crps"):
                 np.testing.assert_allclose(res.metrics[m][h, s], ref[m], rtol=tol(1e-10, 2e-4))
                 np.testing.assert_allclose(res.metrics[m + "_st"][h, s], ref_st[m], rtol=tol(1e-10, 2e-4))
-            np.testing.assert_allclose(res.predictions["mean"][h, s], preds.mean, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+            np.testing.assert_allclose(res.predictions.mean[h, s], preds.mean, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
 
 
 def test_without_hyper_metrics_are_per_stream_and_delay_is_applied(data):
@@ -102,15 +102,17 @@ def test_delay_equals_delayed_progressive_validation_stream_by_stream(data):
     scored = jax.jit(score, static_argnums=0)  # one compile for the three streams
     for s in range(X.shape[0]):
         preds = run(s, k)
-        assert isinstance(preds, oj.StudentTPrediction)
+        assert isinstance(preds, oj.StudentTPrediction) and isinstance(res.predictions, oj.StudentTPrediction)
         y = jnp.asarray(Y[s], preds.mean.dtype)
         want = scored(prequential(0.95), y, preds)
         for m in ("smse", "icr", "aiw", "mlpd", "crps"):
             np.testing.assert_allclose(res.metrics[m][s], want[m], rtol=tol(1e-10, 2e-4), err_msg=m)
-        np.testing.assert_allclose(res.predictions["mean"][s], preds.mean, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
-        np.testing.assert_allclose(res.predictions["pit"][s], preds.cdf(y), rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+        np.testing.assert_allclose(res.predictions.mean[s], preds.mean, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+        np.testing.assert_allclose(res.predictions.cdf(Y)[s], preds.cdf(y), rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+        for got, want in zip(res.predictions.interval(0.9), preds.interval(0.9)):  # the learner's own Student-t
+            np.testing.assert_allclose(got[s], want, rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
     for other in (k - 1, k + 1):
-        gap = np.abs(np.asarray(run(0, other).mean) - np.asarray(res.predictions["mean"][0]))
+        gap = np.abs(np.asarray(run(0, other).mean) - np.asarray(res.predictions.mean[0]))
         assert np.max(gap) > 1e-2, other
 
 

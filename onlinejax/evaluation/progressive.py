@@ -172,7 +172,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
     every other pair's lazy branches)::
 
         res = evaluate_streams(learner, Xs, Ys, hyper={"alpha": alphas}, keep_predictions=True)
-        res.metrics["smse"], res.predictions["mean"]                          # [H, S], [H, S, n]
+        res.metrics["smse"], res.predictions.mean, res.predictions.interval(0.9)    # [H, S], [H, S, n]
     """
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X", finite=False)

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, check_int, default_float_dtype, is_concrete, tree_repr
+from ..base import Learner, Prediction, check_int, default_float_dtype, is_concrete, tree_repr
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
@@ -39,13 +39,16 @@ class StreamsResult(NamedTuple):
         items, the log-score ``skill`` against the Student-t climatology
         (``mlpd_clim``), the same over ``stable_weights`` (``*_st``), and
         ``n_skipped``: items with a missing value, neither learned nor scored.
-      predictions: with ``keep_predictions``, ``{"mean", "var", "pit"}``
-        arrays ``[H, S, n]`` (``[S, n]``): the predictive mean, variance and
-        the prediction's own CDF at the target; else ``None``.
+      predictions: with ``keep_predictions``, the predictions themselves, each
+        made before its item was learned: the learner's own distribution (a
+        :class:`~onlinejax.base.Prediction`, a Student-t or a mixture) with
+        leaves ``[H, S, n]`` (``[S, n]``), so ``predictions.mean``,
+        ``predictions.interval(0.9)``, ``predictions.cdf(Y)`` (the PIT) and
+        ``predictions.log_prob(Y)`` are the ones the metrics scored; else ``None``.
     """
 
     metrics: dict
-    predictions: dict | None
+    predictions: Prediction | None
 
     def __repr__(self) -> str:  # shapes and scalar values, not every element
         return tree_repr(self)
@@ -147,7 +150,7 @@ def _one_stream(learner: Learner, delay: int | None, level: float, keep: bool):
         else:
             preds = progressive_validation(learner, state, X, Y).predictions
         out = stream_scores(acc, Y, preds, w_all, w_st)
-        return {**out, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y)} if keep else out
+        return {**out, "prediction": preds, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y)} if keep else out
 
     return run
 
@@ -181,7 +184,8 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
     Args:
       level: central interval level (static); delay: ``None`` for
         progressive validation, ``k >= 1`` for every label ``k`` items late.
-      keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]``.
+      keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]`` and ``"prediction"``, the
+        predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
       width: pairs vmapped together (``None``: all; ``1``: none, one pair
         after another, so the learners' ``lax.cond`` stays a branch; else
         groups of about ``width`` run one after another).
@@ -260,7 +264,11 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     states = hyper_states(learner, hyper, dtype)
     fn = _compiled(learner, float(level), delay, bool(keep_predictions))
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
-    preds = {k: out.pop(k) for k in ("mean", "var", "pit")} if keep_predictions else None
+    preds = None
+    if keep_predictions:
+        preds = out.pop("prediction")
+        for k in ("mean", "var", "pit"):
+            out.pop(k)
     skipped = np.count_nonzero(~(np.isfinite(Y) & np.isfinite(X).all(-1)), axis=-1)
     out["n_skipped"] = np.broadcast_to(skipped, out["smse"].shape)
     return StreamsResult(out, preds)
