@@ -24,7 +24,8 @@ def _np_metrics(y, mu, var, w, level=0.95):
     out = {k: np.sum(w * v) / np.sum(w) for k, v in q.items()}
     ym = np.sum(w * y) / np.sum(w)
     yv = np.sum(w * (y - ym) ** 2) / np.sum(w)
-    out.update(rmse=np.sqrt(out["mse"]), smse=out["mse"] / yv, r2=1 - out["mse"] / yv, saiw=out["aiw"] / abs(ym))
+    out.update(rmse=np.sqrt(out["mse"]), smse=out["mse"] / yv, r2=1 - out["mse"] / yv, saiw=out["aiw"] / abs(ym),
+               aiw_sd=out["aiw"] / np.sqrt(yv), crps_sd=out["crps"] / np.sqrt(yv))
     return out
 
 

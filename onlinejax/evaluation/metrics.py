@@ -10,9 +10,9 @@ prediction ``N(μ, σ²)`` for a target ``y`` and reports them all:
 | ``smse`` | ``mse / Var[y]`` (thesis 6.1.2; ``Var`` by weighted Welford, population; NaN when ``Var[y] = 0``, e.g. a 1-item stream) |
 | ``r2`` | ``1 - smse`` |
 | ``icr`` | interval containment ratio: share of ``y`` inside the central ``level`` interval (thesis 6.1.3) |
-| ``aiw`` | average interval width; ``saiw = aiw / abs(mean(y))`` (thesis 6.1.3; NaN when ``mean(y) = 0``) |
+| ``aiw`` | average interval width; ``saiw = aiw / abs(mean(y))`` (thesis 6.1.3; NaN when ``mean(y) = 0``); ``aiw_sd = aiw / sd(y)`` (scale-free at any offset; NaN when ``Var[y] = 0``) |
 | ``mlpd`` | mean log predictive density ``log N(y; μ, σ²)`` |
-| ``crps`` | mean continuous ranked probability score of the Gaussian, closed form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21) |
+| ``crps`` | mean continuous ranked probability score of the Gaussian, closed form ``σ[z(2Φ(z) - 1) + 2φ(z) - 1/√π]``, ``z = (y - μ)/σ`` (Gneiting & Raftery 2007, eq. 21); ``crps_sd = crps / sd(y)`` |
 
 (a non-Gaussian prediction — Student-t, Gaussian mixture — supplies its own
 interval, log density and CRPS: :func:`item_quantities`), under one of four
@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 QUANTITIES = ("abs", "sq", "cover", "width", "lpd", "crps")
-METRICS = ("mae", "mse", "rmse", "smse", "r2", "icr", "aiw", "saiw", "mlpd", "crps")
+METRICS = ("mae", "mse", "rmse", "smse", "r2", "icr", "aiw", "saiw", "aiw_sd", "mlpd", "crps", "crps_sd")
 _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 
 
@@ -158,10 +158,13 @@ def _finish(mean_q: Array, y_mean: Array, y_var: Array, n_nonfinite: Array) -> d
     # undefined (NaN, left out of summaries) for constant targets, e.g. a 1-item stream, not ±inf
     smse = jnp.where(y_var > 0, mse / jnp.where(y_var > 0, y_var, 1.0), jnp.nan)
     saiw = jnp.where(y_mean != 0, aiw / jnp.where(y_mean != 0, jnp.abs(y_mean), 1.0), jnp.nan)
+    # in units of the targets' standard deviation: comparable across streams of any scale or offset
+    y_sd = jnp.sqrt(jnp.where(y_var > 0, y_var, 1.0))
+    per_sd = lambda v: jnp.where(y_var > 0, v / y_sd, jnp.nan)  # noqa: E731
     return {
         "mae": mae, "mse": mse, "rmse": jnp.sqrt(mse), "smse": smse, "r2": 1.0 - smse,
-        "icr": icr, "aiw": aiw, "saiw": saiw, "mlpd": lpd, "crps": crps,
-        "n_nonfinite": n_nonfinite,
+        "icr": icr, "aiw": aiw, "saiw": saiw, "aiw_sd": per_sd(aiw), "mlpd": lpd, "crps": crps,
+        "crps_sd": per_sd(crps), "n_nonfinite": n_nonfinite,
     }
 
 
@@ -226,7 +229,7 @@ def fading(delta: float, level: float = 0.95) -> Accumulator:
 def exponential(alpha: float = 0.1, level: float = 0.95) -> Accumulator:
     """The blog's exponentially weighted average ``v ← alpha·new + (1 - alpha)·v`` from ``v = 0``.
 
-    The metrics derived from the target's variance (``smse``, ``r2``, ``saiw``)
+    The metrics derived from the target's mean and variance (``smse``, ``r2``, ``saiw``, ``aiw_sd``, ``crps_sd``)
     use a fading Welford with ``δ = 1 - alpha``.
     """
     check_in_range(alpha, "alpha", 0.0, 1.0)
