@@ -211,6 +211,59 @@ def test_sklearn_predict_matches_closed_form_and_partial_fit():
     np.testing.assert_allclose(refit.predict(X[100:]), predictive(m, S, BETA, X[100:])[0], rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
 
 
+def test_sklearn_partial_fit_through_a_pipeline_keeps_the_fitted_transformers():
+    """``partial_fit(pipe, ...)``: the first batch fits the scaler, later batches only pass through it, and the
+    regressor equals the closed-form posterior of every row so far in the first batch's scaled coordinates."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+    from onlinejax.adapters.sklearn import partial_fit
+
+    X, y = _stream()
+    X = X * [10.0, 0.1, 1.0] + 5.0
+    pipe = make_pipeline(StandardScaler(), OnlineRegressor("bayes_linreg", init_params={"alpha": ALPHA, "beta": BETA}))
+    assert partial_fit(pipe, X[:40], y[:40]) is pipe
+    scaler = StandardScaler().fit(X[:40])
+    partial_fit(pipe, X[40:100], y[40:100])
+    np.testing.assert_array_equal(pipe[0].mean_, scaler.mean_)  # not refitted on the second batch
+    Z = scaler.transform(X)
+    m, S = blr_posterior(Z[:100], y[:100], ALPHA, BETA)
+    mu, var = predictive(m, S, BETA, Z[100:])
+    mean, std = pipe.predict(X[100:], return_std=True)
+    np.testing.assert_allclose(mean, mu, rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(std, np.sqrt(var), rtol=tol(1e-9, 1e-4))
+    assert pipe[-1].n_seen_ == 100
+    with pytest.raises(TypeError, match="PolynomialFeatures.*partial_fit"):
+        partial_fit(make_pipeline(StandardScaler(), PolynomialFeatures()), X, y)
+
+
+def test_sklearn_probabilistic_scorers_match_scipy_and_pick_the_noise_level():
+    """``log_score`` / ``neg_crps`` are the mean log density and minus the mean CRPS of the Gaussian predictive
+    (scipy / closed form in float64); as a GridSearchCV scorer the log score picks the true noise precision,
+    which a point score cannot (MAE picks the grid's edge)."""
+    from scipy import stats
+    from sklearn.model_selection import GridSearchCV, TimeSeriesSplit
+
+    from onlinejax.adapters.sklearn import log_score, neg_crps
+
+    X, y = _stream()
+    model = OnlineRegressor("bayes_linreg", init_params={"alpha": ALPHA, "beta": BETA}).fit(X[:100], y[:100])
+    mu, var = predictive(*blr_posterior(X[:100], y[:100], ALPHA, BETA), BETA, X[100:])
+    sd = np.sqrt(var)
+    assert log_score(model, X[100:], y[100:]) == pytest.approx(np.mean(stats.norm.logpdf(y[100:], mu, sd)),
+                                                                rel=tol(1e-9, 1e-4))
+    z = (y[100:] - mu) / sd
+    crps = sd * (z * (2 * stats.norm.cdf(z) - 1) + 2 * stats.norm.pdf(z) - 1 / np.sqrt(np.pi))
+    assert neg_crps(model, X[100:], y[100:]) == pytest.approx(-np.mean(crps), rel=tol(1e-9, 1e-4))
+    rng = np.random.default_rng(4)
+    Xs = rng.uniform(0, 10, (300, 3))
+    ys = Xs @ np.array([1.0, -2.0, 0.5]) + rng.normal(0, 0.5, 300)  # noise precision 4
+    grid = {"init_params__beta": [0.1, 1.0, 4.0, 100.0]}
+    cv = TimeSeriesSplit(n_splits=3, test_size=50)
+    best = GridSearchCV(OnlineRegressor("bayes_linreg", {"intercept": True}), grid, cv=cv, scoring=log_score).fit(Xs, ys)
+    assert best.best_params_ == {"init_params__beta": 4.0}
+
+
 def _mixture(n_features):
     """Two linear learners, one with a 4x wider noise, combined: a non-Gaussian mixture (module level: picklable)."""
     import onlinejax as oj

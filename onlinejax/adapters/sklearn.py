@@ -22,8 +22,10 @@
   predicted with it (bit for bit, also in float32).
 
 A ``Pipeline`` forwards ``predict(X, return_std=True)`` to its last step, but not other methods:
-the module function :func:`predict_interval` takes a fitted ``OnlineRegressor`` or a ``Pipeline``
-ending in one. The estimator round-trips through ``sklearn.base.clone`` and ``pickle`` (tested):
+the module functions :func:`predict_interval` and :func:`partial_fit` (which keeps the fitted
+transformers) take an ``OnlineRegressor`` or a ``Pipeline`` ending in one. :func:`log_score` and
+:func:`neg_crps` are scikit-learn scorers of the predictive distribution (``GridSearchCV(...,
+scoring=log_score)``): unlike a point score they can choose a noise level. The estimator round-trips through ``sklearn.base.clone`` and ``pickle`` (tested):
 the learner is rebuilt from its spec and the state is a pytree of arrays.
 """
 from __future__ import annotations
@@ -32,13 +34,14 @@ from collections.abc import Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..base import normal_quantile
 from ._core import Engine
 
-__all__ = ["OnlineRegressor", "predict_interval", "PREDICT_BLOCK"]
+__all__ = ["OnlineRegressor", "predict_interval", "partial_fit", "log_score", "neg_crps", "PREDICT_BLOCK"]
 
 #: Rows per compiled ``predict`` call; the last block is padded with zero rows.
 PREDICT_BLOCK = 256
@@ -196,6 +199,18 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
         return hasattr(self, "state_")
 
 
+def _final_step(estimator, X, what: str):
+    """``(final estimator, X passed through the fitted transformers)`` of a ``Pipeline`` (or ``estimator``, ``X``)."""
+    while isinstance(estimator, Pipeline):
+        check_is_fitted(estimator)
+        if len(estimator) > 1:
+            X = estimator[:-1].transform(X)
+        estimator = estimator[-1]
+    if not hasattr(estimator, what):
+        raise TypeError(f"estimator: {type(estimator).__name__} (the final step) has no {what}")
+    return estimator, X
+
+
 def predict_interval(estimator, X, level: float = 0.95):
     """``estimator.predict_interval(X, level)`` for an ``OnlineRegressor`` or a ``Pipeline`` ending in one.
 
@@ -212,11 +227,75 @@ def predict_interval(estimator, X, level: float = 0.95):
     Returns:
       ``(lower [n], upper [n])``.
     """
-    while isinstance(estimator, Pipeline):
-        check_is_fitted(estimator)
-        if len(estimator) > 1:
-            X = estimator[:-1].transform(X)
-        estimator = estimator[-1]
-    if not hasattr(estimator, "predict_interval"):
-        raise TypeError(f"estimator: {type(estimator).__name__} (the final step) has no predict_interval")
+    estimator, X = _final_step(estimator, X, "predict_interval")
     return estimator.predict_interval(X, level)
+
+
+def partial_fit(estimator, X, y):
+    """``estimator.partial_fit(X, y)`` for an ``OnlineRegressor`` or a ``Pipeline`` ending in one.
+
+    A ``Pipeline`` has no ``partial_fit``. On an unfitted pipeline this fits the transformers
+    on ``X`` (``fit_transform``, as ``Pipeline.fit`` does) and learns the rows; on a fitted one it
+    keeps the transformers as they are (``transform`` only) and learns the new rows: the
+    regressor keeps reading its inputs in the coordinates it learned them in (a scaler
+    re-fitted on every batch would move them under it).
+
+    Args:
+      estimator: an ``OnlineRegressor``, or a ``Pipeline`` whose last step has ``partial_fit``.
+      X: ``[n, ...]`` what the pipeline's first step takes; y: ``[n]``.
+
+    Returns:
+      ``estimator``.
+    """
+    if not isinstance(estimator, Pipeline):
+        if not hasattr(estimator, "partial_fit"):
+            raise TypeError(f"estimator: {type(estimator).__name__} has no partial_fit")
+        return estimator.partial_fit(X, y)
+    final = estimator[-1]
+    while isinstance(final, Pipeline):
+        final = final[-1]
+    if not hasattr(final, "partial_fit"):
+        raise TypeError(f"estimator: {type(final).__name__} (the final step) has no partial_fit")
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        # the first batch: fit the transformers and learn it, as Pipeline.fit would
+        Xt = estimator[:-1].fit_transform(X, y) if len(estimator) > 1 else X
+        partial_fit(estimator[-1], Xt, y)
+        return estimator
+    Xt = estimator[:-1].transform(X) if len(estimator) > 1 else X
+    partial_fit(estimator[-1], Xt, y)
+    return estimator
+
+
+def _scored_predictive(estimator, X, y):
+    estimator, X = _final_step(estimator, X, "_predictive")
+    pred = estimator._predictive(X)
+    y = np.asarray(y, np.float64).reshape(-1)
+    if y.shape[0] != np.shape(pred.mean)[0]:
+        raise ValueError(f"y: expected {np.shape(pred.mean)[0]} targets, got {y.shape[0]}")
+    return pred, y
+
+
+def log_score(estimator, X, y) -> float:
+    """Mean log predictive density of ``y`` under the fitted estimator's own predictive distribution.
+
+    A scikit-learn scorer (``scorer(estimator, X, y)``, higher is better): pass
+    ``scoring=log_score`` to ``GridSearchCV`` or ``cross_val_score``. Unlike R² or the mean
+    absolute error it can choose a noise level or a prior (a point score cannot tell an interval
+    that is too wide from one that is right). ``estimator``: an ``OnlineRegressor`` or a
+    ``Pipeline`` ending in one; ``X: [n, ...]``, ``y: [n]``.
+    """
+    pred, y = _scored_predictive(estimator, X, y)
+    return float(np.mean(np.asarray(pred.log_prob(np.asarray(y, np.asarray(pred.mean).dtype)), np.float64)))
+
+
+def neg_crps(estimator, X, y) -> float:
+    """Minus the mean continuous ranked probability score of ``y`` under the estimator's own predictive.
+
+    A scikit-learn scorer like :func:`log_score` (higher is better, in ``y``'s units; for a point
+    forecast the CRPS is the absolute error), less sensitive than the log score to a few targets
+    far out in the tails.
+    """
+    pred, y = _scored_predictive(estimator, X, y)
+    return -float(np.mean(np.asarray(pred.crps(np.asarray(y, np.asarray(pred.mean).dtype)), np.float64)))
