@@ -4,6 +4,8 @@ Public names are re-exported here; see ``ARCHITECTURE.md`` for the layout. The g
 pages below are ``docs/*.md``; ``python docs/make.py`` builds this API reference with
 them (``docs/README.md``).
 
+.. include:: ../docs/getting_started.md
+
 .. include:: ../docs/for_river_users.md
 
 .. include:: ../docs/for_sklearn_users.md

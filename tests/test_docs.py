@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.float32_only  # the guides' blocks and the API reference (float32)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-GUIDES = ("for_river_users.md", "for_sklearn_users.md", "metrics.md")
+GUIDES = ("getting_started.md", "for_river_users.md", "for_sklearn_users.md", "metrics.md")
 BLOCKS = [(page, i, block) for page in GUIDES
           for i, block in enumerate(re.findall(r"```python\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S))]
 
@@ -34,7 +34,7 @@ def test_api_reference_builds_without_warnings(tmp_path):
         assert (out / page).is_file(), page
     html = (out / "onlinejax.html").read_text()
     docstring = html[html.index('<div class="docstring">'):html.index('id="mod-onlinejax-view-source"')]  # no source listing
-    for heading in ("onlinejax-for-river-users", "onlinejax-for-scikit-learn-users", "metrics-glossary"):
+    for heading in ("getting-started", "onlinejax-for-river-users", "onlinejax-for-scikit-learn-users", "metrics-glossary"):
         assert f'id="{heading}"' in docstring, heading
     assert "include::" not in docstring and "```" not in docstring  # the guides were included and rendered
     assert docstring.count("<table>") >= 6

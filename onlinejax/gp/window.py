@@ -806,6 +806,12 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
       ``downdate(state)`` evicts the oldest item; ``tune(state)`` maximises
       the window's log marginal likelihood plus the hyperprior (type-II
       MAP, see :func:`tune_hyperparameters`) and rebuilds the factor once.
+      ``step`` and ``learn`` never change the hyperparameters: they stay at
+      ``init``'s values until ``tune`` is called. To tune when the stream
+      asks for it, wrap the learner in :func:`onlinejax.adaptive.adaptive`
+      (a tune at the start and after each drift alarm); to tune on a fixed
+      schedule in your own ``jit``/``vmap``, call ``tune`` between blocks of
+      items (``docs/getting_started.md``, "A GP in your own jit").
       An item whose ``x`` or ``y`` is not finite is skipped inside ``jit``
       (``n_skipped`` counts it). ``noise_floor=0, lengthscale_prior=None,
       tune_from_data=False, adapt_scale=False`` give the maximum-likelihood
