@@ -166,7 +166,10 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
       learner: the inner learner, e.g. :func:`~onlinejax.linear.bayes_linreg` (each run-length
         hypothesis keeps its own state, so a conjugate, non-windowed learner is the natural choice).
       n_runs: ``R >= 2`` hypotheses kept (static): memory ``R`` inner states, time ``R + 1``
-        inner steps per item; ``R`` a few times the expected run length ``1/h`` loses little.
+        inner steps per item. The ``R`` most probable run lengths are kept, not the ``R``
+        shortest, so ``R`` need not cover the expected run length ``1/h``: a few tens
+        score as hundreds do (``benchmarks/bocpd_runs.py``); below about 8 the log score
+        starts to fall where the run-length posterior is diffuse.
       hazard: default ``h ∈ (0, 1)`` for ``init``; an array in the state (``init(hazard=)``).
     Returns:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
