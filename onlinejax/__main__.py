@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--learners", default=None,
                    help="comma-separated names or substrings (None: the recommended learners and climatology)")
     g.add_argument("--list-learners", action="store_true",
-                   help="print the registered configurations (name and family) and exit")
+                   help="print the registered configurations (name, family, one line about it) and exit")
     g.add_argument("--thesis", action="store_true",
                    help="the thesis's small set (one configuration per family) instead of the recommended one")
     g.add_argument("--stream-names", default=None,
@@ -261,13 +261,13 @@ def _with_command(p: argparse.ArgumentParser, argv: list) -> list:
 
 
 def _list_learners() -> int:
-    """Print every registered configuration as ``name<TAB>family``, one a line; nothing runs."""
+    """Print every registered configuration as ``name<TAB>family<TAB>description``, one a line; nothing runs."""
     from . import zoo
     from .registry import registered_learners
 
     zoo.register_all()
     for gl in registered_learners():
-        print(f"{gl.name}\t{gl.family}")
+        print(f"{gl.name}\t{gl.family}\t{gl.description}")
     return 0
 
 

@@ -45,6 +45,7 @@ class GridLearner(NamedTuple):
         (``benchmarks/grid.py``). Accelerators ignore it (there every stream
         of a chunk is vmapped, or ``run_grid``'s own ``vmap_bytes`` applies
         when given).
+      description: one line for people (``python -m onlinejax --list-learners``).
     """
 
     name: str
@@ -56,6 +57,7 @@ class GridLearner(NamedTuple):
     init_kwargs: Mapping[str, float] | None = None
     program: str | None = None
     vmap_bytes: int | None = None
+    description: str = ""
 
 
 #: Registered configurations, ``name -> GridLearner``.
@@ -64,7 +66,7 @@ REGISTRY: dict[str, GridLearner] = {}
 
 def grid_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
                  hyper: Mapping[str, Sequence] | None = None, init_kwargs: Mapping[str, float] | None = None,
-                 program: str | None = None, vmap_bytes: int | None = None) -> GridLearner:
+                 program: str | None = None, vmap_bytes: int | None = None, description: str = "") -> GridLearner:
     """A checked :class:`GridLearner` (see its attributes); not registered.
 
     Raises:
@@ -80,7 +82,7 @@ def grid_learner(name: str, family: str, make: Callable[[int], Learner], *, scor
                        dict(hyper) if hyper is not None else None, None,
                        dict(init_kwargs) if init_kwargs is not None else None,
                        str(program) if program is not None else None,
-                       check_int(vmap_bytes, "vmap_bytes", 1) if vmap_bytes is not None else None)
+                       check_int(vmap_bytes, "vmap_bytes", 1) if vmap_bytes is not None else None, str(description))
 
 
 def register(gl: GridLearner) -> GridLearner:

@@ -82,6 +82,15 @@ def _mapped(m: bool) -> str:
     return "Mapped" if m else ""
 
 
+def _on(m: bool) -> str:
+    return " on the thesis's mapped features" if m else ""
+
+
+_MACHINE = ", in the thesis's state machine (learn, stable, high error, tune)"
+_LINEAR = {"BayesianMLE": "RLS from kI with the thesis's noise and bounds",
+           "BayesianMAP": "conjugate Bayesian linear regression from the prior"}
+
+
 def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
     """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5).
 
@@ -103,7 +112,9 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                 out.append(grid_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
                                             lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
                                             init_kwargs={"forgetting": lam, "beta": b},
-                                            program=f"{fam}Forgetting{_mapped(m)}"))
+                                            program=f"{fam}Forgetting{_mapped(m)}",
+                                            description=f"{_LINEAR[fam]}{_on(m)}, thesis forgetting factor {ff:g}, "
+                                                        "learns every item"))
             for W in THESIS_WINDOWS:
                 # the five windows share a compiled program: a buffer of the largest window, the
                 # window length in the state (the per-item cost does not depend on the buffer's size)
@@ -111,7 +122,9 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                     f"{fam}Windowed{_mapped(m)}_WS{W}{te}", fam,
                     lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W,
                                                              tune_every=k),
-                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}{te}"))
+                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}{te}",
+                    description=f"{_LINEAR[fam]}{_on(m)} over the last {W} items"
+                                f"{', evidence-tuned' if fam == 'BayesianMAP' else ''}{_MACHINE}"))
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             # the three means at one window share a compiled program (the mean is read from the state);
@@ -120,10 +133,13 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                 f"GPRegression{label}_WS{W}{te}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W,
                                                    split_tune=False, tune_every=k),
-                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}{te}", vmap_bytes=1))
+                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}{te}", vmap_bytes=1,
+                description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
+                            f"maximum likelihood at each tune{_MACHINE}"))
     for W in THESIS_WINDOWS:
         out.append(grid_learner(f"KernelRegression_WS{W}{te}", "KernelRegression",
-                                    lambda d, W=W: adaptive(kernel_regression(d, W), W, tune_every=k)))
+                                    lambda d, W=W: adaptive(kernel_regression(d, W), W, tune_every=k),
+                                    description=f"Nadaraya-Watson kernel regression over the last {W} items{_MACHINE}"))
     return out
 
 
@@ -134,11 +150,16 @@ def thesis_batch_learners() -> list[GridLearner]:
         for m in (False, True):
             out.append(grid_learner(f"BayesianMLEBatch{_mapped(m)}_TS{T}", "Batch",
                                         lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
-                                        score_from=T))
+                                        score_from=T, description=f"{_LINEAR['BayesianMLE']}{_on(m)}, trained once on "
+                                                                  f"the first {T} items, scored after them"))
         out.append(grid_learner(f"GPRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T), score_from=T, vmap_bytes=1))
+                                    lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T), score_from=T, vmap_bytes=1,
+                                    description=f"GP regression (zero mean) trained and tuned once on the first {T} "
+                                                "items, scored after them"))
         out.append(grid_learner(f"KernelRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T))
+                                    lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T,
+                                    description=f"Nadaraya-Watson kernel regression trained once on the first {T} "
+                                                "items, scored after them"))
     return out
 
 
@@ -169,7 +190,8 @@ def combination_learners() -> list[GridLearner]:
     def make(d, rule, rc, mc):
         return combine([configurations()[n].make(d) for n in COMBINATION_MEMBERS], rule(), recalibrate=rc, correct=mc)
 
-    return [grid_learner(f"Combination_{label}", "Combination", lambda d, r=rule, rc=rc, mc=mc: make(d, r, rc, mc))
+    return [grid_learner(f"Combination_{label}", "Combination", lambda d, r=rule, rc=rc, mc=mc: make(d, r, rc, mc),
+                         description=f"the mixture of {', '.join(COMBINATION_MEMBERS)} weighted by {label}")
             for label, (rule, rc, mc) in COMBINATION_RULES.items()]
 
 
@@ -267,16 +289,32 @@ def _recommended() -> list[GridLearner]:
             bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
                                     alpha=unit_prior_alpha(d))), None),
     }
-    out = [grid_learner(name, fam, make, vmap_bytes=vb) for name, (fam, make, vb) in makers.items()]
+    calib = "standardised and calibrated (Student-t 95 % interval)"
+    about = {
+        "RecommendedGP": f"GP regression over the last {W} items (window-average mean, type-II MAP tunes), "
+                         f"{calib}{_MACHINE}",
+        "RecommendedKernelRegression": f"Nadaraya-Watson kernel regression over the last {W} items, {calib}{_MACHINE}",
+        "RecommendedWindowedLinear": f"Bayesian linear regression on the thesis's mapped features over the last {W} "
+                                     f"items, evidence-tuned, {calib}{_MACHINE}",
+        "RecommendedForgettingLinear": "Bayesian linear regression on the thesis's mapped features forgetting over "
+                                       f"about 100 items, {calib}",
+    }
+    out = [grid_learner(name, fam, make, vmap_bytes=vb, description=about[name])
+           for name, (fam, make, vb) in makers.items()]
 
     def combined(d):
         rule, rc, mc = default_combination_rule()
         return calibrate_combination(combine([configurations()[n].make(d) for n in RECOMMENDED_MEMBERS], rule,
                                              recalibrate=rc, correct=mc))
 
-    out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined))
-    out.append(grid_learner(RECOMMENDED_BOCPD, "BOCPD", recommended_bocpd))
-    out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d)))
+    out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined,
+                            description="the four recommended members mixed by the default rule, calibrated again"))
+    out.append(grid_learner(RECOMMENDED_BOCPD, "BOCPD", recommended_bocpd,
+                            description="Bayesian online changepoint detection over Bayesian linear regression on "
+                                        f"the mapped features (16 run lengths), {calib}"))
+    out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d),
+                            description="the baseline: the Student-t posterior predictive of the targets so far "
+                                        "(ignores the inputs)"))
     return out
 
 

@@ -40,7 +40,8 @@ def test_list_learners_runs_nothing(tmp_path, capsys):
     assert main(["grid", "--list-learners", "--out", str(tmp_path / "never")]) == 0
     lines = capsys.readouterr().out.splitlines()
     zoo.register_all()
-    assert lines == [f"{g.name}\t{g.family}" for g in registered_learners()] and len(lines) > 10
+    assert lines == [f"{g.name}\t{g.family}\t{g.description}" for g in registered_learners()] and len(lines) > 10
+    assert all(len(line.split("\t")[2]) > 20 for line in lines)  # every configuration says what it is
     assert not (tmp_path / "never").exists()
 
 
