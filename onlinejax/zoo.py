@@ -113,8 +113,8 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                                             lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
                                             init_kwargs={"forgetting": lam, "beta": b},
                                             program=f"{fam}Forgetting{_mapped(m)}",
-                                            description=f"{_LINEAR[fam]}{_on(m)}, thesis forgetting factor {ff:g}, "
-                                                        "learns every item"))
+                                            description=f"{_LINEAR[fam]}{_on(m)}, thesis forgetting factor {ff:g}"
+                                                        f"{' (none)' if ff == 0 else ''}, learns every item"))
             for W in THESIS_WINDOWS:
                 # the five windows share a compiled program: a buffer of the largest window, the
                 # window length in the state (the per-item cost does not depend on the buffer's size)
@@ -135,7 +135,7 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                                                    split_tune=False, tune_every=k),
                 init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}{te}", vmap_bytes=1,
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
-                            f"maximum likelihood at each tune{_MACHINE}"))
+                            f"type-II MAP at each tune{_MACHINE}"))
     for W in THESIS_WINDOWS:
         out.append(grid_learner(f"KernelRegression_WS{W}{te}", "KernelRegression",
                                     lambda d, W=W: adaptive(kernel_regression(d, W), W, tune_every=k),
