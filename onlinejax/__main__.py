@@ -245,7 +245,8 @@ def _parser() -> argparse.ArgumentParser:
     for q in (d, g, c):
         q.add_argument("--compile-cache", default=None, metavar="DIR",
                        help="persistent XLA compilation cache, so a repeated run loads its programs instead of "
-                            "compiling them (None: $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off)")
+                            "compiling them (None: $ONLINEJAX_COMPILE_CACHE or ~/.cache/onlinejax/xla; 'none': off, as is "
+                            "ONLINEJAX_COMPILE_CACHE=none)")
     return p
 
 
@@ -291,17 +292,19 @@ def _compile_cache_unwritable(a) -> str | None:
     """The usage error of ``--compile-cache`` (a folder that cannot be written), or None."""
     from .evaluation import default_cache_dir
 
-    if a.compile_cache == "none":
+    path = a.compile_cache or default_cache_dir()
+    if path == "none":
         return None
-    return _writable("--compile-cache", os.path.expanduser(a.compile_cache or default_cache_dir()))
+    return _writable("--compile-cache", os.path.expanduser(path))
 
 
 def _start_compile_cache(a) -> None:
     """Turn on the persistent compilation cache unless ``--compile-cache none``: every command compiles."""
-    from .evaluation import enable_compilation_cache
+    from .evaluation import default_cache_dir, enable_compilation_cache
 
-    if a.compile_cache != "none":
-        enable_compilation_cache(a.compile_cache)
+    path = a.compile_cache or default_cache_dir()
+    if path != "none":
+        enable_compilation_cache(path)
 
 
 def _grid(a) -> int:

@@ -211,6 +211,32 @@ def test_sklearn_predict_matches_closed_form_and_partial_fit():
     np.testing.assert_allclose(refit.predict(X[100:]), predictive(m, S, BETA, X[100:])[0], rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
 
 
+def test_adapters_turn_on_the_persistent_compilation_cache_unless_told_not_to(tmp_path, monkeypatch):
+    """The first learner an adapter builds turns the cache on in $ONLINEJAX_COMPILE_CACHE; 'none' opts out; a folder
+    JAX already has is left as it is."""
+    import jax
+    from jax._src import compilation_cache
+
+    from onlinejax.evaluation import ensure_compilation_cache
+
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+            "jax_persistent_cache_min_entry_size_bytes")
+    old = {k: getattr(jax.config, k) for k in keys}
+    try:
+        assert ensure_compilation_cache() == old["jax_compilation_cache_dir"]  # the suite's own folder: kept
+        jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.setenv("ONLINEJAX_COMPILE_CACHE", "none")
+        assert ensure_compilation_cache() is None and jax.config.jax_compilation_cache_dir is None
+        monkeypatch.setenv("ONLINEJAX_COMPILE_CACHE", str(tmp_path / "xla"))
+        X, y = _stream()
+        OnlineRegressor().fit(X[:20], y[:20])
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "xla") and (tmp_path / "xla").is_dir()
+    finally:
+        for k, v in old.items():
+            jax.config.update(k, v)
+        compilation_cache.reset_cache()
+
+
 def test_sklearn_partial_fit_through_a_pipeline_keeps_the_fitted_transformers():
     """``partial_fit(pipe, ...)``: the first batch fits the scaler, later batches only pass through it, and the
     regressor equals the closed-form posterior of every row so far in the first batch's scaled coordinates."""

@@ -19,6 +19,11 @@ come and go. :class:`FeatureSlots` gives each feature name a slot of the input v
   one). Every other learner (windowed, kernel, GP, SGD, forgetting, a callable) keeps its width:
   such a name is ignored, counted (``n_ignored``) and warned about once; reserve slots with
   ``n_features=K`` for features known to come later (exact for the linear learners, see above).
+
+Building the first learner turns on JAX's persistent compilation cache
+(:func:`~onlinejax.evaluation.ensure_compilation_cache`: unless JAX has a cache folder already;
+``ONLINEJAX_COMPILE_CACHE=DIR`` chooses the folder, ``ONLINEJAX_COMPILE_CACHE=none`` opts out), so a
+new process loads the programs an earlier one compiled.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import numpy as np
 
 from ..base import Learner, coerce_x, coerce_xy
 from ..stateful import StatefulLearner
+from ..evaluation.runtime import ensure_compilation_cache
 
 __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
            "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
@@ -372,6 +378,7 @@ class Engine:
 
     # -- lazy build ------------------------------------------------------------------------
     def _build(self, width: int | None = None):
+        ensure_compilation_cache()  # a new process loads what an earlier one compiled (opt out: module doc)
         lrn = build_learner(self.spec, self.slots.capacity if width is None else width, self.learner_params)
         if not isinstance(lrn, Learner):
             raise TypeError(f"learner: the factory returned {type(lrn).__name__}, not an onlinejax Learner")

@@ -14,11 +14,15 @@ from threadpoolctl import threadpool_limits
 from ..base import check_int
 
 __all__ = ["default_cache_dir", "use_cpu_cores", "initialize_distributed", "enable_compilation_cache",
-           "one_blas_thread"]
+           "ensure_compilation_cache", "one_blas_thread"]
 
 
 def default_cache_dir() -> str:
-    """``$ONLINEJAX_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/onlinejax/xla`` (``~/.cache/onlinejax/xla``)."""
+    """``$ONLINEJAX_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/onlinejax/xla`` (``~/.cache/onlinejax/xla``).
+
+    ``ONLINEJAX_COMPILE_CACHE=none`` turns the cache off where the library would turn it on by
+    default (the command line, the adapters: :func:`ensure_compilation_cache`).
+    """
     env = os.environ.get("ONLINEJAX_COMPILE_CACHE")
     if env:
         return env
@@ -124,3 +128,28 @@ def one_blas_thread(active: bool):
     well oversubscribes them.
     """
     return threadpool_limits(limits=1, user_api="blas") if active else contextlib.nullcontext()
+
+
+def ensure_compilation_cache() -> str | None:
+    """Turn on the persistent compilation cache in :func:`default_cache_dir`, unless it is on already or opted out.
+
+    The River and scikit-learn adapters call this when they first build a learner, so that a new
+    process (a notebook restarted, each ``GridSearchCV`` run) loads the programs an earlier one compiled
+    instead of compiling them again (``benchmarks/RESULTS.md``, "Adapters"). It does nothing when JAX
+    already has a cache folder (set by you or by :func:`enable_compilation_cache`), when
+    ``ONLINEJAX_COMPILE_CACHE=none``, or when the folder cannot be created.
+
+    Returns:
+      The cache folder in use, or ``None`` (off).
+    """
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return current
+    path = default_cache_dir()
+    if path.lower() == "none":
+        return None
+    try:
+        # every program: a model's calls compile many small ones (one per batch size), each well under a second
+        return enable_compilation_cache(path, min_compile_seconds=0.0)
+    except OSError:  # an unwritable home must not stop a model from learning
+        return None
