@@ -18,7 +18,11 @@ from .baseline import climatology
 from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
 from .changepoint import bocpd
 from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .linear import *  # noqa: F401,F403
+from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
+                     adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
+                     bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
+                     forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
+                     sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
 from .standardize import standardize
 from .hedge import with_climatology
 from .student_mixture import StudentTMixture
