@@ -169,8 +169,6 @@ def test_bayes_linreg_grows_exactly(intercept):
     assert model.n_ignored_features == 0 and model._engine.slots.capacity == 4  # 2 -> 4
 
 
-@pytest.mark.xfail(strict=True, reason="since the calibration/standardisation rework the grown and the wide default "
-                   "learner differ by ~1 % in one prediction (10.31 vs 10.40); cause not yet found")
 def test_default_learner_grows_like_a_wide_learner():
     """The default (standardised, tuned every 50 items, calibrated) grown from 2 inputs to 8 predicts
     as the same learner given 8 slots from the start, through tunes and growths."""

@@ -281,9 +281,9 @@ def _grow(s, d_old: int, k: int):
     if isinstance(s, BayesLinRegState):
         return _grow_linear(s, d_old, k)
     if isinstance(s, StandardizeState) and s.warm_x is None:  # an input never seen: mean 0, no spread
-        inner = _grow(s.inner, d_old, k)
+        inner, initial = _grow(s.inner, d_old, k), _grow(s.initial, d_old, k)  # initial: what a restart starts from
         sc = s.scaler
-        return None if inner is None else s._replace(inner=inner, scaler=sc._replace(
+        return None if inner is None or initial is None else s._replace(inner=inner, initial=initial, scaler=sc._replace(
             x_mean=_insert(sc.x_mean, (0,), d_old, k), x_var=_insert(sc.x_var, (0,), d_old, k)))
     if isinstance(s, CalibratedState):  # the calibrators see predictions only
         inner = _grow(s.inner, d_old, k)
