@@ -288,6 +288,9 @@ def test_sklearn_probabilistic_scorers_match_scipy_and_pick_the_noise_level():
     cv = TimeSeriesSplit(n_splits=3, test_size=50)
     best = GridSearchCV(OnlineRegressor("bayes_linreg", {"intercept": True}), grid, cv=cv, scoring=log_score).fit(Xs, ys)
     assert best.best_params_ == {"init_params__beta": 4.0}
+    from sklearn.linear_model import Ridge
+    with pytest.raises(TypeError, match="OnlineRegressor"):
+        log_score(Ridge().fit(Xs, ys), Xs, ys)
 
 
 def _mixture(n_features):

@@ -269,7 +269,11 @@ def partial_fit(estimator, X, y):
 
 
 def _scored_predictive(estimator, X, y):
-    estimator, X = _final_step(estimator, X, "_predictive")
+    """The final ``OnlineRegressor``'s predictive distribution of ``X`` (fields ``[n]``) and ``y`` as ``[n]`` floats."""
+    estimator, X = _final_step(estimator, X, "predict")
+    if not isinstance(estimator, OnlineRegressor):
+        raise TypeError(f"estimator: the final step must be an OnlineRegressor (a predictive distribution to score), "
+                        f"got {type(estimator).__name__}")
     pred = estimator._predictive(X)
     y = np.asarray(y, np.float64).reshape(-1)
     if y.shape[0] != np.shape(pred.mean)[0]:
