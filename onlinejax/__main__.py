@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import tempfile
 import sys
+import threading
 import time
 
 import jax
@@ -203,6 +205,21 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     return paths
 
 
+#: ``--seed`` takes what every stream generator accepts: a 32-bit unsigned integer.
+SEED_MAX = 2**32 - 1
+
+
+def _seed(text: str) -> int:
+    """``--seed``'s type: an integer in [0, ``SEED_MAX``] (argparse names the option in its usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, {SEED_MAX}], got {text}")
+    return value
+
+
 _EPILOG = ("Options belong to their subcommand and follow it: python -m onlinejax drift --n 500. "
            "Without a subcommand, drift runs with the options given: python -m onlinejax --n 500.")
 _COMMANDS = ("drift", "grid", "compare")
@@ -225,11 +242,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--streams", type=int, default=16, help="number of independent streams (vmapped)")
     d.add_argument("--n", type=int, default=2000, help="items per stream")
     d.add_argument("--out", default="results", help="output folder for CSV and PNG")
-    d.add_argument("--seed", type=int, default=0, help="random seed of the streams")
+    d.add_argument("--seed", type=_seed, default=0, help=f"random seed of the streams (0 to {SEED_MAX})")
     g = _subparser(sub, "grid", "learners x thesis grid streams (a stratified sample by default)")
-    g.add_argument("--per-cell", type=int, default=2, help="streams per (d, D|ND, CD|NCD) cell of the sample")
+    g.add_argument("--per-cell", type=int, default=None,
+                   help="streams per (d, D|ND, CD|NCD) cell of the sample (None: 2)")
     g.add_argument("--full", action="store_true", help="all 576 streams")
-    g.add_argument("--n", type=int, default=2000, help="items per stream")
+    g.add_argument("--n", type=int, default=None, help="items per stream (None: 2000)")
     g.add_argument("--learners", default=None,
                    help="comma-separated names or substrings (None: the recommended learners and climatology)")
     g.add_argument("--list-learners", action="store_true",
@@ -237,9 +255,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--thesis", action="store_true",
                    help="the thesis's small set (one configuration per family) instead of the recommended one")
     g.add_argument("--stream-names", default=None,
-                   help="comma-separated grid stream names (None: a stratified sample)")
+                   help="comma-separated grid stream names, each of which gives its own size (None: a stratified "
+                        "sample); not with --n, --per-cell or --full")
     g.add_argument("--out", default="results", help="output folder for CSV and PNGs")
-    g.add_argument("--seed", type=int, default=0, help="random seed of the sample and the streams")
+    g.add_argument("--seed", type=_seed, default=0, help=f"random seed of the sample and the streams (0 to {SEED_MAX})")
     c = _subparser(sub, "compare", "evaluation schemes side by side on a real data set (needs River)")
     c.add_argument("--delay", type=float, default=7.0, help="label delay in days for delayed validation")
     for q in (d, g, c):
@@ -307,16 +326,50 @@ def _start_compile_cache(a) -> None:
         enable_compilation_cache(path)
 
 
+def _grid_usage(a) -> str | None:
+    """The usage error of ``grid``'s sizes, names and learners (naming the option), or None; fills the defaults."""
+    if a.stream_names is not None:
+        given = [o for o, v in (("--n", a.n), ("--per-cell", a.per_cell), ("--full", a.full or None)) if v is not None]
+        if given:
+            return f"{given[0]}: --stream-names gives the streams and their sizes; use one or the other"
+        from .data import parse_name
+
+        names = [s.strip() for s in a.stream_names.split(",") if s.strip()]
+        if not names:
+            return "--stream-names: no names given"
+        try:
+            [parse_name(s) for s in names]
+        except ValueError as e:
+            return f"--stream-names: {e}"
+    if a.full and a.per_cell is not None:
+        return "--per-cell: --full runs every stream; use one or the other"
+    if a.thesis and a.learners is not None:
+        return "--thesis: it chooses the learners, as --learners does; use one or the other"
+    a.n, a.per_cell = 2000 if a.n is None else a.n, 2 if a.per_cell is None else a.per_cell
+    if a.per_cell < 1:
+        return f"--per-cell must be >= 1, not {a.per_cell}"
+    if a.n < 10:
+        return f"--n must be >= 10, not {a.n}"
+    if a.learners is not None:
+        from . import zoo
+        from .registry import registered_learners
+
+        zoo.register_all()
+        try:
+            if not registered_learners(a.learners):
+                return "--learners: no names given"
+        except ValueError as e:
+            return f"--learners: {str(e).removeprefix('learners: ')}"
+    return _writable("--out", a.out) or _compile_cache_unwritable(a)
+
+
 def _grid(a) -> int:
     if a.list_learners:
         return _list_learners()
-    if a.per_cell < 1 or a.n < 10:
-        return _error("--per-cell must be >= 1 and --n >= 10")
-    from .evaluation import use_cpu_cores
-
-    bad = _writable("--out", a.out) or _compile_cache_unwritable(a)
+    bad = _grid_usage(a)
     if bad:
         return _error(bad)
+    from .evaluation import use_cpu_cores
 
     use_cpu_cores()  # one host device per core: run_grid shards the streams over them
     _start_compile_cache(a)
@@ -351,7 +404,7 @@ def main(argv=None) -> int:
     if a.cmd == "compare":
         return _compare(a)
     if a.streams < 1 or a.n < 10:
-        return _error("--streams must be >= 1 and --n >= 10")
+        return _error(f"--streams must be >= 1 and --n >= 10, not {a.streams} and {a.n}")
     bad = _writable("--out", a.out) or _compile_cache_unwritable(a)
     if bad:
         return _error(bad)
@@ -360,5 +413,35 @@ def main(argv=None) -> int:
     return 0
 
 
+def exit_on_interrupt() -> None:
+    """Let Ctrl-C end the process within a moment, with exit status 130 (the shell's for SIGINT).
+
+    Python runs a signal handler only when the main thread returns to the
+    interpreter, which an XLA compilation or a compiled program does not do
+    for minutes, and at exit it waits for the threads still compiling. The
+    C-level handler writes each signal to a pipe at once; a daemon thread
+    waiting on that pipe (it gets the GIL: XLA runs without it) ends the
+    process. Call it from the main thread of a command-line process only: it
+    replaces the process's SIGINT handling.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+
+    def stop(*_) -> None:
+        sys.stdout.flush()
+        print("\ninterrupted", file=sys.stderr, flush=True)
+        os._exit(128 + signal.SIGINT)
+
+    def watch() -> None:
+        while True:
+            if signal.SIGINT in os.read(read_fd, 64):
+                stop()
+
+    signal.set_wakeup_fd(write_fd)
+    signal.signal(signal.SIGINT, stop)
+    threading.Thread(target=watch, name="onlinejax-interrupt", daemon=True).start()
+
+
 if __name__ == "__main__":
+    exit_on_interrupt()
     sys.exit(main())

@@ -68,6 +68,61 @@ def test_options_have_one_meaning(capsys):
     assert main(["--streams", "0"]) == 2  # no subcommand: drift's options
 
 
+def test_usage_errors_name_the_option(tmp_path, capsys, monkeypatch):
+    """Each case exits 2 before computing anything, naming the option (argparse's own errors say "argument --x")."""
+    import onlinejax.__main__ as cli
+
+    def computed(*args, **kwargs):
+        raise AssertionError("a usage error must stop the command before it computes anything")
+
+    for name in ("run_grid_command", "run_drift"):
+        monkeypatch.setattr(cli, name, computed)
+    out = ["--out", str(tmp_path), "--compile-cache", "none"]
+    name = "SYNTH_D_CD_2000_1_50_3_23"
+    cases = [(["drift", "--seed", str(2**64)], "--seed"), (["drift", "--seed", "-1"], "--seed"),
+             (["grid", "--seed", "-1"], "--seed"), (["grid", "--seed", "1.5"], "--seed"),
+             (["grid", "--stream-names", name, "--n", "100"], "--n"),
+             (["grid", "--stream-names", name, "--per-cell", "1"], "--per-cell"),
+             (["grid", "--stream-names", name, "--full"], "--full"), (["grid", "--stream-names", " , "], "--stream-names"),
+             (["grid", "--stream-names", "SYNTH_X"], "--stream-names"), (["grid", "--full", "--per-cell", "3"], "--per-cell"),
+             (["grid", "--thesis", "--learners", "GP"], "--thesis"), (["grid", "--learners", "NoSuchLearner"], "--learners"),
+             (["grid", "--n", "5"], "--n"), (["grid", "--per-cell", "0"], "--per-cell"), (["drift", "--streams", "0"], "--streams")]
+    for args, option in cases:
+        try:
+            code = main(args + out)
+        except SystemExit as e:
+            code = e.code
+        assert code == 2, args
+        err = capsys.readouterr().err
+        assert f"error: {option}" in err or f"error: argument {option}" in err, (args, err)
+
+
+def test_ctrl_c_stops_the_grid_while_it_compiles(tmp_path):
+    """Ctrl-C during compilation ended the command only after every compile under way had finished (~2 min)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-m", "onlinejax", "grid", "--out", str(tmp_path), "--compile-cache", "none"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = ""
+        while "compiling" not in seen:  # the progress bar on stderr: the programs are being compiled
+            c = p.stderr.read(1)
+            assert c, f"the command ended before compiling: {seen[-500:]}"
+            seen += c
+        time.sleep(1.0)
+        t0 = time.perf_counter()
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+        assert time.perf_counter() - t0 < 5.0 and code == 130
+        assert "interrupted" in p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_paths_and_delay_checked_before_computing(tmp_path, capsys, monkeypatch):
     import onlinejax.__main__ as cli
 

@@ -235,7 +235,20 @@ def test_bad_chunk_size_and_streams_are_refused_by_name():
         run_grid(make, "thesis", progress=False)
     with pytest.raises((TypeError, ValueError), match="^streams: "):
         run_grid(make, [g, "thesis"], progress=False)
+    with pytest.raises(ValueError, match="^streams: .*no items"):  # was a ZeroDivisionError
+        run_grid(make, StreamGroup.from_arrays(X[:, :0], X[:, :0, 0]), progress=False)
+    with pytest.raises(ValueError, match="^streams: .*change_points"):  # built by hand, past from_arrays' check
+        run_grid(make, g._replace(change_points=np.array([5, 20])), progress=False)
     assert len(run_grid(make, g, chunk_size=1, progress=False).rows) == 2
+
+
+def test_change_points_are_item_indices_or_minus_one():
+    X = jnp.zeros((2, 20, 1))
+    for bad in ([5, 20], [-2, 3], [1.5, 3], [1, 2, 3]):
+        with pytest.raises(ValueError, match="^change_points: "):
+            StreamGroup.from_arrays(X, X[..., 0], change_points=bad)
+    g = StreamGroup.from_arrays(X, X[..., 0], change_points=[-1, 19.0])
+    assert g.change_points.tolist() == [-1, 19]
 
 
 def test_delayed_rows_equal_single_stream_delayed_runs(groups):

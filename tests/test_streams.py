@@ -73,6 +73,11 @@ def test_bad_inputs_name_the_argument(data):
         evaluate_streams(lrn, X, Y, hyper={"alpha": [[1.0]]})
     with pytest.raises(ValueError, match="delay"):
         evaluate_streams(lrn, X, Y, delay=0)
+    for bad in (-1.0, np.nan, np.ones(3)):  # a negative weight gave plausible-looking metrics
+        with pytest.raises(ValueError, match="^weights: "):
+            evaluate_streams(lrn, X, Y, weights=bad)
+    with pytest.raises(ValueError, match="^stable_weights: "):
+        evaluate_streams(lrn, X, Y, stable_weights=-np.ones(Y.shape))
 
 
 def test_repeated_calls_reuse_the_compiled_program(data):

@@ -163,6 +163,20 @@ def _stream_arrays(key, n: int, d: int, scale, disc, drift, g1, g2, dtype):
     return X, F, jax.random.normal(ke, (n,), dtype)
 
 
+def check_change_points(change_points, S: int, n: int) -> np.ndarray:
+    """``[S]`` int64 drift indices; ``ValueError`` naming ``change_points`` unless each is -1 or in ``[0, n)``."""
+    a = np.asarray(change_points)
+    if a.size != S:
+        raise ValueError(f"change_points: expected {S} values (one per stream), got {a.size}")
+    a = a.reshape(S)
+    if not (np.issubdtype(a.dtype, np.integer) or np.all(np.isfinite(a) & (a == np.round(a)))):
+        raise ValueError(f"change_points: must be integers (item indices, -1 for none), got {a.tolist()}")
+    a = a.astype(np.int64)
+    if np.any((a < -1) | (a >= n)):
+        raise ValueError(f"change_points: each must be -1 (none) or an item index in [0, {n}), got {a.tolist()}")
+    return a
+
+
 class StreamGroup(NamedTuple):
     """Streams of one shape, stacked for ``vmap``.
 
@@ -182,7 +196,11 @@ class StreamGroup(NamedTuple):
 
     @classmethod
     def from_arrays(cls, X, Y, names: Sequence[str] | None = None, change_points=None) -> "StreamGroup":
-        """Wrap user streams ``X [S, n, d]``, ``Y [S, n]`` (one shape) for :func:`~onlinejax.evaluation.run_grid`."""
+        """Wrap user streams ``X [S, n, d]``, ``Y [S, n]`` (one shape) for :func:`~onlinejax.evaluation.run_grid`.
+
+        ``change_points``: ``[S]`` item index of each stream's drift in ``[0, n)``, ``-1`` for none
+        (default: none); they only mark which items the ``*_st`` metrics leave out.
+        """
         X = jnp.asarray(X)
         Y = jnp.asarray(Y)
         if X.ndim != 3 or Y.shape != X.shape[:2]:
@@ -191,7 +209,7 @@ class StreamGroup(NamedTuple):
         names = tuple(names) if names is not None else tuple(f"stream{i}" for i in range(S))
         if len(names) != S:
             raise ValueError(f"names: expected {S} names, got {len(names)}")
-        cp = np.full(S, -1, np.int64) if change_points is None else np.asarray(change_points, np.int64).reshape(S)
+        cp = np.full(S, -1, np.int64) if change_points is None else check_change_points(change_points, S, n)
         props = tuple({"stream": nm, "n": n, "d": d} for nm in names)
         return cls(names, X, Y, None, cp, props)
 

@@ -73,6 +73,7 @@ from tqdm import tqdm
 from ..base import Learner, check_int, default_float_dtype, tree_nbytes
 from ..baseline import recorded
 from ..combination import replay
+from ..data.grid import check_change_points
 from ..registry import GridLearner
 from .metrics import METRICS, prequential, stable_mask
 from .progressive import progressive_validation
@@ -472,11 +473,14 @@ def _compile(plan: _Plan, batch: list, keys_of: dict, workers: int | None, progr
     built = {}
     with _bar(len(by_key), f"compiling ({workers} at a time)", progress) as bar:
         if workers > 1 and len(by_key) > 1:
-            with ThreadPoolExecutor(max_workers=workers) as ex:
+            ex = ThreadPoolExecutor(max_workers=workers)
+            try:
                 futures = {ex.submit(plan.build, *v): k for k, v in by_key.items()}
                 for f in as_completed(futures):
                     built[futures[f]] = f.result()
                     bar.update()
+            finally:  # after Ctrl-C or a failed compile, return at once: queued programs are dropped
+                ex.shutdown(wait=False, cancel_futures=True)
         else:
             for k, v in by_key.items():
                 built[k] = plan.build(*v)
@@ -545,7 +549,8 @@ def _checked_streams(streams) -> list:
 
     Raises:
       TypeError: naming ``streams``, for an entry that is not a stream group (e.g. a string).
-      ValueError: naming ``streams``, for no groups or a group of no streams.
+      ValueError: naming ``streams``, for no groups, a group of no streams, streams of no items or a
+        change point outside ``[-1, n)``.
     """
     if hasattr(streams, "names"):
         groups = [streams]
@@ -560,6 +565,12 @@ def _checked_streams(streams) -> list:
             raise TypeError(f"streams: entry {i} is not a StreamGroup, got {type(grp).__name__}")
         if np.shape(grp.X)[0] == 0:
             raise ValueError(f"streams: group {i} has no streams")
+        if np.shape(grp.X)[1] == 0:
+            raise ValueError(f"streams: group {i} has streams of no items")
+        try:
+            check_change_points(grp.change_points, np.shape(grp.X)[0], np.shape(grp.X)[1])
+        except ValueError as e:
+            raise ValueError(f"streams: group {i}'s {e}") from None
     return groups
 
 

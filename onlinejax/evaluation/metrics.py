@@ -382,8 +382,10 @@ def stable_mask(n: int, window: int, change_points=()) -> np.ndarray:
     The thesis's "stable" periods for RMSE-ST/SMSE-ST when no state machine
     reports them (6.1.2: a windowed learner is unstable until its window has
     been filled, or recycled after a drift).
+
+    ``change_points``: item indices; negative ones (``-1``: no drift) are skipped.
     """
     m = np.ones(int(n), bool)
-    for c in (0, *change_points):
+    for c in (0, *(c for c in change_points if c >= 0)):
         m[int(c): int(c) + int(window)] = False
     return m

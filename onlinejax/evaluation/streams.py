@@ -215,6 +215,18 @@ def _compiled(learner: Learner, level: float, delay: int | None, keep_prediction
     return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions))
 
 
+def item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
+    """``weights`` broadcast to ``shape``; ``ValueError`` naming ``name`` unless they are finite and >= 0."""
+    w = np.asarray(weights, dtype)
+    try:
+        w = np.broadcast_to(w, shape)
+    except ValueError:
+        raise ValueError(f"{name}: expected shape {shape} or one that broadcasts to it, got {w.shape}") from None
+    if not np.all(np.isfinite(w) & (w >= 0)):
+        raise ValueError(f"{name}: must be finite and >= 0 (0 leaves an item out)")
+    return w
+
+
 def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
                      delay: int | None = None, keep_predictions: bool = False, weights=None,
                      stable_weights=None, dtype=None) -> StreamsResult:
@@ -240,7 +252,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
       ValueError: naming the argument: bad shapes, a ``delay``
-        that is not an int ``>= 1``, or a ``hyper`` value ``learner.init``
+        that is not an int ``>= 1``, negative or non-finite ``weights``, or a ``hyper`` value ``learner.init``
         refuses (``"hyper['alpha']: must be finite and > 0, ..."``), checked
         on the host for each distinct setting before anything is compiled.
 
@@ -259,8 +271,8 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
                          f"got {X.shape} and {Y.shape}")
     if delay is not None:
         delay = check_int(delay, "delay", 1)
-    w_all = np.broadcast_to(np.asarray(1.0 if weights is None else weights, dtype), Y.shape)
-    w_st = np.broadcast_to(np.asarray(w_all if stable_weights is None else stable_weights, dtype), Y.shape)
+    w_all = item_weights(1.0 if weights is None else weights, "weights", Y.shape, dtype)
+    w_st = item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)
     fn = _compiled(learner, float(level), delay, bool(keep_predictions))
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
