@@ -6,6 +6,8 @@ them (``docs/README.md``).
 
 .. include:: ../docs/getting_started.md
 
+.. include:: ../docs/public_names.md
+
 .. include:: ../docs/for_river_users.md
 
 .. include:: ../docs/for_sklearn_users.md
@@ -31,3 +33,27 @@ from .stateful import StatefulLearner
 
 __version__ = "0.1.0"
 from . import gp
+
+__all__ = [
+    # learners
+    "bayes_linreg", "windowed_bayes_linreg", "sgd_linreg", "bayesian_mle_forgetting", "bayesian_map_forgetting",
+    "bayesian_mle_windowed", "bayesian_map_windowed", "adhoc_bounds", "forgetting_from_smoothing",
+    "forgetting_from_thesis", "window_stats", "climatology", "bocpd",
+    # features and evidence
+    "FeatureMap", "compose", "intercept_features", "map_features", "thesis_features", "SufficientStats",
+    "evidence_fixed_point", "log_evidence", "posterior_from_stats",
+    # wrappers
+    "calibrated", "calibrated_bayes_linreg", "conformal", "recalibrate", "standardize", "with_climatology",
+    # combination
+    "combine", "bma", "ewa_squared_error", "fixed_share", "stacking", "mean_correction",
+    # the protocol and predictions
+    "Learner", "Prediction", "StudentTPrediction", "MixturePrediction", "StudentTMixture", "StatefulLearner",
+    "default_float_dtype", "tune_prequential",
+    # states
+    "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
+    # the public modules (the rest, e.g. linalg and batching, are internal); the module
+    # onlinejax.standardize is documented under its name, which the package binds to the function
+    "adapters", "adaptive", "base", "baseline", "calibration", "changepoint", "checkpoint", "combination", "data",
+    "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "registry", "stateful",
+    "student_mixture", "zoo",
+]

@@ -122,14 +122,10 @@ __all__ = [
     "AdaptiveOptions",
     "adaptive",
     "init",
-    "wrap_state",
-    "detect",
     "step_one",
     "update_one",
-    "tune_due",
     "learn_one",
     "predict_one",
-    "tune_inner",
     "record_mode",
     "COLD_START",
     "STABLE",
@@ -137,10 +133,6 @@ __all__ = [
     "TUNE",
     "MODES",
     "DETECTORS",
-    "RECENT_ITEMS",
-    "PERSIST_ITEMS",
-    "DETECTOR_RUNS",
-    "NAIVE_MEMORY",
 ]
 
 COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3

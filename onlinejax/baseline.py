@@ -35,9 +35,18 @@ from .base import (Learner, Prediction, StudentTPrediction, check_int, check_pos
                    describe_factory, keep_if, make_learner, welford_update)
 from .batching import cond_if_any
 
-__all__ = ["TrainOnceState", "train_once", "train_once_init", "train_once_learn", "train_once_predict",
-           "ClimatologyState", "climatology", "climatology_init", "climatology_learn", "climatology_predict",
-           "RecordedState", "recorded", "recorded_init", "recorded_learn", "recorded_predict"]
+__all__ = [
+    "TrainOnceState",
+    "train_once",
+    "train_once_init",
+    "train_once_learn",
+    "train_once_predict",
+    "ClimatologyState",
+    "climatology",
+    "climatology_init",
+    "climatology_learn",
+    "climatology_predict",
+]
 
 
 class ClimatologyState(NamedTuple):

@@ -13,7 +13,13 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 from .base import Learner, check_int
 
-__all__ = ["GridLearner", "REGISTRY", "grid_learner", "register", "register_learner", "registered_learners"]
+__all__ = [
+    "GridLearner",
+    "REGISTRY",
+    "grid_learner",
+    "register_learner",
+    "registered_learners",
+]
 
 
 class GridLearner(NamedTuple):

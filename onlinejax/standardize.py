@@ -77,10 +77,20 @@ from .base import (Learner, Prediction, check_in_range, check_int, check_positiv
 
 Array = jax.Array
 
-__all__ = ["ScalerState", "StandardizeState", "StandardizeOptions", "scaler_init", "scaler_update", "scales",
-           "to_inner", "target_scale_known", "init", "predict_one", "learn_one", "update_one", "refit", "restart",
-           "SHIFT_Z", "SHIFT_RUN", "OUTLIER_Z", "OUTLIER_RUN", "GATE_MIN", "downdate_item", "downdate_oldest", "tune_inner",
-           "standardize"]
+__all__ = [
+    "ScalerState",
+    "StandardizeState",
+    "StandardizeOptions",
+    "scaler_init",
+    "scaler_update",
+    "scales",
+    "to_inner",
+    "init",
+    "predict_one",
+    "learn_one",
+    "update_one",
+    "standardize",
+]
 
 
 class ScalerState(NamedTuple):

@@ -66,11 +66,27 @@ from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowe
 from .linear.bayes import forgetting_from_thesis
 from .registry import GridLearner, grid_learner, register
 
-__all__ = ["THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES", "thesis_online_learners",
-           "thesis_batch_learners", "combination_learners", "default_learners", "thesis_default_learners",
-           "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule", "recommended_learners",
-           "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "RECOMMENDED_BOCPD", "CLIMATOLOGY", "recommended_bocpd", "calibrate_combination",
-           "RECOMMENDED_WARMUP", "RECOMMENDED_NAIVE_ALARM", "unit_prior_alpha", "configurations", "register_all"]
+__all__ = [
+    "THESIS_WINDOWS",
+    "THESIS_FORGETTING",
+    "THESIS_TRAIN_SIZES",
+    "thesis_online_learners",
+    "thesis_batch_learners",
+    "combination_learners",
+    "default_learners",
+    "thesis_default_learners",
+    "COMBINATION_MEMBERS",
+    "DEFAULT_COMBINATION",
+    "default_combination_rule",
+    "recommended_learners",
+    "RECOMMENDED_MEMBERS",
+    "RECOMMENDED_COMBINATION",
+    "RECOMMENDED_BOCPD",
+    "CLIMATOLOGY",
+    "recommended_bocpd",
+    "configurations",
+    "register_all",
+]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)

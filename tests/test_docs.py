@@ -40,6 +40,42 @@ def test_api_reference_builds_without_warnings(tmp_path):
     assert docstring.count("<table>") >= 6
 
 
+def test_index_of_public_names_is_current_and_included():
+    """docs/public_names.md is what ``docs/make.py --names`` writes now, and the package page includes it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_make", ROOT / "docs" / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    page = make.names_index()
+    assert (ROOT / "docs" / "public_names.md").read_text() == page, "run: python docs/make.py --names"
+    assert ".. include:: ../docs/public_names.md" in (ROOT / "onlinejax" / "__init__.py").read_text()
+    listed = re.findall(r"^- `([\w.]+)`: (.*)$", page, re.M)
+    assert len(listed) > 200 and all(what.strip() for _, what in listed)  # every name says what it is
+    assert "`onlinejax.bayes_linreg`" in page and "`onlinejax.linear.bayes_linreg`" not in page  # listed once
+    assert "linalg" not in page and "batching" not in page  # internal modules stay out
+
+
+def test_public_modules_export_only_what_they_define_or_re_export():
+    """Every ``__all__`` entry exists; the package exports no module object it does not list (no star imports)."""
+    import importlib
+    import importlib.util
+    import types
+
+    import onlinejax
+
+    for name in onlinejax.__all__:
+        importlib.import_module(f"onlinejax.{name}") if not hasattr(onlinejax, name) else None
+    for mod_name in ("onlinejax", "onlinejax.linear", "onlinejax.evaluation", "onlinejax.gp", "onlinejax.data",
+                     "onlinejax.calibration", "onlinejax.base", "onlinejax.adaptive", "onlinejax.standardize"):
+        mod = importlib.import_module(mod_name)
+        assert len(set(mod.__all__)) == len(mod.__all__), mod_name
+        for n in mod.__all__:
+            assert hasattr(mod, n) or importlib.util.find_spec(f"{mod_name}.{n}"), f"{mod_name}.{n}"
+    leaked = {n for n, v in vars(onlinejax).items() if isinstance(v, types.ModuleType) and not n.startswith("_")}
+    assert leaked <= set(onlinejax.__all__) | {"linalg", "batching", "special", "window"}, leaked - set(onlinejax.__all__)
+
+
 def test_guide_pages_have_self_contained_blocks():
     assert {page for page, _, _ in BLOCKS} == set(GUIDES)
     assert all(re.search(r"^(import|from) ", b, re.M) for _, _, b in BLOCKS), "every block makes its own imports"

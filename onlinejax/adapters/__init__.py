@@ -8,3 +8,8 @@
 Both wrap the functional core: the learner is built from a picklable spec (a name or a
 module-level factory) and its state is a pytree, so models clone and pickle.
 """
+
+__all__ = [
+    "river",
+    "sklearn",
+]

@@ -41,7 +41,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..base import normal_quantile
 from ._core import Engine
 
-__all__ = ["OnlineRegressor", "predict_interval", "partial_fit", "log_score", "neg_crps", "PREDICT_BLOCK"]
+__all__ = [
+    "OnlineRegressor",
+    "predict_interval",
+    "partial_fit",
+    "log_score",
+    "neg_crps",
+]
 
 #: Rows per compiled ``predict`` call; the last block is padded with zero rows.
 PREDICT_BLOCK = 256

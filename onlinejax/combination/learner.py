@@ -35,8 +35,19 @@ from .rules import WeightRule, ewa_squared_error
 
 Array = jax.Array
 
-__all__ = ["MixState", "mix_init", "mix_step", "replay", "CombinationState", "CombinationOptions", "combine",
-           "init", "predict_one", "step_one", "learn_one", "tune_members"]
+__all__ = [
+    "MixState",
+    "mix_init",
+    "mix_step",
+    "replay",
+    "CombinationState",
+    "CombinationOptions",
+    "combine",
+    "init",
+    "predict_one",
+    "step_one",
+    "learn_one",
+]
 
 
 class MixState(NamedTuple):

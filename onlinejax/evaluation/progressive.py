@@ -20,7 +20,12 @@ from .metrics import score
 
 Array = jax.Array
 
-__all__ = ["ProgressiveResult", "missing_items", "progressive_validation", "running_metrics", "summarize"]
+__all__ = [
+    "ProgressiveResult",
+    "progressive_validation",
+    "running_metrics",
+    "summarize",
+]
 
 
 class ProgressiveResult(NamedTuple):

@@ -13,8 +13,13 @@ from threadpoolctl import threadpool_limits
 
 from ..base import check_int
 
-__all__ = ["default_cache_dir", "use_cpu_cores", "initialize_distributed", "enable_compilation_cache",
-           "ensure_compilation_cache", "one_blas_thread"]
+__all__ = [
+    "default_cache_dir",
+    "use_cpu_cores",
+    "initialize_distributed",
+    "enable_compilation_cache",
+    "ensure_compilation_cache",
+]
 
 
 def default_cache_dir() -> str:

@@ -27,7 +27,11 @@ from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
 
-__all__ = ["StreamsResult", "evaluate_streams", "hyper_states", "stream_scores", "streams_program"]
+__all__ = [
+    "StreamsResult",
+    "evaluate_streams",
+    "streams_program",
+]
 
 
 class StreamsResult(NamedTuple):

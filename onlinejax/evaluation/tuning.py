@@ -45,9 +45,16 @@ from ..base import Learner, check_int, check_positive, default_float_dtype, lear
 
 Array = jax.Array
 
-__all__ = ["Bijection", "BIJECTIONS", "CONVERGED_GAIN", "DEFAULT_TRANSFORMS", "SCORES", "TuneResult",
-           "converged", "prequential_score",
-           "tune_prequential"]
+__all__ = [
+    "Bijection",
+    "BIJECTIONS",
+    "DEFAULT_TRANSFORMS",
+    "SCORES",
+    "TuneResult",
+    "converged",
+    "prequential_score",
+    "tune_prequential",
+]
 
 SCORES = ("log", "crps")
 

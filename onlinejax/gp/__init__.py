@@ -11,3 +11,31 @@ from .kernels import (KERNELS, GPParams, cross, gp_params, gram, lengthscales, m
                       resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
 from .window import GPWindowState, gp_window, latent, tune_hyperparameters, window_scale
+
+__all__ = [
+    "gp_window",
+    "GPWindowState",
+    "tune_hyperparameters",
+    "latent",
+    "window_scale",
+    "GPParams",
+    "gp_params",
+    "signal_var",
+    "noise_var",
+    "lengthscales",
+    "squared_exponential",
+    "matern32",
+    "matern52",
+    "KERNELS",
+    "resolve_kernel",
+    "gram",
+    "cross",
+    "MEANS",
+    "log_marginal_likelihood",
+    "masked_kernel_matrix",
+    "mean_coefficients",
+    "mean_residuals",
+    "window",
+    "kernels",
+    "likelihood",
+]

@@ -28,8 +28,20 @@ from ..base import check_positive, default_float_dtype
 
 Array = jax.Array
 
-__all__ = ["GPParams", "gp_params", "signal_var", "noise_var", "lengthscales", "KERNELS", "resolve_kernel", "gram",
-           "cross", "squared_exponential", "matern32", "matern52", "noise_floor_rel"]
+__all__ = [
+    "GPParams",
+    "gp_params",
+    "signal_var",
+    "noise_var",
+    "lengthscales",
+    "KERNELS",
+    "resolve_kernel",
+    "gram",
+    "cross",
+    "squared_exponential",
+    "matern32",
+    "matern52",
+]
 
 
 class GPParams(NamedTuple):

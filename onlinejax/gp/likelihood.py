@@ -17,8 +17,13 @@ from .kernels import GPParams, gram, noise_var
 
 Array = jax.Array
 
-__all__ = ["MEANS", "mean_index", "mean_coefficients", "mean_at", "mean_residuals", "masked_kernel_matrix", "log_marginal_likelihood",
-           "residual_log_marginal_likelihood", "gaussian_log_density_from_cov"]
+__all__ = [
+    "MEANS",
+    "mean_coefficients",
+    "mean_residuals",
+    "masked_kernel_matrix",
+    "log_marginal_likelihood",
+]
 
 MEANS = ("zero", "average", "ols")
 

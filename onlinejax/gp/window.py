@@ -126,9 +126,20 @@ NOISE_FLOOR = 1e-3
 #: Default ``gp_window(lengthscale_prior=)``: a lengthscale 10× off the input spread costs 0.66 nats.
 LENGTHSCALE_PRIOR = 2.0
 
-__all__ = ["GPWindowState", "gp_window", "init", "predict_one", "step_one", "learn_one", "downdate", "tune",
-           "latent", "window_scale", "mean_dof", "tune_hyperparameters", "TuneWindow", "tune_window",
-           "tune_objective", "tune_start", "tune_restart", "select_restart", "NOISE_FLOOR", "LENGTHSCALE_PRIOR"]
+__all__ = [
+    "GPWindowState",
+    "gp_window",
+    "init",
+    "predict_one",
+    "step_one",
+    "learn_one",
+    "downdate",
+    "tune",
+    "latent",
+    "window_scale",
+    "tune_hyperparameters",
+    "LENGTHSCALE_PRIOR",
+]
 
 
 class GPWindowState(NamedTuple):
