@@ -4,11 +4,12 @@
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
 ``learn_one``, ``downdate``, ``tune`` (and :func:`tune_hyperparameters` in
 named pieces) and the factory :func:`gp_window`. The pair kernels and
-:class:`GPParams` are in :mod:`onlinejax.gp.kernels`, the masked mean
+:class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic` and
+sums and products of kernels, ``as_kernel("se") + periodic(12.0)``), the masked mean
 functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
 """
-from .kernels import (KERNELS, GPParams, cross, gp_params, gram, lengthscales, matern32, matern52, noise_var,
-                      resolve_kernel, signal_var, squared_exponential)
+from .kernels import (KERNELS, GPParams, Kernel, as_kernel, cross, gp_params, gram, lengthscales, matern32, matern52,
+                      noise_var, periodic, resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
 from .window import GPWindowState, gp_window, latent, tune_hyperparameters, window_scale
 
@@ -26,6 +27,9 @@ __all__ = [
     "squared_exponential",
     "matern32",
     "matern52",
+    "periodic",
+    "Kernel",
+    "as_kernel",
     "KERNELS",
     "resolve_kernel",
     "gram",

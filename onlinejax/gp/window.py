@@ -192,7 +192,7 @@ def _mean_kind(mean) -> Array:
 
 
 def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, dtype=None, *,
-         mean="average") -> GPWindowState:
+         mean="average", kernel=None) -> GPWindowState:
     """The empty window.
 
     Args:
@@ -202,6 +202,8 @@ def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscal
       dtype: floating dtype; default float32 (float64 when x64 is enabled).
       mean: the mean function stored in ``mean_kind``: a name of :data:`MEANS`, its index, or a
         ``[]`` array index (under ``vmap``).
+      kernel: the learner's kernel when it is a :class:`~onlinejax.gp.kernels.Kernel` with
+        hyperparameters of its own (their defaults go into ``params.extra``); else ignored.
     Returns:
       :class:`GPWindowState` with every slot empty: ``inv_chol = I`` (the
       decoupled identity rows), ``z = 0``, ``m = 0``, ``scale = 1``.
@@ -211,7 +213,7 @@ def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscal
     d, W = int(n_features), int(window)
     kind = _mean_kind(mean)
     dt = dtype or default_float_dtype()
-    p = gp_params(d, signal_std, noise_std, lengthscale, dt)
+    p = gp_params(d, signal_std, noise_std, lengthscale, dt, kernel=kernel)
     return GPWindowState(
         X=jnp.zeros((W, d), dt), y=jnp.zeros((W,), dt), valid=jnp.zeros((W,), bool), inv_chol=jnp.eye(W, dtype=dt),
         white_resid=jnp.zeros((W,), dt), mean_coef=jnp.zeros((d + 1,), dt),
@@ -220,13 +222,14 @@ def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscal
     )
 
 
-def _learner_init(n_features: int, window: int, default_mean: str, mean_from_state: bool, signal_std, noise_std,
-                  lengthscale, dtype, /, **kw) -> GPWindowState:
+def _learner_init(n_features: int, window: int, default_mean: str, mean_from_state: bool, kernel, signal_std,
+                  noise_std, lengthscale, dtype, /, **kw) -> GPWindowState:
     """:func:`init` behind ``gp_window(...).init``: ``mean=`` only with ``mean_from_state``."""
     if kw and (set(kw) != {"mean"} or not mean_from_state):
         raise TypeError(f"init: unexpected arguments {sorted(kw)}"
                         + ("" if mean_from_state else " (mean= needs gp_window(..., mean_from_state=True))"))
-    return init(n_features, window, signal_std, noise_std, lengthscale, dtype, mean=kw.get("mean", default_mean))
+    return init(n_features, window, signal_std, noise_std, lengthscale, dtype, mean=kw.get("mean", default_mean),
+                kernel=kernel)
 
 
 # --------------------------------------------------------------------------
@@ -514,9 +517,9 @@ def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool 
     dt = params.log_noise_std.dtype
     rms = jnp.sqrt(jnp.sum(w.r * w.r) / w.n)
     ok = rms > 0
-    data = GPParams(jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
-                    jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
-                    jnp.where(w.spread, w.log_sd_x, params.log_lengthscale).astype(dt))
+    data = base._replace(log_signal_std=jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
+                         log_noise_std=jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
+                         log_lengthscale=jnp.where(w.spread, w.log_sd_x, params.log_lengthscale).astype(dt))
     l_data, l_base = loss(data), loss(base)
     better = jnp.isfinite(l_data) & ~(l_base <= l_data)
     return jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
@@ -773,11 +776,15 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
       n_features: ``d`` (static).
       window: capacity ``W >= 2`` (static).
       kernel: ``"se"`` (ARD squared exponential, thesis eq. 4.27),
-        ``"matern32"``, ``"matern52"`` (R&W eq. 4.17), or a pair kernel
+        ``"matern32"``, ``"matern52"`` (R&W eq. 4.17), a pair kernel
         ``kernel(params, x1, x2) -> []`` with ``params`` a
         :class:`~onlinejax.gp.kernels.GPParams` and ``x1, x2: [d]`` (tinygp
         style, like the built-ins in :mod:`onlinejax.gp.kernels`; lifted to
-        matrices with ``vmap``).
+        matrices with ``vmap``), or a :class:`~onlinejax.gp.kernels.Kernel`:
+        :func:`~onlinejax.gp.kernels.periodic` and sums and products such as
+        ``as_kernel("se") + periodic(12.0)``, whose own hyperparameters
+        (periods, the second term's amplitude and lengthscales) start at their
+        defaults in ``state.params.extra`` and are tuned with the rest.
       mean: ``"zero"``, ``"average"`` (the default) or ``"ols"`` (thesis
         6.2.1 variants). The window's average keeps a GP on data that are not
         centred (raw real streams, a level shift after a drift) from
@@ -845,7 +852,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
                     from_data=bool(tune_from_data))
 
     def _init(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype, **kw):
-        return _learner_init(d, W, mean, bool(mean_from_state), signal_std, noise_std, lengthscale, dtype, **kw)
+        return _learner_init(d, W, mean, bool(mean_from_state), kfn, signal_std, noise_std, lengthscale, dtype, **kw)
 
     return make_learner(init=_init, learn_one=partial(learn_one, **learn_opts),
                         predict_one=partial(predict_one, kernel=kfn), n_features=d,
