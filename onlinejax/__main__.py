@@ -135,21 +135,13 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
         if all(m in {g.name for g in gls} for m in members):
             res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc, wrap=wrap)
     secs = time.perf_counter() - t0
+    if zoo.CLIMATOLOGY in {r["learner"] for r in res.rows}:
+        res = res.relative_to(zoo.CLIMATOLOGY)
     n_streams = sum(len(g.names) for g in groups)
     print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "
           f"{len({r['learner'] for r in res.rows})} learners; {jax.devices()[0].platform} "
           f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile")
-    print("(medians over streams, so that no stream's scale dominates; -ST: over the stable items, leaving out 128 "
-          "after the start and after a drift; width (95 % interval) and CRPS in units of the stream's target "
-          "standard deviation; MLPD and skill (MLPD minus the Student-t climatology's) from the third item on; "
-          "non-finite rows are left out and counted; grid.csv has every stream's row)")
-    cols = ("smse", "smse_st", "icr", "aiw_sd_st", "crps_sd_st", "mlpd_from", "skill", "atpi")
-    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'width-ST':>9s} {'CRPS-ST':>9s} "
-          f"{'MLPD':>9s} {'skill':>8s} {'ATPI (us)':>10s} {'non-finite':>10s}")
-    for r in res.summary(metrics=cols, how="median", as_frame=False):
-        print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} "
-              f"{r['aiw_sd_st']:9.4f} {r['crps_sd_st']:9.4f} {r['mlpd_from']:9.3f} {r['skill']:8.3f} "
-              f"{1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
+    _print_grid_table(res)
     os.makedirs(out, exist_ok=True)
     print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")
     try:
@@ -158,6 +150,25 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     except ImportError as e:
         print(f"no plots: {e}")
     return res
+
+
+def _print_grid_table(res) -> None:
+    """The main command's table: per family, medians over streams of the scale-free columns."""
+    print("(medians over streams, so that no stream's scale dominates; -ST: over the stable items, leaving out 128 "
+          "after the start and after a drift; width (95 % interval) and CRPS in units of the stream's target "
+          "standard deviation; CRPS/clim: over the Student-t climatology's CRPS on the same stream and items; "
+          "MLPD and skill (MLPD minus the Student-t climatology's) from the third item on; "
+          "non-finite rows are left out and counted; grid.csv has every stream's row)")
+    rel = "crps_st_rel" in res.rows[0]
+    cols = ("smse", "smse_st", "icr", "aiw_sd_st", "crps_sd_st") + (("crps_st_rel",) if rel else ()) + (
+        "mlpd_from", "skill", "atpi")
+    print(f"{'family':18s} {'rows':>5s} {'SMSE':>9s} {'SMSE-ST':>9s} {'ICR95':>7s} {'width-ST':>9s} {'CRPS-ST':>9s} "
+          + (f"{'CRPS/clim-ST':>13s} " if rel else "")
+          + f"{'MLPD':>9s} {'skill':>8s} {'ATPI (us)':>10s} {'non-finite':>10s}")
+    for r in res.summary(metrics=cols, how="median", as_frame=False):
+        print(f"{r['family']:18s} {r['rows']:5d} {r['smse']:9.4f} {r['smse_st']:9.4f} {r['icr']:7.3f} "
+              f"{r['aiw_sd_st']:9.4f} {r['crps_sd_st']:9.4f} " + (f"{r['crps_st_rel']:13.4f} " if rel else "")
+              + f"{r['mlpd_from']:9.3f} {r['skill']:8.3f} {1e6 * r['atpi']:10.2f} {r['nonfinite_rows']:10d}")
 
 
 def grid_plots(res, groups, out: str, window: int = 100) -> list:

@@ -97,6 +97,17 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
         np.testing.assert_allclose(frame[m].to_numpy(), want, rtol=1e-12)
     with pytest.raises(ValueError, match="^by: "):
         chunked.summary(by="nope")
+    ref = chunked.rows[0]["learner"]  # each row's CRPS over the reference learner's on the same stream
+    rel = chunked.relative_to(ref)
+    for r in rel.rows:
+        base = next(b for b in chunked.rows if b["learner"] == ref and b["stream"] == r["stream"])
+        assert r["crps_rel"] == pytest.approx(r["crps"] / base["crps"], rel=1e-12)
+        assert r["crps_st_rel"] == pytest.approx(r["crps_st"] / base["crps_st"], rel=1e-12)
+    assert all(r["crps_rel"] == 1.0 for r in rel.rows if r["learner"] == ref)
+    with pytest.raises(ValueError, match="^reference: "):
+        chunked.relative_to("NoSuchLearner")
+    with pytest.raises(ValueError, match="^metrics: "):
+        chunked.relative_to(ref, metrics=("nope",))
 
 
 @pytest.mark.slow  # CI time; test_chunking_and_padding_do_not_change_rows checks the layout in CI

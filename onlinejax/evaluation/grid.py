@@ -161,6 +161,31 @@ class GridResult(NamedTuple):
             return out
         return pd.DataFrame(out, columns=[by, "rows", *metrics, "nonfinite_rows"])
 
+    def relative_to(self, reference: str, metrics: Sequence[str] = ("crps", "crps_st")) -> "GridResult":
+        """The table with ``<metric>_rel`` columns: each row's metric over the ``reference`` learner's on its stream.
+
+        E.g. ``relative_to("Climatology")`` gives ``crps_rel``, the CRPS as a fraction
+        of the Student-t climatology's on the same stream and items (1 is no better
+        than the climatology; scale-free, so medians over streams of any scale
+        compare). Rows of streams the reference did not run get NaN.
+
+        Raises:
+          ValueError: naming ``reference`` when no row has that learner, or ``metrics`` for a missing column.
+        """
+        base = {r.get("stream"): r for r in self.rows if r["learner"] == reference}
+        if not base:
+            raise ValueError(f"reference: no rows of learner {reference!r}; the learners are "
+                             f"{sorted({r['learner'] for r in self.rows})}")
+        missing = [m for m in metrics if m not in self.rows[0]]
+        if missing:
+            raise ValueError(f"metrics: {missing} are not columns")
+        rows = []
+        for r in self.rows:
+            ref = base.get(r.get("stream"))
+            rel = {f"{m}_rel": (r[m] / ref[m] if ref is not None and ref[m] > 0 else float("nan")) for m in metrics}
+            rows.append({**r, **rel})
+        return self._replace(rows=rows)
+
     def _summary_rows(self, by: str, metrics: tuple, how: str) -> list:
         if self.rows and by not in self.rows[0]:
             raise ValueError(f"by: {by!r} is not a column; the columns are {self.columns()}")
