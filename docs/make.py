@@ -89,7 +89,8 @@ def names_index() -> str:
             obj = getattr(mod, n, None)
             if obj is None or inspect.ismodule(obj):
                 continue
-            key = id(obj) if (callable(obj) or isinstance(obj, type)) else (mod.__name__, n)
+            # a re-exported object is the same object (small numbers and strings may be shared by chance)
+            key = (mod.__name__, n) if isinstance(obj, (bool, int, float, str)) else id(obj)
             if key not in seen:
                 seen.add(key)
                 rows.append(f"- `{mod.__name__}.{n}`: {_first_line(obj) or _constant(obj)}")
@@ -104,8 +105,10 @@ def names_index() -> str:
 
 
 def _constant(obj) -> str:
+    """A value's line: its repr when short and fixed (numbers, strings, tuples), else its type (a registry fills)."""
     text = repr(obj)
-    return f"constant `{text}`" if len(text) <= 70 and "\n" not in text else f"constant ({type(obj).__name__})"
+    fixed = isinstance(obj, (int, float, str, tuple))
+    return f"constant `{text}`" if fixed and len(text) <= 70 and "\n" not in text else f"{type(obj).__name__}"
 
 
 def _is_submodule(mod, name: str) -> bool:

@@ -37,7 +37,8 @@ def _sums_in_time_order(state_rec, W, i):
     return state_rec[0][i][slots], state_rec[1][i][slots]
 
 
-@pytest.mark.parametrize("bounds", ["asymptotic", "exact", "thesis"])
+@pytest.mark.parametrize("bounds", [pytest.param("asymptotic", marks=pytest.mark.slow), "exact",
+                                    pytest.param("thesis", marks=pytest.mark.slow)])  # the same update; CI time
 def test_matches_from_scratch_after_every_step(rng, bounds):
     """5,000 items through W = 64 (78 wraps), with repeated inputs and a tune half way."""
     n, d, W = 5000, 2, 64
