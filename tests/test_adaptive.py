@@ -217,7 +217,7 @@ INNER = {
 }
 
 
-@pytest.mark.parametrize("d", [2, 4])
+@pytest.mark.parametrize("d", [2, pytest.param(4, marks=pytest.mark.slow)])  # d = 4: CI time
 @pytest.mark.parametrize("name", sorted(INNER))
 def test_drift_detected_and_error_recovers(d, name):
     """Issue 4: detected within 2W items; the error after 2W items back within 20 % of the pre-drift level.

@@ -326,6 +326,7 @@ def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
         assert np.all(np.isfinite(np.asarray(a)))
 
 
+@pytest.mark.float32_only  # which starts a tune runs; the tune's numerics are tested in both dtypes
 def test_later_tunes_use_retune_restarts(rng):
     """The first tune runs every start; later ones only ``retune_restarts`` (n_active), without recompiling."""
     X, Y = _stream(rng, 40)

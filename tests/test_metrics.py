@@ -257,6 +257,7 @@ def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
 
 
 # --- predictions score themselves --------------------------------------------------------------------
+@pytest.mark.slow  # a refactor's equivalence check (CI time); the mixture's scores are checked against scipy elsewhere
 def test_metrics_on_a_mixture_equal_the_former_mixture_formulas(rng):
     """item_quantities on a MixturePrediction (now its own interval/log_prob/crps) equals, bit for bit, the
     formulas metrics applied to a mixture before: exact quantiles, mixture log density, vectorised mixture_crps."""
