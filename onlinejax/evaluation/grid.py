@@ -354,7 +354,7 @@ class _Plan:
         """``[S, n]`` metric weights: the scored items, and the scored stable items."""
         S, n, _ = grp.X.shape
         if id(grp) not in self._stable:
-            self._stable[id(grp)] = np.stack([stable_mask(n, self.stable_window, [c] if c >= 0 else [])
+            self._stable[id(grp)] = np.stack([stable_mask(n, self.stable_window, [c])
                                               for c in grp.change_points])
         w_all = np.zeros((S, n), self.dtype)
         w_all[:, min(gl.score_from, n):] = 1
@@ -740,7 +740,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         means = np.stack([[result.predictions[(m, s)][0] for m in members] for s in grp.names]).transpose(0, 2, 1)
         vars = np.stack([[result.predictions[(m, s)][1] for m in members] for s in grp.names]).transpose(0, 2, 1)
         w_all = np.ones((S, n), means.dtype)
-        w_st = np.stack([stable_mask(n, int(stable_window), [c] if c >= 0 else []) for c in grp.change_points])
+        w_st = np.stack([stable_mask(n, int(stable_window), [c]) for c in grp.change_points])
         args = (means, vars, np.asarray(grp.Y, means.dtype), w_all, w_st.astype(means.dtype))
         combined(*args)  # compile outside the timing
         t0 = time.perf_counter()

@@ -219,7 +219,7 @@ def _compiled(learner: Learner, level: float, delay: int | None, keep_prediction
     return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions))
 
 
-def item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
+def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
     """``weights`` broadcast to ``shape``; ``ValueError`` naming ``name`` unless they are finite and >= 0."""
     w = np.asarray(weights, dtype)
     try:
@@ -275,8 +275,8 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
                          f"got {X.shape} and {Y.shape}")
     if delay is not None:
         delay = check_int(delay, "delay", 1)
-    w_all = item_weights(1.0 if weights is None else weights, "weights", Y.shape, dtype)
-    w_st = item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
+    w_all = _item_weights(1.0 if weights is None else weights, "weights", Y.shape, dtype)
+    w_st = _item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)
     fn = _compiled(learner, float(level), delay, bool(keep_predictions))
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
