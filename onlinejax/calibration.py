@@ -137,8 +137,10 @@ Wrappers (:func:`recalibrate`, :func:`conformal`) return a
 (the inner learner's state and the calibrators'). ``step`` predicts once
 (one inner prediction), corrects it and updates the calibrators and the
 inner learner with it; ``update`` recovers the inner prediction from an
-issued one (:func:`uncorrect`), so the calibrators judge the interval the
-caller received, also when the label arrives later
+issued one (:func:`uncorrect`; where a floor or cap of the correction was
+binding, so that the issued variance does not tell the inner one, the inner
+learner's variance is predicted again: :func:`inverse_is_exact`), so the
+calibrators judge the interval the caller received, also when the label arrives later
 (:func:`onlinejax.evaluation.delayed_progressive_validation`); ``learn``
 (no prediction at hand) predicts now. Labels that are not finite, and items whose prediction is not
 finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
@@ -176,6 +178,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
+from .batching import cond_if_any
 from .base import (Learner, Prediction, StudentTPrediction, check_in_range, check_int, check_positive,
                    default_float_dtype, describe_factory, is_concrete, keep_if, learnable, make_learner,
                    normal_quantile, state_dtype, student_t_quantile)
@@ -812,9 +815,12 @@ def unknown_scale_floor(recal: Optional[RecalibrationOptions], conf: Optional[Co
     """
     if conf is None or not conf.standardized or recal is None:
         return var
-    r = s.recalibration
-    level = jnp.where(r.level_weight > 0, jnp.exp(r.log_level - LOG_CHI2_MEAN), 0.0).astype(var.dtype)
-    return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, level))
+    return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, _residual_level(s.recalibration, var.dtype)))
+
+
+def _residual_level(r: RecalibrationState, dtype) -> Array:
+    """The residuals' level ``exp(L - E[log χ²₁])`` (0 before the first label)."""
+    return jnp.where(r.level_weight > 0, jnp.exp(r.log_level - LOG_CHI2_MEAN), 0.0).astype(dtype)
 
 
 def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction):
@@ -913,6 +919,30 @@ def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOpt
     return Prediction(mean, var), Prediction(mean, v), jnp.where(info, v0, v), is_informative(mean, var)
 
 
+def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
+                     v0: Array, v: Array) -> Array:
+    """Whether :func:`uncorrect` recovers the inner variance: no floor or cap of :func:`correct` was binding.
+
+    ``v0`` and ``v``: the issued variance before and after the conformal
+    multiplier. A variance at the recalibration's floor, at its error cap, at
+    the residuals' level of :func:`unknown_scale_floor`, or not positive, came
+    from any inner variance on one side of it. Decided with a margin of
+    ``64 eps``: a variance just clear of a floor is re-predicted too, which
+    costs time, not exactness.
+    """
+    margin = 64.0 * float(np.finfo(v.dtype).eps)
+    ok = (v0 > 0) & (v > 0) & jnp.isfinite(v)
+    if recal is not None:
+        r = s.recalibration
+        ok = ok & (v0 > _level_floor(r) * (1.0 + margin))
+        if recal.error_cap is not None:
+            capped = jnp.isfinite(r.sq_err) & (r.sq_err > 0)
+            ok = ok & ~(capped & (v0 >= recal.error_cap * r.sq_err * (1.0 - margin)))
+        if conf is not None and conf.standardized:
+            ok = ok & (_scale_known(conf, s) | (v > _residual_level(r, v.dtype) * (1.0 + margin)))
+    return ok
+
+
 def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
                s: CalibratedState, x: Array, y: Array, issued) -> CalibratedState:
     """Learn the item given ``issued``, the prediction :func:`predict_one` returned for it.
@@ -921,13 +951,27 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
     learner's ``update``; the calibrators score ``issued`` itself (its
     interval's miss, its standardised residual), so a caller whose ``x``
     changed since the prediction, or who learns later, has the prediction it
-    received judged.
+    received judged. Where a floor or cap of the correction was binding
+    (:func:`inverse_is_exact`), the issued variance does not tell the inner
+    one: the inner learner predicts its variance again (a branch taken only
+    then, also under ``vmap``: :func:`~onlinejax.batching.cond_if_any`), so
+    ``update`` with the issued prediction learns as ``step`` does.
 
     Args:
       learner: the inner learner; recal, conf: the options or ``None`` (static).
       s: :class:`CalibratedState`; x: ``[d]``; y: ``[]``; issued: ``[]`` leaves.
     """
     pred, out, v0, info = uncorrect(recal, conf, s, issued)
+    exact = inverse_is_exact(recal, conf, s, v0, out.var)
+
+    def again(a):
+        p, _, _, s, x = a
+        # the issued mean: a caller whose x changed since has the prediction it received learned
+        p = Prediction(p.mean, learner.predict(s.inner, x).var.astype(p.var.dtype))
+        _, v0, info = correct(recal, conf, s, p)
+        return p, v0, info, s, x
+
+    pred, v0, info = cond_if_any(again)(~exact, (pred, v0, info, s, x))[:3]
     inner = learner.update(s.inner, x, y, pred)
     return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info)
 

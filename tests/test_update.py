@@ -67,6 +67,36 @@ def test_step_is_predict_then_update(name, make):
     assert _max_diff(p_step, p_upd) < tol(1e-9, 2e-4)
 
 
+def test_update_learns_as_step_where_the_calibrators_floor_binds():
+    """Where the recalibration's floor binds, the issued variance does not tell the inner one: ``update`` predicts
+    it again, so it learns as ``step`` does (the inverse alone gave the state machine a larger variance, and the
+    runs parted for good). The recommended windowed linear learner's stack on a thesis stream: its first tune
+    (item 64) leaves a variance below the floor for about ten items."""
+    from onlinejax.calibration import _level_floor
+    from onlinejax.data import thesis_grid
+    from onlinejax.linear import bayesian_map_windowed
+
+    grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
+    X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
+    ad = adaptive(bayesian_map_windowed(4, 64, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(4)), 64,
+                  naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True)
+    L, inner = calibrated(ad, warmup=32), standardize(ad, clip=5.0, warmup=32)
+
+    def by_update(s, xy):
+        p = L.predict(s, xy[0])
+        return L.update(s, *xy, p), p
+
+    def by_step(s, xy):
+        v = inner.predict(s.inner, xy[0]).var * s.recalibration.scale
+        s2, p = L.step(s, *xy)
+        return s2, (p, v < _level_floor(s.recalibration))
+
+    run = jax.jit(lambda f: jax.lax.scan(f, L.init(), (X, y)), static_argnums=0)
+    (s_step, (p_step, floored)), (s_upd, p_upd) = run(by_step), run(by_update)
+    assert np.sum(floored) >= 5, np.sum(floored)
+    assert _max_diff(s_step, s_upd) < tol(1e-9, 2e-4)
+    assert _max_diff(p_step, p_upd) < tol(1e-9, 2e-4)
+
 def test_batch_update_is_the_items_in_order():
     X, y = _stream(40)
     L = oj.calibrated_bayes_linreg(2)
