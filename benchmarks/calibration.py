@@ -136,7 +136,7 @@ def print_table(res, names) -> None:
         skill = np.array([r["skill"] for r in rs])
         smse = np.median([r["smse"] for r in rs])
         bad = sum(int(np.sum(~np.isfinite(v) | (v <= 0)) + np.sum(~np.isfinite(m)))
-                  for (lab, _), (m, v, _p) in res.predictions.items() if lab == name)
+                  for (lab, _), (m, v, *_) in res.predictions.items() if lab == name)
         best = ""
         if name in THESIS_AT_64:
             meds = {t: np.median([r["smse"] for r in rows if r["learner"] == t]) for t in THESIS_AT_64[name]}

@@ -1,6 +1,6 @@
 """Short real series: each recommended learner against the Student-t climatology from item 3.
 
-Run:  .venv/bin/python benchmarks/short_series.py [--learners A,B] [--series nile,airline] [--hedge]
+Run:  .venv/bin/python benchmarks/short_series.py [--learners A,B] [--series nile,airline] [--hedge mean|full]
 
 Series (lagged values as features, ``onlinejax.data.lagged``): the Nile's annual flow at Aswan,
 1871-1970 (R's ``datasets::Nile``, 100 values, 2 lags: 98 items), the airline passengers
@@ -12,7 +12,9 @@ climatology, a Student-t with ``n − 1`` degrees of freedom, location the runni
 climatology's mean), and the ratio of the learner's 95 % interval width to the climatology's
 (largest and median over the items). The issue's acceptance: skill > 0, coverage in [92, 97] %,
 MSE ratio ≤ 1.3, width ratio ≤ 3 from item 3. ``--hedge``: each learner wrapped in
-``onlinejax.hedge.with_climatology`` (its predictive mixed with the climatology's).
+``onlinejax.hedge.with_climatology`` (``mean``: ``keep_mean=True``, only the spread hedged;
+``full``: the means mixed too); a second row ``(inner)`` then scores the learner inside the hedge
+from the same run (the mixture's first component is its own prediction).
 """
 from __future__ import annotations
 
@@ -58,16 +60,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", default=None, help="comma-separated zoo names (default: the recommended ones)")
     ap.add_argument("--series", default=None, help="comma-separated series names (default: all)")
-    ap.add_argument("--hedge", action="store_true", help="wrap each learner in with_climatology")
+    ap.add_argument("--hedge", choices=("mean", "full"), default=None, help="wrap each learner in with_climatology")
     args = ap.parse_args(argv)
     from onlinejax import with_climatology, zoo
+    from onlinejax.hedge import HedgedPrediction
     from onlinejax.evaluation import progressive_validation
 
     names = args.learners.split(",") if args.learners else [gl.name for gl in zoo.recommended_learners()]
     data = series()
     keep = args.series.split(",") if args.series else list(data)
     print(describe())
-    print(f"{'series':9s} {'learner':28s} {'skill':>7s} {'cov95':>6s} {'MSE/mean':>8s} {'width max':>9s} "
+    print(f"{'series':9s} {'learner':36s} {'skill':>7s} {'cov95':>6s} {'MSE/mean':>8s} {'width max':>9s} "
           f"{'median':>6s}")
     for sname in keep:
         X, y = (np.asarray(a, np.float32) for a in data[sname])
@@ -75,14 +78,18 @@ def main(argv=None):
         y2 = y[2:].astype(np.float64)
         for name in names:
             lrn = zoo.configurations()[name].make(X.shape[1])
-            lrn = with_climatology(lrn) if args.hedge else lrn
-            p = progressive_validation(lrn, lrn.init(), X, y).predictions
-            lp = np.asarray(p.log_prob(y), np.float64)[2:]
-            lo, hi = (np.asarray(a, np.float64)[2:] for a in p.interval(0.95))
-            mse = np.mean((np.asarray(p.mean, np.float64)[2:] - y2) ** 2) / np.mean((cmean - y2) ** 2)
-            ratio = (hi - lo) / (chi - clo)
-            print(f"{sname:9s} {name:28s} {np.mean(lp - clp):7.3f} {np.mean((lo <= y2) & (y2 <= hi)):6.3f} "
-                  f"{mse:8.3f} {ratio.max():9.2f} {np.median(ratio):6.2f}", flush=True)
+            lrn = lrn if args.hedge is None else with_climatology(lrn, keep_mean=args.hedge == "mean")
+            pred = progressive_validation(lrn, lrn.init(), X, y).predictions
+            rows = [(name, pred)]
+            if isinstance(pred, HedgedPrediction):
+                rows.append((name + " (inner)", pred.learner))
+            for label, p in rows:
+                lp = np.asarray(p.log_prob(y), np.float64)[2:]
+                lo, hi = (np.asarray(a, np.float64)[2:] for a in p.interval(0.95))
+                mse = np.mean((np.asarray(p.mean, np.float64)[2:] - y2) ** 2) / np.mean((cmean - y2) ** 2)
+                ratio = (hi - lo) / (chi - clo)
+                print(f"{sname:9s} {label:36s} {np.mean(lp - clp):7.3f} {np.mean((lo <= y2) & (y2 <= hi)):6.3f} "
+                      f"{mse:8.3f} {ratio.max():9.2f} {np.median(ratio):6.2f}", flush=True)
 
 
 if __name__ == "__main__":

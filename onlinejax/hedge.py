@@ -46,7 +46,7 @@ from .student_mixture import StudentTMixture
 
 Array = jax.Array
 
-__all__ = ["HedgedState", "with_climatology", "CLIMATOLOGY_MIN_DF"]
+__all__ = ["HedgedState", "HedgedPrediction", "with_climatology", "CLIMATOLOGY_MIN_DF"]
 
 #: The climatology component's degrees of freedom are at least this (finite variance and CRPS).
 CLIMATOLOGY_MIN_DF = 3.0
@@ -68,6 +68,28 @@ class HedgedState(NamedTuple):
     n_mixed: Array
 
 
+class HedgedPrediction(StudentTMixture):
+    """A :class:`~onlinejax.student_mixture.StudentTMixture` of ``[..., 2]`` components, (learner, climatology).
+
+    Scored as the mixture it is; :attr:`learner` is the wrapped learner's own
+    prediction (its first component), e.g. for a combination of hedged
+    learners that mixes the learners, not their hedges
+    (:func:`~onlinejax.evaluation.replay_combination`).
+    """
+
+    __slots__ = ()
+
+    @property
+    def learner(self) -> StudentTPrediction:
+        """The wrapped learner's prediction (component 0; a Gaussian learner's as ``ν = 1/ε``)."""
+        return self.component(0)
+
+
+def inner_prediction(pred):
+    """``pred.learner`` for a :class:`HedgedPrediction`, else ``pred`` itself."""
+    return pred.learner if isinstance(pred, HedgedPrediction) else pred
+
+
 def _as_student_t(p) -> StudentTPrediction:
     """A Student-t view of the learner's prediction (a Gaussian as ``ν = 1/ε``, equal to the dtype's resolution)."""
     if isinstance(p, StudentTPrediction):
@@ -87,8 +109,8 @@ def init(learner: Learner, /, **inner_kwargs) -> HedgedState:
     return HedgedState(inner, climatology_init(dtype=dt), half, jnp.zeros((), dt))
 
 
-def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = False) -> StudentTMixture:
-    """``[2]``-component :class:`~onlinejax.student_mixture.StudentTMixture` of the learner's prediction and the climatology's.
+def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = False) -> HedgedPrediction:
+    """The :class:`HedgedPrediction` of the learner's prediction and the climatology's.
 
     ``keep_mean`` (static): the second component is centred on the learner's mean ``μ``
     with the climatology's spread around it, scale ``√(s_c² + (μ − μ_c)²)`` (its second
@@ -101,8 +123,8 @@ def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = Fa
     c_mean, c_scale = c.mean, c.scale
     if keep_mean:
         c_mean, c_scale = p.mean, jnp.hypot(c.scale, p.mean - c.mean)
-    return StudentTMixture(log_w, jnp.stack([p.mean, c_mean]), jnp.stack([p.scale, c_scale]),
-                           jnp.stack([p.df, jnp.maximum(c.df, CLIMATOLOGY_MIN_DF)]))
+    return HedgedPrediction(log_w, jnp.stack([p.mean, c_mean]), jnp.stack([p.scale, c_scale]),
+                            jnp.stack([p.df, jnp.maximum(c.df, CLIMATOLOGY_MIN_DF)]))
 
 
 def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Array,
@@ -150,8 +172,8 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
         the means too, which is what helps where the learner's mean is worse than the
         running mean's (a series whose inputs carry no signal).
     Returns:
-      A learner with state :class:`HedgedState` whose prediction is a ``[2]``-component
-      :class:`~onlinejax.student_mixture.StudentTMixture` (learner, climatology);
+      A learner with state :class:`HedgedState` whose prediction is a :class:`HedgedPrediction`
+      (a ``[2]``-component Student-t mixture: learner, climatology);
       ``init(**kw)`` passes ``kw`` to ``learner.init``; ``tune`` tunes the learner.
     Raises:
       TypeError: ``learner`` is not a :class:`~onlinejax.base.Learner` or predicts another distribution.

@@ -492,16 +492,21 @@ def test_use_cpu_cores_sets_host_devices_before_jax_starts():
 
 @pytest.mark.slow
 def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
-    """replay_combination(wrap=conformal(...)) equals run_grid on conformal(combine(...)) itself (Student-t output)."""
+    """replay_combination(wrap=...) equals run_grid on the wrapped combination itself, and mixes hedged members'
+    learners, not their hedges (as the recommended combination does): a hedged Student-t output."""
     from onlinejax.calibration import conformal
     from onlinejax.combination import combine, ewa_squared_error
     from onlinejax.evaluation import replay_combination
+    from onlinejax.hedge import with_climatology
 
-    wrap = lambda l: conformal(l, 0.9, method="quantile", recalibrate=0.99, df=4.0)  # noqa: E731
-    a = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99))
-    b = GridLearner("blr2", "linear", lambda d: bayes_linreg(d, alpha=1.0, beta=1.0, forgetting=0.95))
+    wrap = lambda l: with_climatology(conformal(l, 0.9, method="quantile", recalibrate=0.99, df=4.0),  # noqa: E731
+                                      keep_mean=True)
+    inner_a = lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)  # noqa: E731
+    inner_b = lambda d: bayes_linreg(d, alpha=1.0, beta=1.0, forgetting=0.95)  # noqa: E731
+    a = GridLearner("blr", "linear", lambda d: with_climatology(inner_a(d), keep_mean=True))
+    b = GridLearner("blr2", "linear", lambda d: with_climatology(inner_b(d)))
     c = GridLearner("mix", "Combination",
-                    lambda d: wrap(combine([a.make(d), b.make(d)], ewa_squared_error(0.98), recalibrate=0.95)))
+                    lambda d: wrap(combine([inner_a(d), inner_b(d)], ewa_squared_error(0.98), recalibrate=0.95)))
     res = run_grid([a, b, c], groups, keep_predictions=True, progress=False, level=0.9)
     members_only = res._replace(rows=[r for r in res.rows if r["learner"] != "mix"],
                                 predictions={k: v for k, v in res.predictions.items() if k[0] != "mix"})
@@ -514,6 +519,12 @@ def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
         for k in ("smse", "icr", "mlpd", "crps", "skill", "icr_st"):
             np.testing.assert_allclose(replayed[s][k], r[k], rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5),
                                        err_msg=f"{s} {k}")
+        for got, want in zip(rep.predictions[("mix", s)], res.predictions[("mix", s)], strict=True):
+            np.testing.assert_allclose(got, want, rtol=tol(1e-9, 1e-3), atol=tol(1e-12, 1e-4))
+        # kept: the hedge's moments, and its learner's (the member's own), which the replay mixes
+        m, v, _, m_in, v_in = res.predictions[("blr", s)]
+        np.testing.assert_allclose(m, m_in, rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))  # keep_mean
+        assert np.any(np.abs(v / v_in - 1.0) > 0.01)
 
 
 def test_importing_the_zoo_registers_nothing():

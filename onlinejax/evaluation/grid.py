@@ -73,6 +73,7 @@ from tqdm import tqdm
 from ..base import Learner, check_int, default_float_dtype, tree_nbytes
 from ..baseline import recorded
 from ..combination import replay
+from ..hedge import inner_prediction
 from ..data.grid import check_change_points
 from ..registry import GridLearner
 from .metrics import METRICS, prequential, stable_mask
@@ -87,6 +88,10 @@ ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tup
     f"{m}_st" for m in METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite"))
 
 
+#: What ``run_grid(keep_predictions=True)`` keeps per row, in this order (:class:`GridResult`).
+KEPT = ("mean", "var", "pit", "inner_mean", "inner_var")
+
+
 class GridResult(NamedTuple):
     """The table: ``rows`` (one dict per learner × stream), plus per-compile timings.
 
@@ -95,8 +100,11 @@ class GridResult(NamedTuple):
     (programs compile several at a time in threads, so a stage's wall time includes waiting for
     the interpreter while another program traces).
     ``predictions`` (only with ``run_grid(keep_predictions=True)``):
-    ``{(row learner label, stream name): (mean [n], var [n], pit [n])}`` NumPy arrays; ``pit`` is
-    the prediction's own CDF at the target (Gaussian, Student-t or mixture).
+    ``{(row learner label, stream name): (mean [n], var [n], pit [n], inner mean [n], inner var [n])}``
+    NumPy arrays (:data:`KEPT`); ``pit`` is the prediction's own CDF at the target (Gaussian, Student-t
+    or mixture); the inner moments are those of the learner inside a climatology hedge
+    (:func:`~onlinejax.hedge.inner_prediction`), which :func:`replay_combination` mixes, else the
+    prediction's own.
     """
 
     rows: list
@@ -524,7 +532,7 @@ def _rows(gl: GridLearner, grp, prog: _Program, out: dict, lo: int, atpi: float,
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=prog.compile_s)
             rows.append(row)
             if kept is not None:
-                kept[(label, grp.names[i])] = tuple(out[k][i - lo, h] for k in ("mean", "var", "pit"))
+                kept[(label, grp.names[i])] = tuple(out[k][i - lo, h] for k in KEPT)
     return rows
 
 
@@ -728,7 +736,8 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             if wrapped is not None:
                 st = wrapped.init(mean=p.mean, var=p.var, dtype=y.dtype)
                 p = progressive_validation(wrapped, st, jnp.zeros((y.shape[0], 1), y.dtype), y).predictions
-            return stream_scores(acc, y, p, wa, ws), p.mean, p.var, p.cdf(y)
+            inner = inner_prediction(p)
+            return stream_scores(acc, y, p, wa, ws), (p.mean, p.var, p.cdf(y), inner.mean, inner.var)
 
         return jax.vmap(one)(means, vars, Y, w_all, w_st)
 
@@ -737,14 +746,15 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         missing = [m for m in members if (m, grp.names[0]) not in result.predictions]
         if missing:
             raise ValueError(f"members: no kept predictions for {missing}")
-        means = np.stack([[result.predictions[(m, s)][0] for m in members] for s in grp.names]).transpose(0, 2, 1)
-        vars = np.stack([[result.predictions[(m, s)][1] for m in members] for s in grp.names]).transpose(0, 2, 1)
+        # the members' own moments: a hedged member's learner, not its hedge (combine mixes the learners)
+        means = np.stack([[result.predictions[(m, s)][3] for m in members] for s in grp.names]).transpose(0, 2, 1)
+        vars = np.stack([[result.predictions[(m, s)][4] for m in members] for s in grp.names]).transpose(0, 2, 1)
         w_all = np.ones((S, n), means.dtype)
         w_st = np.stack([stable_mask(n, int(stable_window), [c]) for c in grp.change_points])
         args = (means, vars, np.asarray(grp.Y, means.dtype), w_all, w_st.astype(means.dtype))
         combined(*args)  # compile outside the timing
         t0 = time.perf_counter()
-        metrics, pm, pv, pp = jax.block_until_ready(combined(*args))
+        metrics, moments = jax.block_until_ready(combined(*args))
         own = (time.perf_counter() - t0) / (S * n)
         for i, s in enumerate(grp.names):
             atpi = own + sum(atpis[(m, s)] for m in members)
@@ -752,5 +762,5 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             row.update({m: float(metrics[m][i]) for m in ROW_METRICS})
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
             rows.append(row)
-            kept[(name, s)] = (np.asarray(pm[i]), np.asarray(pv[i]), np.asarray(pp[i]))
+            kept[(name, s)] = tuple(np.asarray(a[i]) for a in moments)
     return GridResult(rows, result.compile_seconds, kept, result.compile_stages)

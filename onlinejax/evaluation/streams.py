@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import Learner, Prediction, check_int, default_float_dtype, is_concrete, tree_repr
+from ..hedge import inner_prediction
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
@@ -154,7 +155,11 @@ def _one_stream(learner: Learner, delay: int | None, level: float, keep: bool):
         else:
             preds = progressive_validation(learner, state, X, Y).predictions
         out = stream_scores(acc, Y, preds, w_all, w_st)
-        return {**out, "prediction": preds, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y)} if keep else out
+        if not keep:
+            return out
+        inner = inner_prediction(preds)
+        return {**out, "prediction": preds, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y),
+                "inner_mean": inner.mean, "inner_var": inner.var}
 
     return run
 
@@ -188,8 +193,10 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
     Args:
       level: central interval level (static); delay: ``None`` for
         progressive validation, ``k >= 1`` for every label ``k`` items late.
-      keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]`` and ``"prediction"``, the
-        predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
+      keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]``, ``"inner_mean"`` and
+        ``"inner_var"`` (those of the learner inside a climatology hedge,
+        :func:`~onlinejax.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
+        ``"prediction"``, the predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
       width: pairs vmapped together (``None``: all; ``1``: none, one pair
         after another, so the learners' ``lax.cond`` stays a branch; else
         groups of about ``width`` run one after another).
@@ -283,7 +290,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     preds = None
     if keep_predictions:
         preds = out.pop("prediction")
-        for k in ("mean", "var", "pit"):
+        for k in ("mean", "var", "pit", "inner_mean", "inner_var"):
             out.pop(k)
     skipped = np.count_nonzero(~(np.isfinite(Y) & np.isfinite(X).all(-1)), axis=-1)
     out["n_skipped"] = np.broadcast_to(skipped, out["smse"].shape)
