@@ -178,7 +178,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from .batching import cond_if_any
 from .base import (Learner, Prediction, StudentTPrediction, check_in_range, check_int, check_positive,
                    default_float_dtype, describe_factory, is_concrete, keep_if, learnable, make_learner,
                    normal_quantile, state_dtype, student_t_quantile)
@@ -925,13 +924,14 @@ def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[Confo
 
     ``v0`` and ``v``: the issued variance before and after the conformal
     multiplier. A variance at the recalibration's floor, at its error cap, at
-    the residuals' level of :func:`unknown_scale_floor`, or not positive, came
-    from any inner variance on one side of it. Decided with a margin of
-    ``64 eps``: a variance just clear of a floor is re-predicted too, which
-    costs time, not exactness.
+    the residuals' level of :func:`unknown_scale_floor`, not positive, or at
+    or above the "no information" value (where the correction's overflow cap
+    meets it) came from any inner variance on one side of it. Decided with a
+    margin of ``64 eps``: a variance just clear of a floor is predicted again
+    too, which costs time, not exactness.
     """
     margin = 64.0 * float(np.finfo(v.dtype).eps)
-    ok = (v0 > 0) & (v > 0) & jnp.isfinite(v)
+    ok = (v0 > 0) & (v > 0) & is_informative(jnp.zeros_like(v), v)
     if recal is not None:
         r = s.recalibration
         ok = ok & (v0 > _level_floor(r) * (1.0 + margin))
@@ -953,9 +953,10 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
     changed since the prediction, or who learns later, has the prediction it
     received judged. Where a floor or cap of the correction was binding
     (:func:`inverse_is_exact`), the issued variance does not tell the inner
-    one: the inner learner predicts its variance again (a branch taken only
-    then, also under ``vmap``: :func:`~onlinejax.batching.cond_if_any`), so
-    ``update`` with the issued prediction learns as ``step`` does.
+    one: the inner learner predicts its variance again (a ``lax.cond``
+    branch: taken only then on one stream, computed and selected under
+    ``vmap``; differentiable), so ``update`` with the issued prediction of
+    the same state learns as ``step`` does.
 
     Args:
       learner: the inner learner; recal, conf: the options or ``None`` (static).
@@ -971,7 +972,7 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
         _, v0, info = correct(recal, conf, s, p)
         return p, v0, info, s, x
 
-    pred, v0, info = cond_if_any(again)(~exact, (pred, v0, info, s, x))[:3]
+    pred, v0, info = jax.lax.cond(exact, lambda a: a, again, (pred, v0, info, s, x))[:3]
     inner = learner.update(s.inner, x, y, pred)
     return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info)
 

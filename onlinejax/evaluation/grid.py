@@ -653,7 +653,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         chunk in one vmap): a GPU pays per kernel launch, not per byte of a
         small state.
       keep_predictions: also return every row's predictions
-        (``GridResult.predictions``; ``2 × n`` floats per row), e.g. for
+        (``GridResult.predictions``; ``5 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
       compile_batch: programs (learner × stream shape) compiled before they
         run; after running, their executables are released and the next
