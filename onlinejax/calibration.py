@@ -814,12 +814,9 @@ def unknown_scale_floor(recal: Optional[RecalibrationOptions], conf: Optional[Co
     """
     if conf is None or not conf.standardized or recal is None:
         return var
-    return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, _residual_level(s.recalibration, var.dtype)))
-
-
-def _residual_level(r: RecalibrationState, dtype) -> Array:
-    """The residuals' level ``exp(L - E[log χ²₁])`` (0 before the first label)."""
-    return jnp.where(r.level_weight > 0, jnp.exp(r.log_level - LOG_CHI2_MEAN), 0.0).astype(dtype)
+    r = s.recalibration
+    level = jnp.where(r.level_weight > 0, jnp.exp(r.log_level - LOG_CHI2_MEAN), 0.0).astype(var.dtype)
+    return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, level))
 
 
 def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction):
@@ -919,28 +916,22 @@ def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOpt
 
 
 def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
-                     v0: Array, v: Array) -> Array:
-    """Whether :func:`uncorrect` recovers the inner variance: no floor or cap of :func:`correct` was binding.
+                     inner: Prediction, v: Array) -> Array:
+    """Whether ``inner`` (:func:`uncorrect`'s) is the inner prediction an issued variance ``v`` came from.
 
-    ``v0`` and ``v``: the issued variance before and after the conformal
-    multiplier. A variance at the recalibration's floor, at its error cap, at
-    the residuals' level of :func:`unknown_scale_floor`, not positive, or at
-    or above the "no information" value (where the correction's overflow cap
-    meets it) came from any inner variance on one side of it. Decided with a
-    margin of ``64 eps``: a variance just clear of a floor is predicted again
-    too, which costs time, not exactness.
+    :func:`correct` is a product of scales except where one of its floors
+    or caps binds; there a range of inner variances gives the same issued
+    one. Probed with :func:`correct` itself: a variance 0.1 % smaller comes
+    out 0.1 % smaller unless a floor or cap binds (a variance within 0.1 % of
+    one counts as binding: predicting it again costs time, not exactness).
+    An issued variance of no information (:func:`is_informative`) may come
+    from an informative one through the overflow cap: not exact either.
+
+    Args:
+      recal, conf: the options (static); s: :class:`CalibratedState`; inner: ``[]`` leaves; v: ``[]``.
     """
-    margin = 64.0 * float(np.finfo(v.dtype).eps)
-    ok = (v0 > 0) & (v > 0) & is_informative(jnp.zeros_like(v), v)
-    if recal is not None:
-        r = s.recalibration
-        ok = ok & (v0 > _level_floor(r) * (1.0 + margin))
-        if recal.error_cap is not None:
-            capped = jnp.isfinite(r.sq_err) & (r.sq_err > 0)
-            ok = ok & ~(capped & (v0 >= recal.error_cap * r.sq_err * (1.0 - margin)))
-        if conf is not None and conf.standardized:
-            ok = ok & (_scale_known(conf, s) | (v > _residual_level(r, v.dtype) * (1.0 + margin)))
-    return ok
+    probe = correct(recal, conf, s, Prediction(inner.mean, inner.var * (1.0 - 1e-3)))[0].var
+    return is_informative(inner.mean, v) & (probe < v * (1.0 - 5e-4))
 
 
 def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
@@ -963,7 +954,7 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
       s: :class:`CalibratedState`; x: ``[d]``; y: ``[]``; issued: ``[]`` leaves.
     """
     pred, out, v0, info = uncorrect(recal, conf, s, issued)
-    exact = inverse_is_exact(recal, conf, s, v0, out.var)
+    exact = inverse_is_exact(recal, conf, s, pred, out.var)
 
     def again(a):
         p, _, _, s, x = a
