@@ -192,3 +192,31 @@ def test_with_climatology_skips_non_finite_items_and_refuses_other_learners():
     gauss = with_climatology(bayes_linreg(2))  # a Gaussian prediction is mixed as a t of 1/eps degrees of freedom
     st, p = gauss.step(gauss.init(), jnp.asarray(X[0], DTYPE), jnp.asarray(Y[0], DTYPE))
     assert isinstance(p, StudentTMixture) and np.isfinite(float(p.log_prob(Y[0])))
+
+
+@pytest.mark.float32_only
+def test_run_grid_keeps_the_hedged_learners_own_moments_for_the_replay():
+    """``GridResult.predictions``: a hedged row keeps the mixture's moments and its learner's (the replay mixes
+    those); an unhedged row keeps its own twice."""
+    from onlinejax.data import thesis_grid
+    from onlinejax.evaluation import run_grid
+    from onlinejax.hedge import HedgedPrediction
+    from onlinejax.registry import GridLearner
+
+    grp = thesis_grid(jax.random.key(2), ["SYNTH_ND_NCD_60_2_10_0_11"])[0]
+    hedged = GridLearner("hedged", "linear", lambda d: with_climatology(bayes_linreg(d), keep_mean=True))
+    plain = GridLearner("plain", "linear", lambda d: bayes_linreg(d))
+    res = run_grid([hedged, plain], [grp], keep_predictions=True, progress=False)
+    s = grp.names[0]
+    lrn = hedged.make(2)
+    p = progressive_validation(lrn, lrn.init(), jnp.asarray(grp.X[0], DTYPE), jnp.asarray(grp.Y[0], DTYPE)).predictions
+    assert isinstance(p, HedgedPrediction)
+    m, v, _, m_in, v_in = res.predictions[("hedged", s)]
+    np.testing.assert_allclose(v, p.var, rtol=tol(1e-9, 1e-4))
+    np.testing.assert_allclose(m_in, p.learner.mean, rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+    # a Gaussian learner inside: its variance, not the mixture's
+    np.testing.assert_allclose(v_in, p.learner.var, rtol=tol(1e-9, 1e-4))
+    assert np.any(np.abs(v / v_in - 1.0) > 0.01)
+    m, v, _, m_in, v_in = res.predictions[("plain", s)]
+    np.testing.assert_array_equal(m, m_in)
+    np.testing.assert_array_equal(v, v_in)
