@@ -256,6 +256,11 @@ RECOMMENDED_WARMUP = 32
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 
+#: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
+#: the unit prior (:func:`~onlinejax.linear.windowed_bayes_linreg`'s ``prior_floor``): a window of repeated
+#: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.
+RECOMMENDED_PRIOR_FLOOR = 0.01
+
 
 def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
@@ -298,7 +303,8 @@ def _recommended() -> list[GridLearner]:
         "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average")), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: windowed(
-            bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d))), None),
+            bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d),
+                                  prior_floor=RECOMMENDED_PRIOR_FLOOR)), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
         "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(

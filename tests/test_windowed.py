@@ -370,3 +370,33 @@ def test_nonfinite_item_changes_only_the_skip_counter(rng):
     xs, ys = jnp.asarray([[np.nan, 1.0], [0.5, 1.0]], DTYPE), jnp.asarray([0.0, 1.0], DTYPE)
     v = jax.jit(jax.vmap(lrn.learn, in_axes=(None, 0, 0)))(s, xs, ys)
     assert v.n_skipped.tolist() == [1, 0] and v.n_seen.tolist() == [5, 6]
+
+
+def test_prior_floor_keeps_a_feature_that_did_not_vary_from_being_extrapolated(rng):
+    """A window of one repeated input whose second feature is 1e-3 scales that feature by 1e-3: the shared
+    evidence estimate leaves its raw weight almost free, and where the feature is 1 the mean runs away.
+    ``prior_floor=c`` keeps each scaled weight's precision at least ``c·alpha/s_j²``; the posterior is then
+    Bayes on the scaled features with those precisions (numpy reference)."""
+    d, W, alpha0, c = 3, 64, 2.0, 0.01
+    x0 = np.array([1.0, 1e-3, 0.5])
+    X = np.tile(x0, (W, 1))
+    Y = 1.5 + 0.3 * rng.normal(size=W)
+    xq = np.array([1.0, 1.0, 0.5])
+    means = {}
+    for floor in (None, c):
+        lrn = oj.windowed_bayes_linreg(d, W, alpha=alpha0, beta=1.0, prior_floor=floor)
+        s = lrn.tune(lrn.learn(lrn.init(), X.astype(DTYPE), Y.astype(DTYPE)))
+        means[floor] = float(lrn.predict(s, xq.astype(DTYPE)).mean)
+    scale = np.abs(x0)
+    b = oj.bayes_linreg(d)
+    ev = b.tune(b.learn(b.init(), (X / scale).astype(DTYPE), Y.astype(DTYPE)))
+    beta = float(ev.beta)
+    alpha = np.maximum(float(ev.alpha[0]), c * alpha0 / scale ** 2)
+    alpha = np.maximum(alpha, np.sqrt(np.finfo(DTYPE).eps) * beta * W)
+    np.testing.assert_allclose(np.asarray(s.alpha), alpha, rtol=tol(1e-8, 1e-3))
+    m, _ = blr_posterior(X / scale, Y, alpha, beta)
+    assert means[c] == pytest.approx(float((xq / scale) @ m), rel=tol(1e-8, 1e-3))
+    # the window's mean level is ~1.5: floored, the query stays near it; unfloored it runs ~1000x away
+    assert abs(means[c]) < 5.0 and abs(means[None]) > 100.0
+    with pytest.raises(ValueError, match="prior_floor"):
+        oj.windowed_bayes_linreg(d, W, prior_floor=0.0)

@@ -321,12 +321,13 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False
 
 @describe_factory
 def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0, mapped=False, intercept=False,
-                          capacity=None, onestep_floor=True, dtype=None) -> Learner:
+                          capacity=None, onestep_floor=True, prior_floor=None, dtype=None) -> Learner:
     """BayesianMAPWindowed: windowed conjugate model, asymptotic bounds, evidence ``tune``.
 
-    ``capacity``, ``onestep_floor``: as in :func:`bayesian_mle_windowed`.
+    ``capacity``, ``onestep_floor``: as in :func:`bayesian_mle_windowed`; ``prior_floor``: as in
+    :func:`~onlinejax.linear.windowed_bayes_linreg` (``None``, the thesis's model, by default).
     """
     fm = _feature_map(n_features, mapped, intercept)
     return _wrap(fm, lambda m: windowed_bayes_linreg(
         m or n_features, window, alpha=alpha, beta=beta, bounds="asymptotic", capacity=capacity,
-        onestep_floor=onestep_floor, dtype=dtype))
+        onestep_floor=onestep_floor, prior_floor=prior_floor, dtype=dtype))

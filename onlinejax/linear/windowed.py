@@ -68,8 +68,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import (Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
-                    describe_factory, make_learner)
+from ..base import (Learner, Prediction, StaticOptions, check_in_range, check_int, check_positive,
+                    default_float_dtype, describe_factory, make_learner)
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -355,7 +355,7 @@ def _feature_scale(buf: RingBuffer) -> Array:
 
 
 def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = True, tune_evidence: bool = True,
-         bounds: str = "bayes") -> WindowedBayesState:
+         bounds: str = "bayes", prior_floor: float | None = None) -> WindowedBayesState:
     """Refit the model on the window and rebuild both factors from the buffer (``O(Wd² + d³)``).
 
     1. ``standardize``: fix the scales ``s`` at the features' RMS over the window.
@@ -363,7 +363,9 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
        ML on the window's statistics of ``x/s`` (Bishop 3.5.2,
        :func:`~onlinejax.linear.evidence.evidence_fixed_point`); otherwise keep
        ``beta`` and ``init``'s prior on the raw weights, ``prior_alpha/s²`` on
-       the scaled ones.
+       the scaled ones. With ``prior_floor=c`` the evidence estimate is at
+       least ``c·prior_alpha/s²``: no raw weight's prior gets more than ``1/c``
+       times looser than ``init``'s.
     3. ``standardize``: floor ``alpha`` at :func:`_ridge_floor`.
     4. Posterior from the statistics (Bishop eq. 3.53–3.54); the shadow
        restarts from the prior and the one-step sums are cleared.
@@ -371,7 +373,7 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
     Args:
       state: the current state.
       n_iter: fixed-point iterations of the evidence maximisation (static).
-      standardize, tune_evidence, bounds: static options of :func:`windowed_bayes_linreg`.
+      standardize, tune_evidence, bounds, prior_floor: static options of :func:`windowed_bayes_linreg`.
     """
     s = state
     if standardize:
@@ -380,6 +382,10 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
     if tune_evidence:
         a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
         alpha = jnp.broadcast_to(a, s.alpha.shape)
+        if prior_floor is not None:
+            # a feature that barely varies over the window gets a tiny scale s_j; the shared evidence
+            # estimate would then leave its raw weight almost unconstrained, to be extrapolated wildly
+            alpha = jnp.maximum(alpha, prior_floor * s.prior_alpha * s.scale ** -2)
     else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
         alpha, b = s.prior_alpha * s.scale ** -2, s.beta
     if standardize:
@@ -395,7 +401,8 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
 @describe_factory
 def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, bounds: str = "bayes",
                           intercept: bool = False, standardize: bool = True, tune_evidence: bool = True,
-                          capacity: int | None = None, onestep_floor: bool = True, dtype=None) -> Learner:
+                          capacity: int | None = None, onestep_floor: bool = True, prior_floor: float | None = None,
+                          dtype=None) -> Learner:
     """Bayesian linear regression on the last ``window`` items, as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -431,6 +438,13 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
         the *raw* features' weights (``prior_alpha / s²`` on the scaled ones,
         then the floor) — and only re-standardises and rebuilds the factor from the
         window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
+      prior_floor: ``None`` (default) or ``c ∈ (0, 1]`` (static): the
+        evidence tune keeps every raw weight's prior precision at least
+        ``c·alpha`` (``init``'s), i.e. ``c·alpha/s_j²`` on the scaled weights.
+        Why: a window in which a feature barely varies (repeated or clustered
+        inputs) gives it a tiny scale ``s_j``, and one evidence estimate shared
+        by all the scaled weights then leaves its raw weight almost free, to
+        be extrapolated a thousandfold where the feature varies again.
       capacity: the ring buffer's size ``W >= window`` (static; default
         ``window``). The per-item cost does not depend on it (the posterior is
         updated and downdated in ``O(d²)``); ``tune`` and the asymptotic bound's
@@ -458,6 +472,9 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
         raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
     check_positive(alpha, "alpha")
     check_positive(beta, "beta")
+    if prior_floor is not None:
+        check_in_range(prior_floor, "prior_floor", 0.0, 1.0)
+        prior_floor = float(prior_floor)
     dm = d + int(bool(intercept))
 
     def _init(alpha=alpha, beta=beta, window=w_default, dtype=dtype):
@@ -468,7 +485,8 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
         learn_one=partial(learn_one, bounds=bounds, onestep_floor=onestep_floor),
         predict_one=partial(predict_one, bounds=bounds, onestep_floor=onestep_floor),
         downdate=partial(downdate, bounds=bounds), downdate_takes_item=False,
-        tune=jax.jit(partial(tune, standardize=standardize, tune_evidence=tune_evidence, bounds=bounds),
+        tune=jax.jit(partial(tune, standardize=standardize, tune_evidence=tune_evidence, bounds=bounds,
+                             prior_floor=prior_floor),
                      static_argnames="n_iter"),
     )
     return map_features(intercept_features(d), learner) if intercept else learner
