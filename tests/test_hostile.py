@@ -37,6 +37,7 @@ CASES = {
     "trend": ("trend", {}),
     "wide_range": ("wide_range", {}),
     "duplicates": ("duplicates", {"length": 5}),
+    "duplicates_100": ("duplicates", {"length": 100}),
 }
 ENDING = [k for k, (p, _) in CASES.items() if p in ("constant_start", "constant_middle", "outlier", "covariate_shift",
                                                       "stuck_feature")]
@@ -85,6 +86,22 @@ def test_coverage_and_mse_recover_after_the_pathology(name, case):
     y_clean, m_clean = streams["clean"][1], res["clean"][0]
     mse, mse_clean = np.mean((mean[w] - y[w]) ** 2), np.mean((m_clean[w] - y_clean[w]) ** 2)
     assert mse <= 1.5 * mse_clean + 0.05, (mse, mse_clean)
+
+
+@pytest.mark.parametrize("name", LEARNERS)
+@pytest.mark.parametrize("case", ["duplicates_100", "trend"])
+def test_no_stretch_of_a_lasting_pathology_is_silently_wrong(name, case):
+    """Inputs repeated in blocks of 100 rows and a trending input last the whole stream: from item 500 every
+    500-item window covers within [88, 99] % and no 100-item block's MSE exceeds 10x the clean stream's (a window
+    of repeats once extrapolated a barely varying feature a thousandfold for a whole block)."""
+    streams = _streams()[0]
+    res = _run(name)
+    y, (mean, _, lo, hi) = streams[case][1], res[case]
+    cov = ((y >= lo) & (y <= hi))[500:].reshape(-1, 500).mean(1)
+    assert ((cov >= 0.88) & (cov <= 0.99)).all(), cov
+    mse_clean = np.mean((res["clean"][0][500:] - streams["clean"][1][500:]) ** 2)
+    blocks = ((mean[500:] - y[500:]) ** 2).reshape(-1, 100).mean(1)
+    assert blocks.max() <= 10.0 * mse_clean, (blocks.max(), mse_clean)
 
 
 @pytest.mark.parametrize("name", LEARNERS)
