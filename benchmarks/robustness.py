@@ -35,8 +35,12 @@ import _machine
 
 
 def _recovery(ok: np.ndarray, end: int, horizon: int = 500) -> int | None:
-    """Items after ``end`` until the ``horizon``-item window starting there is ``ok`` (per-item bool windows)."""
-    for k in range(0, ok.shape[0] - horizon - end + 1):
+    """Items after ``end`` until the ``horizon``-item window starting there is ``ok``.
+
+    ``ok``: ``[n - horizon + 1]`` bool, one per window start (:func:`window_means`'s); ``None`` when no window
+    from ``end`` on is, the last one starting ``horizon`` items before the stream's end.
+    """
+    for k in range(0, ok.shape[0] - end):
         if ok[end + k]:
             return k
     return None
