@@ -48,14 +48,9 @@ of :data:`OUTLIER_RUN` such targets (a level shift: moving statistics would
 take thousands of items to describe the new level, fixed ones never), when
 a warm-up ended on targets without spread (a stuck sensor: a scale of 1 would be a
 guess, and the learner would take the constant for the stream), and when
-one input stayed beyond :data:`SHIFT_Z` standard deviations of the statistics'
-mean for ``F`` items in a row: a covariate shift that the clipped learner
-could not follow. Without a warm-up the statistics follow the stream, but by
-``1/n`` per item, so there the threshold is the clip and the run
-:data:`SHIFT_RUN` items: an input shifted beyond the clip would otherwise
-lose its variation for thousands of items. The runs are counted per input,
-so a sparse (one-hot) input, far from its mean on its own rare items, does
-not start anything.
+inputs stayed beyond :data:`SHIFT_Z` standard deviations of the statistics'
+mean for ``F`` items in a row (:data:`SHIFT_RUN` without a
+warm-up): a covariate shift that the clipped learner could not follow.
 
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
@@ -134,8 +129,8 @@ class StandardizeState(NamedTuple):
         of the warm-up; restarted from, module doc).
       warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up; else ``None``.
       warm_y: with ``warmup=F``: ``[F]`` raw targets of the warm-up; else ``None``.
-      outside: ``[d]`` int32 items in a row on which each input was outside
-        the statistics' range (with ``warmup``: since they were fixed).
+      outside: ``[]`` int32 items in a row with an input outside the
+        statistics' range (with ``warmup``: since they were fixed).
       far_run: ``[]`` int32 targets in a row far from the targets' mean.
       n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
     """
@@ -156,8 +151,7 @@ NEVER = int(np.iinfo(np.int32).max)
 #: An input this many standard deviations from the statistics' mean is outside their range: a jump far beyond
 #: the clip (a slow trend is left to the clip; within a stream it rarely moves this far from a warm-up).
 SHIFT_Z = 50.0
-#: Without a warm-up: this many items in a row with one input beyond the clip (beyond ``SHIFT_Z`` without a clip)
-#: start the statistics and the learner again.
+#: Without a warm-up: this many items in a row outside the range start the statistics and the learner again.
 SHIFT_RUN = 32
 #: A target this many standard deviations from the targets' mean is an outlier (module doc) ...
 OUTLIER_Z = 10.0
@@ -267,9 +261,9 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     dt = state_dtype(inner)
     i0 = jnp.zeros((), jnp.int32)
     if warmup is None:
-        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, jnp.zeros((d,), jnp.int32), i0, i0)
+        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, i0, i0, i0)
     return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
-                            jnp.zeros((warmup,), dt), jnp.zeros((d,), jnp.int32), i0, i0)
+                            jnp.zeros((warmup,), dt), i0, i0, i0)
 
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
@@ -327,8 +321,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     (through :func:`~onlinejax.batching.cond_if_any`: lazily under
     ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
     when its targets had no spread. Items with an input outside the
-    statistics' range (one input ``F`` items in a row, or :data:`SHIFT_RUN`
-    beyond the clip without a warm-up) also start the statistics and the inner learner again.
+    statistics' range (``F`` in a row, or :data:`SHIFT_RUN` without a
+    warm-up) also start the statistics and the inner learner again.
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
@@ -349,19 +343,14 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
     inner = learner.update(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
     warmup = options.warmup
-    # without a warm-up the statistics follow the stream, slowly: a feature shifted beyond the clip would be
-    # clipped (its variation lost) for thousands of items. Counted per feature: a sparse (one-hot) feature is
-    # far from its mean on its own rare items only, a shifted one on every item
-    shift_z = SHIFT_Z if (warmup is not None or options.clip is None) else min(SHIFT_Z, options.clip)
-    far_x = jnp.abs(x - s.scaler.x_mean) > shift_z * sx
+    far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > SHIFT_Z * sx)
     counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
     outside = jnp.where(counting, jnp.where(far_x, s.outside + 1, 0), s.outside)
-    far_long = jnp.max(outside)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
                      n_withheld=s.n_withheld + withhold)
     shifted = far_run >= OUTLIER_RUN
     if warmup is None:
-        return _centre_on_shift(cond_if_any(restart)((far_long >= SHIFT_RUN) | shifted, out), shifted, y)
+        return _centre_on_shift(cond_if_any(restart)((outside >= SHIFT_RUN) | shifted, out), shifted, y)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
     i = jnp.minimum(s.scaler.seen, warmup - 1)
     out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
@@ -369,7 +358,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     done = new & (sc.seen == warmup)
     spread = _has_spread(sc.y_var, sc.y_mean)
     out = cond_if_any(partial(refit, learner, options))(done & spread, out)
-    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | (far_long >= warmup) | shifted, out), shifted, y)
+    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | (outside >= warmup) | shifted, out), shifted, y)
 
 
 def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> StandardizeState:

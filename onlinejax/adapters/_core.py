@@ -284,8 +284,7 @@ def _grow(s, d_old: int, k: int):
         inner, initial = _grow(s.inner, d_old, k), _grow(s.initial, d_old, k)  # initial: what a restart starts from
         sc = s.scaler
         return None if inner is None or initial is None else s._replace(inner=inner, initial=initial, scaler=sc._replace(
-            x_mean=_insert(sc.x_mean, (0,), d_old, k), x_var=_insert(sc.x_var, (0,), d_old, k)),
-            outside=_insert(s.outside, (0,), d_old, k))
+            x_mean=_insert(sc.x_mean, (0,), d_old, k), x_var=_insert(sc.x_var, (0,), d_old, k)))
     if isinstance(s, CalibratedState):  # the calibrators see predictions only
         inner = _grow(s.inner, d_old, k)
         return None if inner is None else s._replace(inner=inner)
