@@ -31,8 +31,7 @@ The hazard is an array in the state, stored as its logit, so it vmaps and
 differentiates (:func:`onlinejax.evaluation.tune_prequential` can tune it).
 
 The module's anatomy: :class:`BOCPDState`; :func:`init`; :func:`components`
-(the predictive mixture's parts); :func:`predict_one`, :func:`update_one` (learns the
-item given the mixture issued for it), :func:`learn_one`;
+(the predictive mixture's parts); :func:`predict_one`, :func:`learn_one`;
 :func:`changepoint_probability` (pass it as ``record=`` to
 :func:`~onlinejax.evaluation.progressive_validation`); the factory
 :func:`bocpd` binds the inner learner and ``R`` to them.
@@ -50,7 +49,7 @@ from .combination.distribution import MixturePrediction, gaussian_log_density, m
 
 Array = jax.Array
 
-__all__ = ["BOCPDState", "init", "components", "predict_one", "update_one", "learn_one", "changepoint_probability",
+__all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "changepoint_probability",
            "expected_run_length", "bocpd", "ScaleRunsState", "scale_runs_init", "scale_runs_update",
            "recent_change_probability"]
 
@@ -101,12 +100,6 @@ def init(learner: Learner, n_runs: int, hazard=0.01, **inner_kwargs) -> BOCPDSta
                       cp_prob=jnp.zeros((), dt), n_seen=zero_i, n_skipped=zero_i)
 
 
-def _log_prior(state: BOCPDState) -> Array:
-    """``[R + 1]`` the hypotheses' prior log-weights for the next item: ``log h``, then ``log(1 - h) + log w_r``."""
-    return jnp.concatenate([jax.nn.log_sigmoid(state.logit_hazard)[None],
-                            jax.nn.log_sigmoid(-state.logit_hazard) + state.log_weights])
-
-
 def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array, Array, Array]:
     """The predictive mixture's parts for ``x: [d]``: a change now, then each hypothesis going on.
 
@@ -117,9 +110,11 @@ def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array,
     """
     p0 = learner.predict(state.prior, x)
     pr = jax.vmap(learner.predict, in_axes=(0, None))(state.runs, x)
+    lw = jnp.concatenate([jax.nn.log_sigmoid(state.logit_hazard)[None],
+                          jax.nn.log_sigmoid(-state.logit_hazard) + state.log_weights])
     means = jnp.concatenate([jnp.reshape(p0.mean, (1,)), pr.mean])
     vars = jnp.concatenate([jnp.reshape(p0.var, (1,)), pr.var])
-    return _log_prior(state), means, vars
+    return lw, means, vars
 
 
 def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePrediction:
@@ -127,34 +122,22 @@ def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePred
     return mixture_prediction(*components(state, x, learner=learner))
 
 
-def update_one(state: BOCPDState, x: Array, y: Array, issued, *, learner: Learner) -> BOCPDState:
+def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOCPDState:
     """The run-length recursion for one item (``x: [d]``, ``y: []``), pruned to the ``R`` most probable.
 
     Joints ``a_0 = h·p₀(y)`` (a change: the prior learns the item, run length 1) and
     ``a_{r+1} = (1 - h)·w_r·p_r(y)`` (run ``r`` learns it and grows); the posterior is
     ``a / Σa`` over the ``R`` largest (A&M Algorithm 1, steps 3–7). An item no hypothesis
     can explain (all joints ``-inf`` or NaN) leaves the state unchanged but ``n_skipped``.
-
-    ``issued``: the prediction :func:`predict_one` returned for the item; the densities
-    ``p_r(y)`` are those of its components (``[R + 1]`` means and variances), so the
-    hypotheses are judged by what was predicted and nothing is predicted again. A
-    prediction without components (the moment-matched Gaussian a wrapper passes on) has
-    them computed again from ``state``.
     """
-    n_runs = state.log_weights.shape[0]
-    if isinstance(issued, MixturePrediction):
-        if issued.means.shape != (n_runs + 1,):
-            raise ValueError(f"pred: expected {n_runs + 1} components (a change, then {n_runs} runs), "
-                             f"got means of shape {issued.means.shape}")
-        means, vars = issued.means, issued.vars
-    else:
-        _, means, vars = components(state, x, learner=learner)
-    joint = _log_prior(state) + gaussian_log_density(y, means, vars)
+    lw, means, vars = components(state, x, learner=learner)
+    joint = lw + gaussian_log_density(y, means, vars)
     joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
     grown = jax.vmap(learner.learn, in_axes=(0, None, None))(state.runs, x, y)
     fresh = learner.learn(state.prior, x, y)
     cand = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), fresh, grown)
     length = jnp.concatenate([jnp.ones((1,), jnp.int32), state.run_length + 1])
+    n_runs = state.log_weights.shape[0]
     top, idx = jax.lax.top_k(joint, n_runs)
     log_evidence = jax.nn.logsumexp(joint)
     ok = jnp.isfinite(log_evidence)
@@ -162,11 +145,6 @@ def update_one(state: BOCPDState, x: Array, y: Array, issued, *, learner: Learne
                          log_weights=top - jax.nn.logsumexp(top), run_length=length[idx],
                          cp_prob=jnp.exp(joint[0] - log_evidence), n_seen=state.n_seen + 1)
     return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
-
-
-def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOCPDState:
-    """:func:`update_one` with the prediction of now (:func:`predict_one`)."""
-    return update_one(state, x, y, predict_one(state, x, learner=learner), learner=learner)
 
 
 def changepoint_probability(state: BOCPDState) -> Array:
@@ -215,7 +193,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
 
     return make_learner(init=_init, learn_one=partial(learn_one, learner=learner),
                         predict_one=partial(predict_one, learner=learner), n_features=learner.n_features,
-                        update_one=partial(update_one, learner=learner), skip_nonfinite=True)
+                        skip_nonfinite=True)
 
 
 # --------------------------------------------------------------------------

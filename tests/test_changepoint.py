@@ -187,34 +187,3 @@ def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
     assert int(res.state.n_alarms) == 1
     with pytest.raises(ValueError, match="^hazard: "):
         adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector="bocpd", hazard=0.0)
-
-
-def test_update_judges_the_runs_by_the_mixture_it_was_given():
-    """``update`` scores each hypothesis by the issued mixture's components (A&M's joint with the state's
-    change-or-grow prior, NumPy), so a delayed label is judged by what was predicted; with the prediction of
-    now it is ``learn`` and ``step``; a Gaussian (a wrapper's moments) has the components computed again."""
-    rng = np.random.default_rng(8)
-    X, Y = _stream(rng, 12, change=6)
-    h = 0.1
-    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=6, hazard=h)
-    s_old = L.learn(L.init(), X[:8], Y[:8])
-    s = L.learn(s_old, X[8:10], Y[8:10])
-    x, y = X[10], Y[10]
-    now = L.predict(s, x)
-    by_learn = L.learn(s, x, y)
-    for got in (L.update(s, x, y, now), L.step(s, x, y)[0], L.update(s, x, y, oj.Prediction(now.mean, now.var))):
-        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(by_learn)):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    issued = L.predict(s_old, x)  # predicted two items before the label arrives
-    got = L.update(s, x, y, issued)
-    lw = np.asarray(s.log_weights, np.float64)
-    joint = np.concatenate([[np.log(h)], np.log1p(-h) + lw]) + stats.norm.logpdf(
-        y, np.asarray(issued.means, np.float64), np.sqrt(np.asarray(issued.vars, np.float64)))
-    np.testing.assert_allclose(float(got.cp_prob), np.exp(joint[0] - logsumexp(joint)), rtol=tol(1e-9, 1e-4))
-    top = np.sort(joint)[::-1][:6]
-    np.testing.assert_allclose(np.sort(np.asarray(got.log_weights, np.float64))[::-1], top - logsumexp(top),
-                               rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
-    assert abs(float(got.cp_prob) - float(by_learn.cp_prob)) > 1e-3  # the issued mixture did matter
-    wrong = L.predict(bocpd(oj.bayes_linreg(2), n_runs=3).init(), x)
-    with pytest.raises(ValueError, match="components"):
-        L.update(s, x, y, wrong)
