@@ -385,7 +385,9 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
         if prior_floor is not None:
             # a feature that barely varies over the window gets a tiny scale s_j; the shared evidence
             # estimate would then leave its raw weight almost unconstrained, to be extrapolated wildly
-            alpha = jnp.maximum(alpha, prior_floor * s.prior_alpha * s.scale ** -2)
+            # (a scale above tiny but below sqrt(tiny) would overflow s⁻²; the floor binds there anyway)
+            scale = jnp.maximum(s.scale, jnp.sqrt(jnp.finfo(s.scale.dtype).tiny))
+            alpha = jnp.maximum(alpha, prior_floor * s.prior_alpha / (scale * scale))
     else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
         alpha, b = s.prior_alpha * s.scale ** -2, s.beta
     if standardize:
