@@ -97,6 +97,7 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     assert _max_diff(s_step, s_upd) < tol(1e-9, 2e-4)
     assert _max_diff(p_step, p_upd) < tol(1e-9, 2e-4)
 
+
 def test_batch_update_is_the_items_in_order():
     X, y = _stream(40)
     L = oj.calibrated_bayes_linreg(2)

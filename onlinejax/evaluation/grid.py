@@ -79,17 +79,13 @@ from ..registry import GridLearner
 from .metrics import METRICS, prequential, stable_mask
 from .progressive import progressive_validation
 from .runtime import one_blas_thread
-from .streams import hyper_states, stream_scores, streams_program
+from .streams import KEPT, hyper_states, stream_scores, streams_program
 
 __all__ = ["GridResult", "run_grid", "replay_combination"]
 
 #: Metrics of every row (``*_st`` are the same over stable items).
 ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tuple(
     f"{m}_st" for m in METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite"))
-
-
-#: What ``run_grid(keep_predictions=True)`` keeps per row, in this order (:class:`GridResult`).
-KEPT = ("mean", "var", "pit", "inner_mean", "inner_var")
 
 
 class GridResult(NamedTuple):

@@ -59,6 +59,10 @@ class StreamsResult(NamedTuple):
         return tree_repr(self)
 
 
+#: The per-item moments a program keeps with ``keep_predictions`` (besides the prediction itself), in this
+#: order; ``inner_*`` are the learner's inside a climatology hedge (:func:`~onlinejax.hedge.inner_prediction`).
+KEPT = ("mean", "var", "pit", "inner_mean", "inner_var")
+
 def _scalar(a: np.ndarray):
     """A host array element as a Python scalar, a whole-number float as an int."""
     v = a.item()
@@ -290,7 +294,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     preds = None
     if keep_predictions:
         preds = out.pop("prediction")
-        for k in ("mean", "var", "pit", "inner_mean", "inner_var"):
+        for k in KEPT:
             out.pop(k)
     skipped = np.count_nonzero(~(np.isfinite(Y) & np.isfinite(X).all(-1)), axis=-1)
     out["n_skipped"] = np.broadcast_to(skipped, out["smse"].shape)

@@ -379,17 +379,19 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
     if standardize:
         s = s._replace(scale=_feature_scale(s.buffer))
     st = window_stats(s.buffer._replace(x=s.buffer.x / s.scale))
+    # init's prior on the raw weights w_j = w'_j / s_j, on the scaled ones (a scale between tiny and
+    # sqrt(tiny) would overflow s⁻²)
+    scale = jnp.maximum(s.scale, jnp.sqrt(jnp.finfo(s.scale.dtype).tiny))
+    raw_prior = s.prior_alpha * scale ** -2
     if tune_evidence:
         a, b = evidence_fixed_point(st, jnp.mean(s.alpha), s.beta, n_iter)
         alpha = jnp.broadcast_to(a, s.alpha.shape)
         if prior_floor is not None:
             # a feature that barely varies over the window gets a tiny scale s_j; the shared evidence
             # estimate would then leave its raw weight almost unconstrained, to be extrapolated wildly
-            # (a scale above tiny but below sqrt(tiny) would overflow s⁻²; the floor binds there anyway)
-            scale = jnp.maximum(s.scale, jnp.sqrt(jnp.finfo(s.scale.dtype).tiny))
-            alpha = jnp.maximum(alpha, prior_floor * s.prior_alpha / (scale * scale))
-    else:  # the model stays: init's prior on the raw weights w_j = w'_j / s_j, and beta
-        alpha, b = s.prior_alpha * s.scale ** -2, s.beta
+            alpha = jnp.maximum(alpha, prior_floor * raw_prior)
+    else:  # the model stays: init's prior on the raw weights, and beta
+        alpha, b = raw_prior, s.beta
     if standardize:
         alpha = jnp.maximum(alpha, _ridge_floor(st.n, b))
     Wm, m = posterior_from_stats(st, alpha, b)
