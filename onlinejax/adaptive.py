@@ -182,9 +182,10 @@ class AdaptiveState(NamedTuple):
       phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
       reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
       n_learned, n_tunes, n_alarms, n_seen, n_skipped: ``[]`` int32 counters.
-      tune_pending: ``[]`` bool: a learning phase ended and its tune waits for
-        the next item whose count ``n_seen`` is a multiple of ``tune_every``
-        (always false with ``tune_every=1``).
+      tune_pending: ``[]`` bool: a tune waits for the next item whose count
+        ``n_seen`` is a multiple of ``tune_every`` (a learning phase ended
+        between two; a wrapper that refitted the inner learner may set it,
+        see :func:`~onlinejax.standardize.rebase`).
       naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
         targets' exponentially weighted mean, the last target), updated on
         every item (unused before the first).
@@ -417,7 +418,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
     end = in_phase & (n_phase >= s.phase_length)
-    due, pending = end, s.tune_pending
+    # a tune asked for from outside (a standardiser's rebase sets tune_pending) runs on the next item
+    due, pending = end | s.tune_pending, jnp.zeros_like(s.tune_pending)
     if inner_tune is not None and options.tune_every > 1:
         # the phase's window stays as it is while the tune waits (stable items are not learned),
         # unless an alarm starts a new phase first; under vmap the streams' tunes then share items

@@ -47,10 +47,19 @@ with a warm-up, the next ``F`` items collected and refitted on) after a run
 of :data:`OUTLIER_RUN` such targets (a level shift: moving statistics would
 take thousands of items to describe the new level, fixed ones never), when
 a warm-up ended on targets without spread (a stuck sensor: a scale of 1 would be a
-guess, and the learner would take the constant for the stream), and when
-inputs stayed beyond :data:`SHIFT_Z` standard deviations of the statistics'
-mean for ``F`` items in a row (:data:`SHIFT_RUN` without a
-warm-up): a covariate shift that the clipped learner could not follow.
+guess, and the learner would take the constant for the stream), and after
+a covariate shift that the clipped learner could not follow: one input
+beyond the clip (:data:`SHIFT_Z` standard deviations without one) on
+:data:`SHIFT_RUN` items in a row. These items are held out of the input's
+statistics, which they would stretch until the shift looked in range. Only
+items on which the input moved count (a repeated value loses nothing to
+the clip), and only for an input that has had a spread for
+:data:`SHIFT_RUN` items (one that has just appeared, a new sensor or a
+one-hot category, is far from its short-lived spread for a while and is
+learned as it comes). With a warm-up the statistics are fixed, and a
+covariate shift is ``F`` such items in a row (with any input's history);
+then :func:`rebase` takes the statistics of the last ``F`` items, all of
+them in the new range, and refits and tunes the inner learner on them.
 
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
@@ -129,10 +138,21 @@ class StandardizeState(NamedTuple):
         of the warm-up; restarted from, module doc).
       warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up; else ``None``.
       warm_y: with ``warmup=F``: ``[F]`` raw targets of the warm-up; else ``None``.
-      outside: ``[]`` int32 items in a row with an input outside the
-        statistics' range (with ``warmup``: since they were fixed).
+      outside: ``[d]`` int32 per input, items in a row on which it was
+        outside the statistics' range (with ``warmup``: since they were
+        fixed), counting only those on which it moved (a repeated value adds nothing).
       far_run: ``[]`` int32 targets in a row far from the targets' mean.
       n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
+      spread_items: ``[d]`` int32 per input, items seen since its statistics
+        first had a spread (at most :data:`SHIFT_RUN`).
+      shifting: ``[d]`` bool per input, its current run outside the range
+        began once it had had a spread for :data:`SHIFT_RUN` items: a covariate
+        shift (without a warm-up, its items are held out of its statistics
+        and the run can start them again), not an input that has just appeared.
+      last_x: ``[d]`` the last finite item's input.
+      cursor: ``[]`` int32, with ``warmup=F``: where the next item goes in
+        ``warm_x``/``warm_y``, which keep the last ``F`` items once the
+        warm-up is over (the oldest at ``cursor``).
     """
 
     inner: Any
@@ -143,15 +163,20 @@ class StandardizeState(NamedTuple):
     outside: Array
     far_run: Array
     n_withheld: Array
+    spread_items: Array
+    shifting: Array
+    last_x: Array
+    cursor: Array
 
 
 #: ``freeze_after`` of statistics that never stop changing.
 NEVER = int(np.iinfo(np.int32).max)
 
-#: An input this many standard deviations from the statistics' mean is outside their range: a jump far beyond
-#: the clip (a slow trend is left to the clip; within a stream it rarely moves this far from a warm-up).
+#: Without a clip, an input this many standard deviations from the statistics' mean is outside their range (with
+#: a clip, the range ends at the clip: beyond it an input's variation is lost).
 SHIFT_Z = 50.0
-#: Without a warm-up: this many items in a row outside the range start the statistics and the learner again.
+#: Without a warm-up: this many items in a row with one input outside the range start the statistics and the
+#: learner again; an input counts once it has had a spread for as many items (module doc).
 SHIFT_RUN = 32
 #: A target this many standard deviations from the targets' mean is an outlier (module doc) ...
 OUTLIER_Z = 10.0
@@ -259,11 +284,12 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     d, warmup = learner.n_features, options.warmup
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
-    i0 = jnp.zeros((), jnp.int32)
+    i0, id_ = jnp.zeros((), jnp.int32), jnp.zeros((d,), jnp.int32)
+    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt), i0)
     if warmup is None:
-        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, i0, i0, i0)
+        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, *runs)
     return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
-                            jnp.zeros((warmup,), dt), i0, i0, i0)
+                            jnp.zeros((warmup,), dt), *runs)
 
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
@@ -280,6 +306,12 @@ def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) ->
     return s._replace(inner=inner)
 
 
+def _cleared(sc: ScalerState) -> ScalerState:
+    """No item counted; ``decay``, ``freeze_after`` and the targets' mean (:func:`restart`) kept."""
+    return jax.tree_util.tree_map(jnp.zeros_like, sc)._replace(decay=sc.decay, freeze_after=sc.freeze_after,
+                                                               y_mean=sc.y_mean)
+
+
 def restart(s: StandardizeState) -> StandardizeState:
     """Start again: statistics cleared (``decay``, ``freeze_after`` kept), the initial inner state, an empty warm-up.
 
@@ -288,12 +320,45 @@ def restart(s: StandardizeState) -> StandardizeState:
     level rather than 0; after a level shift :func:`update_one` sets it to
     the shift's latest target), and the next item replaces it.
     """
-    sc = jax.tree_util.tree_map(jnp.zeros_like, s.scaler)._replace(decay=s.scaler.decay,
-                                                                     freeze_after=s.scaler.freeze_after,
-                                                                     y_mean=s.scaler.y_mean)
+    sc = _cleared(s.scaler)
     zero = lambda a: None if a is None else jnp.zeros_like(a)  # noqa: E731
     return s._replace(inner=s.initial, scaler=sc, warm_x=zero(s.warm_x), warm_y=zero(s.warm_y),
-                      outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run))
+                      outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run),
+                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting),
+                      cursor=jnp.zeros_like(s.cursor))
+
+
+def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array) -> StandardizeState:
+    """With ``warmup=F``: the statistics of the last ``F`` items, fixed, and the inner learner refitted on them.
+
+    At the end of the warm-up the items kept are the warm-up's, and the
+    statistics are those they already have. After an input left the fixed
+    statistics' range for ``F`` items in a row (``moved``: a covariate
+    shift) every item kept lies in the new range, and a window learner held
+    them anyway; the inner learner, :func:`refit` from its initial state,
+    is then also tuned, as its hyperparameters were those of the old
+    coordinates: an inner state with a ``tune_pending`` flag (the state
+    machine of :func:`~onlinejax.adaptive.adaptive`) tunes on its next item
+    (its own tune: a program holds one copy of it), another inner learner
+    with a ``tune`` is tuned now. One function for both cases, so that a
+    program holds one copy of the refit.
+
+    Args:
+      learner: the inner learner; options: :class:`StandardizeOptions` (static).
+      s: :class:`StandardizeState` (``warm_x``, ``warm_y`` full); moved: ``[]`` bool.
+    """
+    F = options.warmup
+    order = (jnp.arange(F) + s.cursor) % F  # oldest first
+    wx, wy = s.warm_x[order], s.warm_y[order]
+    sc = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (wx, wy))[0]
+    s = s._replace(scaler=sc, warm_x=wx, warm_y=wy, cursor=jnp.zeros_like(s.cursor),
+                   outside=jnp.zeros_like(s.outside), shifting=jnp.zeros_like(s.shifting))
+    s = refit(learner, options, s)
+    if hasattr(s.inner, "tune_pending"):
+        return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | moved))
+    if learner.tune is None:
+        return s
+    return s._replace(inner=cond_if_any(learner.tune)(moved, s.inner))
 
 
 def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
@@ -320,9 +385,10 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     take it, and on the ``F``-th item the inner learner is :func:`refit`
     (through :func:`~onlinejax.batching.cond_if_any`: lazily under
     ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
-    when its targets had no spread. Items with an input outside the
-    statistics' range (``F`` in a row, or :data:`SHIFT_RUN` without a
-    warm-up) also start the statistics and the inner learner again.
+    when its targets had no spread. A run of items with one input outside
+    the statistics' range (:func:`_input_runs`) starts the statistics and
+    the inner learner again after :data:`SHIFT_RUN` items, or with a
+    warm-up rebases them on the last ``F`` items (:func:`rebase`).
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
@@ -332,33 +398,78 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
     ok = learnable(x, y)
-    sx, sy = scales(s.scaler)
+    sy = scales(s.scaler)[1]
     known = s.scaler.seen >= GATE_MIN
     far_y = ok & known & (jnp.abs(y - s.scaler.y_mean) > OUTLIER_Z * sy)
     far_run = jnp.where(ok, jnp.where(far_y, s.far_run + 1, 0), s.far_run)
     withhold = far_y  # the OUTLIER_RUN-th in a row is withheld too: the statistics start again
-    sc = keep_if(withhold, s.scaler, scaler_update(s.scaler, x, y))
+    warmup = options.warmup
+    counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
+    outside, shifting, hold = _input_runs(options, s, x, counting)
+    new_sc = scaler_update(s.scaler, x, y)
+    new_sc = new_sc._replace(x_mean=jnp.where(hold, s.scaler.x_mean, new_sc.x_mean),
+                             x_var=jnp.where(hold, s.scaler.x_var, new_sc.x_var))
+    sc = keep_if(withhold, s.scaler, new_sc)
     xt, yt = to_inner(sc, x, y, options.clip)
     sy_new = scales(sc)[1]
     pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
     inner = learner.update(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
-    warmup = options.warmup
-    far_x = jnp.any(jnp.abs(x - s.scaler.x_mean) > SHIFT_Z * sx)
-    counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
-    outside = jnp.where(counting, jnp.where(far_x, s.outside + 1, 0), s.outside)
+    spread = _has_spread(sc.x_var, sc.x_mean)
+    spread_items = jnp.where(ok, jnp.where(spread, jnp.minimum(s.spread_items + 1, SHIFT_RUN), 0), s.spread_items)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
-                     n_withheld=s.n_withheld + withhold)
+                     n_withheld=s.n_withheld + withhold, spread_items=spread_items, shifting=shifting,
+                     last_x=jnp.where(ok, x, s.last_x))
     shifted = far_run >= OUTLIER_RUN
     if warmup is None:
-        return _centre_on_shift(cond_if_any(restart)((outside >= SHIFT_RUN) | shifted, out), shifted, y)
+        moved = jnp.any(shifting & (outside >= SHIFT_RUN))
+        return _centre_on_shift(cond_if_any(restart)(moved | shifted, out), shifted, y)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
-    i = jnp.minimum(s.scaler.seen, warmup - 1)
-    out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(new, x, out.warm_x[i])),
-                       warm_y=out.warm_y.at[i].set(jnp.where(new, y, out.warm_y[i])))
+    store = jnp.where(s.scaler.seen < warmup, new, ok & ~withhold)  # then keep the last F items
+    i = s.cursor
+    out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(store, x, out.warm_x[i])),
+                       warm_y=out.warm_y.at[i].set(jnp.where(store, y, out.warm_y[i])),
+                       cursor=(s.cursor + store) % warmup)
     done = new & (sc.seen == warmup)
     spread = _has_spread(sc.y_var, sc.y_mean)
-    out = cond_if_any(partial(refit, learner, options))(done & spread, out)
-    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | (outside >= warmup) | shifted, out), shifted, y)
+    moved = jnp.any(outside >= warmup)
+    out = cond_if_any(lambda sm: (rebase(learner, options, *sm), sm[1]))((done & spread) | moved, (out, moved))[0]
+    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | shifted, out), shifted, y)
+
+
+def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, counting: Array):
+    """Per input, whether it is outside the statistics' range and what its run of such items means.
+
+    The range ends at the clip (between it and :data:`SHIFT_Z` a clipped
+    input loses its variation while moving statistics catch up slowly, and
+    fixed ones never do); without a clip at :data:`SHIFT_Z` standard
+    deviations of the statistics' mean. A run counts the items on which the
+    input moved (a value repeated far out, a stuck sensor or duplicated
+    rows, loses nothing to the clip and would be learned again from few
+    items after a restart). A run that begins once the input has had a
+    spread for :data:`SHIFT_RUN` items is a shift: without a warm-up the
+    items it counts, from the second on, are held out of the input's
+    statistics (they would stretch its scale until the shift looks in
+    range; the first is taken, so the ones of a rare binary input, each
+    alone beyond the clip, stay in its statistics).
+    An input that has just appeared (a new sensor, a one-hot category seen
+    for the first time) is outside the range of its short-lived spread for a
+    while and is learned as it comes.
+
+    Returns:
+      ``(outside [d] int32, shifting [d] bool, hold [d] bool)``: the runs'
+      lengths after ``x``, whether each is a shift, and which inputs' items
+      are held out of their statistics.
+    """
+    no_warmup = options.warmup is None
+    limit = SHIFT_Z if options.clip is None else options.clip
+    far = counting & (jnp.abs(x - s.scaler.x_mean) > limit * scales(s.scaler)[0])
+    begins = far & (s.outside == 0)
+    shifting = jnp.where(counting, jnp.where(begins, s.spread_items >= SHIFT_RUN, s.shifting & far), s.shifting)
+    # a far input repeated (a stuck sensor, duplicated rows) loses nothing to the clip: it extends no run
+    moved = begins | (x != s.last_x)
+    outside = jnp.where(counting, jnp.where(far, s.outside + moved, 0), s.outside)
+    hold = far & shifting & moved & (s.outside > 0)  # a run's first item is taken: a rare binary's ones are no shift
+    return outside, shifting, hold if no_warmup else jnp.zeros_like(far)
 
 
 def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> StandardizeState:

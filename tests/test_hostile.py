@@ -32,6 +32,7 @@ CASES = {
     "outlier": ("outlier", {"at": 1000, "magnitude": 1e6}),
     "outlier_1e3": ("outlier", {"at": 1000, "magnitude": 1e3}),
     "covariate_shift": ("covariate_shift", {"at": 1000}),
+    "covariate_shift_5": ("covariate_shift", {"at": 1000, "magnitude": 5.0}),  # 17 sd: beyond the clip, not SHIFT_Z
     "stuck_feature": ("stuck_feature", {"at": 800, "length": 200}),
     "heavy_tails": ("heavy_tails", {}),
     "trend": ("trend", {}),

@@ -202,7 +202,9 @@ def test_warmup_skips_nonfinite_items_and_vmaps(rng):
         np.testing.assert_allclose(np.asarray(res.predictions.mean[i]), np.asarray(one.predictions.mean),
                                    rtol=tol(1e-10, 1e-4), atol=tol(1e-9, 1e-3))
     ok = np.isfinite(Y[1])
-    np.testing.assert_array_equal(np.asarray(res.state.warm_y[1]), Y[1][ok][:F].astype(res.state.warm_y.dtype))
+    # after the warm-up the buffer keeps the last F finite items, the oldest at the cursor
+    kept = np.roll(np.asarray(res.state.warm_y[1]), -int(res.state.cursor[1]))
+    np.testing.assert_array_equal(kept, Y[1][ok][-F:].astype(res.state.warm_y.dtype))
     assert int(res.state.scaler.seen[1]) == F
     with pytest.raises(ValueError, match="warmup"):
         standardize(oj.bayes_linreg(2), warmup=0)
@@ -251,22 +253,53 @@ def test_a_warmup_of_constant_targets_starts_again_and_then_fixes_the_streams_sc
     np.testing.assert_allclose(float(scales(res.state.scaler)[1]), np.std(y[2 * F:3 * F]), rtol=tol(1e-9, 1e-4))
 
 
-def test_a_covariate_shift_beyond_the_clip_starts_the_warmup_again():
+def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items():
     r = np.random.default_rng(4)
     n, F = 600, 16
-    X = r.uniform(0.0, 1.0, (n, 2))
-    X[300:, 0] += 30.0  # feature 0 shifts; the targets do not depend on it (only the input check sees it)
-    y = (-2.0 * X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
+    X = r.uniform(0.0, 1.0, (n, 3))
+    X[300:, 0] += 2.0  # feature 0 shifts by about 7 sd: clipped at 5, its variation would be lost
+    X[450:470, 2] = 9.0  # feature 2 stuck far out for 20 items: loses nothing to the clip, starts nothing
+    y = (3.0 * X[:, 0] - 2.0 * X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(3, 32, intercept=True), warmup=F, clip=5.0)
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.outside, s.scaler.x_mean))
     seen, outside, x_mean = map(np.asarray, res.records)
-    assert seen[299] == F and outside[299] == 0
-    # F items in a row outside the range (items 300-315), then a new warm-up on items 316-331
-    assert outside[314] == F - 1 and seen[315] == 0 and seen[316 + F - 1] == F
-    np.testing.assert_allclose(x_mean[-1], X[316:332].mean(0), rtol=tol(1e-9, 1e-5))
+    assert np.all(seen[F - 1:] == F) and outside[299, 0] == 0
+    # F items in a row outside the range (items 300-315): the statistics of those F items, fixed again
+    assert outside[314, 0] == F - 1 and outside[315, 0] == 0
+    np.testing.assert_allclose(x_mean[314], X[:F].mean(0), rtol=tol(1e-9, 1e-5))
+    np.testing.assert_allclose(x_mean[315], X[300:316].mean(0), rtol=tol(1e-9, 1e-5))
+    np.testing.assert_allclose(x_mean[-1], X[300:316].mean(0), rtol=tol(1e-9, 1e-5))
     m = np.asarray(res.predictions.mean)
-    assert np.mean((m[400:] - y[400:]) ** 2) < 0.05
+    # a learner that saw feature 0 clipped at 5 would miss 3 x0's variation: MSE about 0.75 (noise: 0.01)
+    assert np.mean((m[350:450] - y[350:450]) ** 2) < 0.03 and np.mean((m[500:] - y[500:]) ** 2) < 0.03
+
+
+def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_but_a_new_input_does_not():
+    from onlinejax.standardize import SHIFT_RUN
+
+    r = np.random.default_rng(8)
+    n, at = 1400, 600
+    X = r.uniform(0.0, 1.0, (n, 3))
+    X[at:, 0] += 5.0  # about 17 input sd: beyond the clip of 5, far below SHIFT_Z
+    X[:900, 2] = 0.0  # a new input: 0 for 900 items, then on for good (a new sensor, a one-hot category)
+    X[900:, 2] = 1.0
+    y = (0.3 * X[:, 0] - X[:, 1] + 0.5 * X[:, 2] + 0.1 * r.normal(size=n)).astype(DTYPE)  # a jump of 1.5: 5 y sd
+    X = X.astype(DTYPE)
+    lrn = oj.standardize(oj.bayes_linreg(3, intercept=True), clip=5.0)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.scaler.x_mean))
+    seen, x_mean = map(np.asarray, res.records)
+    # the shifted items after the first are held out of feature 0's statistics (the other inputs take them) ...
+    np.testing.assert_allclose(x_mean[at + SHIFT_RUN - 2, 0], X[:at + 1, 0].mean(), rtol=tol(1e-9, 1e-5))
+    np.testing.assert_allclose(x_mean[at + SHIFT_RUN - 2, 1], X[:at + SHIFT_RUN - 1, 1].mean(), rtol=tol(1e-9, 1e-5))
+    # ... until the SHIFT_RUN-th starts the statistics and the learner again
+    assert seen[at + SHIFT_RUN - 2] == at + SHIFT_RUN - 1 and seen[at + SHIFT_RUN - 1] == 0
+    # the new input, 30 sd out of its short-lived spread for its first items, starts nothing
+    assert np.all(np.diff(seen[at + SHIFT_RUN:]) == 1)
+    m = np.asarray(res.predictions.mean)
+    # noise variance 0.01; a learner still fitted in the coordinates of before the shift: MSE 0.16 and 0.14
+    assert np.mean((m[at + 100:900] - y[at + 100:900]) ** 2) < 0.015
+    assert np.mean((m[1000:] - y[1000:]) ** 2) < 0.025
 
 
 def test_one_outlying_target_is_withheld_and_a_level_shift_is_learned():
