@@ -48,9 +48,10 @@ of :data:`OUTLIER_RUN` such targets (a level shift: moving statistics would
 take thousands of items to describe the new level, fixed ones never), when
 a warm-up ended on targets without spread (a stuck sensor: a scale of 1 would be a
 guess, and the learner would take the constant for the stream), and after
-a covariate shift that the clipped learner could not follow: one input
-beyond the clip (:data:`SHIFT_Z` standard deviations without one) on
-:data:`SHIFT_RUN` items in a row. These items are held out of the input's
+a covariate shift that the clipped learner could not follow (without a
+warm-up; with one, see below): one input beyond the clip
+(:data:`SHIFT_Z` standard deviations without one) on :data:`SHIFT_RUN`
+items in a row. These items are held out of the input's
 statistics, which they would stretch until the shift looked in range. Only
 items on which the input moved count (a repeated value loses nothing to
 the clip), and only for an input that has had a spread for
@@ -59,7 +60,8 @@ one-hot category, is far from its short-lived spread for a while and is
 learned as it comes). With a warm-up the statistics are fixed, and a
 covariate shift is ``F`` such items in a row (with any input's history);
 then :func:`rebase` takes the statistics of the last ``F`` items, all of
-them in the new range, and refits and tunes the inner learner on them.
+them in the new range, and refits and tunes the inner learner on them
+(like a restart, but on items already seen instead of the next ``F``).
 
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
@@ -135,16 +137,17 @@ class StandardizeState(NamedTuple):
       inner: the wrapped learner's state.
       scaler: the running statistics (:class:`ScalerState`).
       initial: the inner learner's initial state (refitted from at the end
-        of the warm-up; restarted from, module doc).
-      warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up; else ``None``.
-      warm_y: with ``warmup=F``: ``[F]`` raw targets of the warm-up; else ``None``.
+        of the warm-up and by :func:`rebase`; restarted from, module doc).
+      warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up, then
+        of the last ``F`` items stored (a ring buffer, see ``cursor``); else ``None``.
+      warm_y: with ``warmup=F``: ``[F]`` the same targets; else ``None``.
       outside: ``[d]`` int32 per input, items in a row on which it was
         outside the statistics' range (with ``warmup``: since they were
         fixed), counting only those on which it moved (a repeated value adds nothing).
       far_run: ``[]`` int32 targets in a row far from the targets' mean.
       n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
-      spread_items: ``[d]`` int32 per input, items seen since its statistics
-        first had a spread (at most :data:`SHIFT_RUN`).
+      spread_items: ``[d]`` int32 per input, items in a row on which its
+        statistics had a spread (at most :data:`SHIFT_RUN`).
       shifting: ``[d]`` bool per input, its current run outside the range
         began once it had had a spread for :data:`SHIFT_RUN` items: a covariate
         shift (without a warm-up, its items are held out of its statistics
@@ -300,7 +303,7 @@ def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeSta
 
 
 def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) -> StandardizeState:
-    """The inner learner refitted from its initial state on the warm-up items, in the final coordinates."""
+    """The inner learner refitted from its initial state on the items kept (``warm_x``, ``warm_y`` in order)."""
     xt, yt = to_inner(s.scaler, s.warm_x, s.warm_y, options.clip)
     inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
     return s._replace(inner=inner)
@@ -331,17 +334,18 @@ def restart(s: StandardizeState) -> StandardizeState:
 def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array) -> StandardizeState:
     """With ``warmup=F``: the statistics of the last ``F`` items, fixed, and the inner learner refitted on them.
 
-    At the end of the warm-up the items kept are the warm-up's, and the
-    statistics are those they already have. After an input left the fixed
-    statistics' range for ``F`` items in a row (``moved``: a covariate
-    shift) every item kept lies in the new range, and a window learner held
-    them anyway; the inner learner, :func:`refit` from its initial state,
-    is then also tuned, as its hyperparameters were those of the old
-    coordinates: an inner state with a ``tune_pending`` flag (the state
+    At the end of the warm-up (``moved`` false) the items kept are the
+    warm-up's, and the statistics stay those accumulated while they came.
+    After an input left the fixed statistics' range for ``F`` items in a row
+    (``moved``: a covariate shift) every item kept lies in the new range,
+    and a window learner held them anyway: the statistics are computed
+    again from them, and the inner learner, :func:`refit` from its initial
+    state, is then also tuned, as its hyperparameters were those of the old
+    coordinates. An inner state with a ``tune_pending`` flag (the state
     machine of :func:`~onlinejax.adaptive.adaptive`) tunes on its next item
     (its own tune: a program holds one copy of it), another inner learner
-    with a ``tune`` is tuned now. One function for both cases, so that a
-    program holds one copy of the refit.
+    with a ``tune`` is tuned now. One function for
+    both cases, so that a program holds one copy of the refit.
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
@@ -350,15 +354,16 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     F = options.warmup
     order = (jnp.arange(F) + s.cursor) % F  # oldest first
     wx, wy = s.warm_x[order], s.warm_y[order]
-    sc = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (wx, wy))[0]
-    s = s._replace(scaler=sc, warm_x=wx, warm_y=wy, cursor=jnp.zeros_like(s.cursor),
-                   outside=jnp.zeros_like(s.outside), shifting=jnp.zeros_like(s.shifting))
+    again = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (wx, wy))[0]
+    zero = jnp.zeros_like
+    s = s._replace(scaler=keep_if(moved, again, s.scaler), warm_x=wx, warm_y=wy, cursor=zero(s.cursor),
+                   outside=zero(s.outside), shifting=zero(s.shifting), far_run=jnp.where(moved, 0, s.far_run))
     s = refit(learner, options, s)
-    if hasattr(s.inner, "tune_pending"):
+    if hasattr(s.inner, "tune_pending"):  # AdaptiveState (not imported: adaptive imports the combination's types)
         return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | moved))
     if learner.tune is None:
         return s
-    return s._replace(inner=cond_if_any(learner.tune)(moved, s.inner))
+    return s._replace(inner=cond_if_any(learner.tune, max_batch=1)(moved, s.inner))
 
 
 def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
@@ -381,8 +386,9 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     inflate the targets' scale and be fitted for good); the
     :data:`OUTLIER_RUN`-th such target in a row is a level shift, and the
     statistics and the learner start again (:func:`restart`) from the next
-    item. With ``warmup=F`` the item is also stored while the statistics
-    take it, and on the ``F``-th item the inner learner is :func:`refit`
+    item. With ``warmup=F`` the item is also stored (while the statistics
+    take it, then every item not withheld, in a ring buffer of the last
+    ``F``), and on the ``F``-th item the inner learner is :func:`refit`
     (through :func:`~onlinejax.batching.cond_if_any`: lazily under
     ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
     when its targets had no spread. A run of items with one input outside
@@ -404,7 +410,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     far_run = jnp.where(ok, jnp.where(far_y, s.far_run + 1, 0), s.far_run)
     withhold = far_y  # the OUTLIER_RUN-th in a row is withheld too: the statistics start again
     warmup = options.warmup
-    counting = ok & known & (s.scaler.seen >= (warmup or 0))  # with a warm-up: once its statistics are fixed
+    # with a warm-up: once its statistics are fixed; a withheld item is neither stored nor counted
+    counting = ok & ~withhold & known & (s.scaler.seen >= (warmup or 0))
     outside, shifting, hold = _input_runs(options, s, x, counting)
     new_sc = scaler_update(s.scaler, x, y)
     new_sc = new_sc._replace(x_mean=jnp.where(hold, s.scaler.x_mean, new_sc.x_mean),
@@ -433,7 +440,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     spread = _has_spread(sc.y_var, sc.y_mean)
     moved = jnp.any(outside >= warmup)
     out = cond_if_any(lambda sm: (rebase(learner, options, *sm), sm[1]))((done & spread) | moved, (out, moved))[0]
-    return _centre_on_shift(cond_if_any(restart)((done & ~spread) | shifted, out), shifted, y)
+    stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
+    return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
 
 
 def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, counting: Array):
@@ -510,8 +518,9 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
       warmup: ``None`` (statistics of every item so far), or ``F >= 1``
         (static): the statistics of the first ``F`` finite items, then fixed;
         at the ``F``-th item the inner learner is refitted from its initial
-        state on those ``F`` items in the fixed coordinates (once; under
-        ``vmap`` only on items where some stream ends its warm-up). Every
+        state on those ``F`` items in the fixed coordinates (under ``vmap``
+        only on items where some stream ends its warm-up; again on the last
+        ``F`` items after a covariate shift, module doc). Every
         item the inner learner holds is then in the same coordinates. Use it
         for a learner that stops learning for long stretches (the state
         machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
@@ -519,7 +528,7 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         in the coordinates of its time, would be read in today's (after a
         drift the targets' running mean moves for hundreds of items, and so
         would every prediction of a frozen model). The state then also holds
-        the initial inner state and the ``F`` raw items; the refitted learner
+        the initial inner state and the last ``F`` raw items; the refitted learner
         counts only what the refit replays (a skipped non-finite item is not
         stored, so its skip count starts again).
     Returns:
