@@ -86,6 +86,8 @@ from .batching import cond_if_any
 from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
                    learnable, make_learner, state_dtype, welford_update)
 
+from .window import ring_init, ring_push
+
 Array = jax.Array
 
 __all__ = [
@@ -138,9 +140,9 @@ class StandardizeState(NamedTuple):
       scaler: the running statistics (:class:`ScalerState`).
       initial: the inner learner's initial state (refitted from at the end
         of the warm-up and by :func:`rebase`; restarted from, module doc).
-      warm_x: with ``warmup=F``: ``[F, d]`` raw inputs of the warm-up, then
-        of the last ``F`` items stored (a ring buffer, see ``cursor``); else ``None``.
-      warm_y: with ``warmup=F``: ``[F]`` the same targets; else ``None``.
+      kept: with ``warmup=F``: a :class:`~onlinejax.window.RingBuffer` of
+        capacity ``F``, the raw items of the warm-up, then the last ``F``
+        items stored; else ``None``.
       outside: ``[d]`` int32 per input, items in a row on which it was
         outside the statistics' range (with ``warmup``: since they were
         fixed), counting only those on which it moved (a repeated value adds nothing).
@@ -153,23 +155,18 @@ class StandardizeState(NamedTuple):
         shift (without a warm-up, its items are held out of its statistics
         and the run can start them again), not an input that has just appeared.
       last_x: ``[d]`` the last finite item's input.
-      cursor: ``[]`` int32, with ``warmup=F``: where the next item goes in
-        ``warm_x``/``warm_y``, which keep the last ``F`` items once the
-        warm-up is over (the oldest at ``cursor``).
     """
 
     inner: Any
     scaler: ScalerState
     initial: Any
-    warm_x: Any
-    warm_y: Any
+    kept: Any
     outside: Array
     far_run: Array
     n_withheld: Array
     spread_items: Array
     shifting: Array
     last_x: Array
-    cursor: Array
 
 
 #: ``freeze_after`` of statistics that never stop changing.
@@ -288,11 +285,10 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
     i0, id_ = jnp.zeros((), jnp.int32), jnp.zeros((d,), jnp.int32)
-    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt), i0)
+    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt))
     if warmup is None:
-        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, None, *runs)
-    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, jnp.zeros((warmup, d), dt),
-                            jnp.zeros((warmup,), dt), *runs)
+        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, *runs)
+    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(warmup, d, dt), *runs)
 
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
@@ -303,8 +299,8 @@ def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeSta
 
 
 def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) -> StandardizeState:
-    """The inner learner refitted from its initial state on the items kept (``warm_x``, ``warm_y`` in order)."""
-    xt, yt = to_inner(s.scaler, s.warm_x, s.warm_y, options.clip)
+    """The inner learner refitted from its initial state on the items ``kept`` (a full buffer, oldest in slot 0)."""
+    xt, yt = to_inner(s.scaler, s.kept.x, s.kept.y, options.clip)
     inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
     return s._replace(inner=inner)
 
@@ -324,11 +320,10 @@ def restart(s: StandardizeState) -> StandardizeState:
     the shift's latest target), and the next item replaces it.
     """
     sc = _cleared(s.scaler)
-    zero = lambda a: None if a is None else jnp.zeros_like(a)  # noqa: E731
-    return s._replace(inner=s.initial, scaler=sc, warm_x=zero(s.warm_x), warm_y=zero(s.warm_y),
+    kept = None if s.kept is None else jax.tree_util.tree_map(jnp.zeros_like, s.kept)
+    return s._replace(inner=s.initial, scaler=sc, kept=kept,
                       outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run),
-                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting),
-                      cursor=jnp.zeros_like(s.cursor))
+                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting))
 
 
 def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array) -> StandardizeState:
@@ -349,15 +344,15 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
-      s: :class:`StandardizeState` (``warm_x``, ``warm_y`` full); moved: ``[]`` bool.
+      s: :class:`StandardizeState` (``kept`` full); moved: ``[]`` bool.
     """
-    F = options.warmup
-    order = (jnp.arange(F) + s.cursor) % F  # oldest first
-    wx, wy = s.warm_x[order], s.warm_y[order]
-    again = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (wx, wy))[0]
+    k = s.kept
+    order = (jnp.arange(options.warmup) + k.head) % options.warmup  # oldest first (the buffer is full)
+    k = k._replace(x=k.x[order], y=k.y[order], head=jnp.zeros_like(k.head))
+    again = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (k.x, k.y))[0]
     zero = jnp.zeros_like
-    s = s._replace(scaler=keep_if(moved, again, s.scaler), warm_x=wx, warm_y=wy, cursor=zero(s.cursor),
-                   outside=zero(s.outside), shifting=zero(s.shifting), far_run=jnp.where(moved, 0, s.far_run))
+    s = s._replace(scaler=keep_if(moved, again, s.scaler), kept=k, outside=zero(s.outside),
+                   shifting=zero(s.shifting), far_run=jnp.where(moved, 0, s.far_run))
     s = refit(learner, options, s)
     if hasattr(s.inner, "tune_pending"):  # AdaptiveState (not imported: adaptive imports the combination's types)
         return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | moved))
@@ -432,10 +427,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
         return _centre_on_shift(cond_if_any(restart)(moved | shifted, out), shifted, y)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
     store = jnp.where(s.scaler.seen < warmup, new, ok & ~withhold)  # then keep the last F items
-    i = s.cursor
-    out = out._replace(warm_x=out.warm_x.at[i].set(jnp.where(store, x, out.warm_x[i])),
-                       warm_y=out.warm_y.at[i].set(jnp.where(store, y, out.warm_y[i])),
-                       cursor=(s.cursor + store) % warmup)
+    out = out._replace(kept=keep_if(store, ring_push(s.kept, x, y), s.kept))
     done = new & (sc.seen == warmup)
     spread = _has_spread(sc.y_var, sc.y_mean)
     moved = jnp.any(outside >= warmup)

@@ -203,8 +203,8 @@ def test_warmup_skips_nonfinite_items_and_vmaps(rng):
                                    rtol=tol(1e-10, 1e-4), atol=tol(1e-9, 1e-3))
     ok = np.isfinite(Y[1])
     # after the warm-up the buffer keeps the last F finite items, the oldest at the cursor
-    kept = np.roll(np.asarray(res.state.warm_y[1]), -int(res.state.cursor[1]))
-    np.testing.assert_array_equal(kept, Y[1][ok][-F:].astype(res.state.warm_y.dtype))
+    kept = np.roll(np.asarray(res.state.kept.y[1]), -int(res.state.kept.head[1]))
+    np.testing.assert_array_equal(kept, Y[1][ok][-F:].astype(res.state.kept.y.dtype))
     assert int(res.state.scaler.seen[1]) == F
     with pytest.raises(ValueError, match="warmup"):
         standardize(oj.bayes_linreg(2), warmup=0)

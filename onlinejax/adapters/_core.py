@@ -280,14 +280,14 @@ def _grow(s, d_old: int, k: int):
 
     if isinstance(s, BayesLinRegState):
         return _grow_linear(s, d_old, k)
-    if isinstance(s, StandardizeState) and s.warm_x is None:  # an input never seen: mean 0, no spread
+    if isinstance(s, StandardizeState) and s.kept is None:  # an input never seen: mean 0, no spread
         inner, initial = _grow(s.inner, d_old, k), _grow(s.initial, d_old, k)  # initial: what a restart starts from
         if inner is None or initial is None:
             return None
         sc, per_input = s.scaler, lambda a: _insert(a, (0,), d_old, k)  # noqa: E731
         # the wrapper's own [d] fields (runs, the last input): a new input has been 0 and started nothing
         own = {f: per_input(getattr(s, f)) for f in s._fields
-               if f not in ("inner", "initial", "scaler", "warm_x", "warm_y") and np.ndim(getattr(s, f)) == 1}
+               if f not in ("inner", "initial", "scaler", "kept") and np.ndim(getattr(s, f)) == 1}
         return s._replace(inner=inner, initial=initial,
                           scaler=sc._replace(x_mean=per_input(sc.x_mean), x_var=per_input(sc.x_var)), **own)
     if isinstance(s, CalibratedState):  # the calibrators see predictions only
