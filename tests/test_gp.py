@@ -455,6 +455,25 @@ def test_map_tune_reaches_scipy_on_the_same_objective(rng):
     assert max(worse) < 1e-3, worse
 
 
+def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
+    """A window in which one input is stuck (a stuck sensor) says nothing about that input's lengthscale, so a
+    tune leaves it where it was. Its sample sd there is rounding noise, not 0; a prior centred on it gave a
+    lengthscale of ~1e-7, and once the input moved again every new value was unseen (the GP predicted its mean)."""
+    W = 32
+    X = np.stack([np.full(W, 0.7310586), rng.uniform(-2, 2, W)], axis=1)
+    Y = np.sin(2.0 * X[:, 1]) + 0.1 * rng.normal(size=W)
+    lrn = gp_window(2, W, lengthscale=0.8)
+    s = lrn.learn(lrn.init(), X, Y)
+    t = lrn.tune(s)
+    assert float(t.n_tunes) == 1
+    assert abs(float(t.params.log_lengthscale[0]) - np.log(0.8)) < tol(1e-12, 1e-6)
+    assert abs(float(t.params.log_lengthscale[1]) - np.log(0.8)) > 0.05  # the other input was tuned
+    # the input moving again by its lengthscale's worth changes the prediction as the kernel says, no more
+    x_new = np.array([[0.7310586 + 0.1, 0.3]])
+    m_old = float(lrn.predict(t, np.array([[0.7310586, 0.3]])).mean[0])
+    assert abs(float(lrn.predict(t, x_new).mean[0]) - m_old) < 0.1 * np.std(Y)
+
+
 def test_new_knobs_are_checked():
     with pytest.raises(ValueError, match="noise_floor"):
         gp_window(2, 8, noise_floor=-1e-3)

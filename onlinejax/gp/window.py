@@ -467,7 +467,10 @@ def tune_window(mean, X: Array, y: Array, valid: Array, noise_floor=0.0, dtype=N
     floor = jnp.asarray(noise_floor, dt) * var_y  # absolute noise-variance floor for this window
     log_floor = jnp.log(jnp.maximum(floor, jnp.finfo(dt).tiny))
     r = mean_residuals(mean, X, y, valid)[1]
-    spread = sd_x > 0
+    # max > min, not sd > 0: the sd of a constant column is rounding noise (~1e-7 in float32), and a prior
+    # centred there fits a lengthscale that makes every other value of that input unseen
+    m = valid[:, None]
+    spread = jnp.max(jnp.where(m, X, -jnp.inf), axis=0) > jnp.min(jnp.where(m, X, jnp.inf), axis=0)
     return TuneWindow(X, valid, r, n, floor, log_floor, floor > 0, spread, jnp.log(jnp.where(spread, sd_x, 1.0)))
 
 
@@ -525,13 +528,17 @@ def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool 
     return jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
 
 
-def _restart_starts(base: GPParams, restarts: int) -> GPParams:
-    """``restarts`` starts stacked on a leading axis: ``base``, then lengthscales ×0.3 / ×3 and noise ×10 / ×0.1."""
+def _restart_starts(base: GPParams, restarts: int, spread: Array) -> GPParams:
+    """``restarts`` starts stacked on a leading axis: ``base``, then lengthscales ×0.3 / ×3 and noise ×10 / ×0.1.
+
+    Only the lengthscales of inputs with a spread (``spread: [d]`` bool) move: the window says nothing about
+    the others, whose loss is flat, so any start would be kept.
+    """
     dt = base.log_noise_std.dtype
     offs = jnp.asarray([[0.0, 0.0], [jnp.log(0.3), jnp.log(10.0)], [jnp.log(3.0), jnp.log(0.1)],
                         [0.0, jnp.log(10.0)], [jnp.log(0.3), 0.0], [jnp.log(3.0), 0.0]], dt)
     offs = offs[jnp.arange(restarts) % offs.shape[0]]
-    return jax.vmap(lambda o: base._replace(log_lengthscale=base.log_lengthscale + o[0],
+    return jax.vmap(lambda o: base._replace(log_lengthscale=base.log_lengthscale + jnp.where(spread, o[0], 0.0),
                                             log_noise_std=base.log_noise_std + o[1]))(offs)
 
 
@@ -703,7 +710,7 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
     n_active = restarts if n_active is None else n_active
     active = jnp.arange(restarts) < n_active
     run = partial(tune_restart, loss, steps=steps, method=method, learning_rate=learning_rate)
-    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, restarts), active))
+    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, restarts, w.spread), active))
     return select_restart(loss, w, ps, ls, active, base, params)
 
 
