@@ -1194,7 +1194,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
 
 @describe_factory
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
-                            level: float = 0.95) -> Learner:
+                            level: float = 0.95, warmup: Optional[int] = None) -> Learner:
     """Bayesian linear regression with an intercept, evidence-tunable, made :func:`calibrated`.
 
     The default learner of the River and scikit-learn adapters: raw features
@@ -1207,8 +1207,15 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
       forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.linear.bayes_linreg`).
       alpha, beta: prior and noise precision on the standardised scale.
       level: the calibrated level.
+      warmup: ``None`` (statistics that keep moving) or ``F``: the first
+        ``F`` items' statistics, then fixed and rebased only after a
+        covariate shift (:func:`~onlinejax.standardize.standardize`). A
+        learner that never forgets keeps its coefficients in the coordinates
+        of the items it learned them from, so moving statistics cost it on a
+        trending input; fixed ones cost it on a stream whose first items are
+        not representative (time 0 for every chick in River's ChickWeights).
     """
     from .linear import bayes_linreg
 
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level)
+                      level, warmup=warmup)

@@ -169,12 +169,15 @@ def test_bayes_linreg_grows_exactly(intercept):
     assert model.n_ignored_features == 0 and model._engine.slots.capacity == 4  # 2 -> 4
 
 
-def test_default_learner_grows_like_a_wide_learner():
+@pytest.mark.parametrize("warmup", [None, 32])
+def test_default_learner_grows_like_a_wide_learner(warmup):
     """The default (standardised, tuned every 50 items, calibrated) grown from 2 inputs to 8 predicts
-    as the same learner given 8 slots from the start, through tunes and growths."""
+    as the same learner given 8 slots from the start, through tunes and growths; with a warm-up too
+    (fixed statistics and the kept items, inputs arriving after it)."""
     X, y = _stream(160, 5, seed=3)
     rows, _ = _late(X, [0, 0, 30, 75, 120])
-    grown, wide = RiverRegressor(), RiverRegressor(n_features=8)
+    kw = {} if warmup is None else {"learner_params": {"warmup": warmup}}
+    grown, wide = RiverRegressor(**kw), RiverRegressor(n_features=8, **kw)
     for x, yi in zip(rows, y):
         _same_predictions(grown, wide, [x], tol(1e-7, 2e-3))
         grown.learn_one(x, yi)

@@ -280,7 +280,7 @@ def _grow(s, d_old: int, k: int):
 
     if isinstance(s, BayesLinRegState):
         return _grow_linear(s, d_old, k)
-    if isinstance(s, StandardizeState) and s.kept is None:  # an input never seen: mean 0, no spread
+    if isinstance(s, StandardizeState):  # an input never seen: mean 0, no spread
         inner, initial = _grow(s.inner, d_old, k), _grow(s.initial, d_old, k)  # initial: what a restart starts from
         if inner is None or initial is None:
             return None
@@ -288,7 +288,8 @@ def _grow(s, d_old: int, k: int):
         # the wrapper's own [d] fields (runs, the last input): a new input has been 0 and started nothing
         own = {f: per_input(getattr(s, f)) for f in s._fields
                if f not in ("inner", "initial", "scaler", "kept") and np.ndim(getattr(s, f)) == 1}
-        return s._replace(inner=inner, initial=initial,
+        kept = None if s.kept is None else s.kept._replace(x=_insert(s.kept.x, (1,), d_old, k))  # the items kept
+        return s._replace(inner=inner, initial=initial, kept=kept,
                           scaler=sc._replace(x_mean=per_input(sc.x_mean), x_var=per_input(sc.x_var)), **own)
     if isinstance(s, CalibratedState):  # the calibrators see predictions only
         inner = _grow(s.inner, d_old, k)
