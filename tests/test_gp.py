@@ -9,7 +9,7 @@ from onlinejax.evaluation import progressive_validation
 from onlinejax.gp import (GPParams, gp_params, gp_window, latent, log_marginal_likelihood, noise_var, signal_var,
                           tune_hyperparameters)
 from onlinejax.gp.kernels import KERNELS, gram, noise_floor_rel
-from onlinejax.gp.window import LENGTHSCALE_PRIOR, NOISE_FLOOR, window_scale
+from onlinejax.gp.window import LENGTHSCALE_PRIOR, NOISE_FLOOR, _restart_starts, tune_window, window_scale
 from conftest import DTYPE, X64, tol
 from reference import gp_predict, rel_err
 
@@ -468,6 +468,10 @@ def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
     assert float(t.n_tunes) == 1
     assert abs(float(t.params.log_lengthscale[0]) - np.log(0.8)) < tol(1e-12, 1e-6)
     assert abs(float(t.params.log_lengthscale[1]) - np.log(0.8)) > 0.05  # the other input was tuned
+    w = tune_window("average", jnp.asarray(X), jnp.asarray(Y), jnp.ones(W, bool))
+    assert w.spread.tolist() == [False, True]
+    starts = _restart_starts(s.params, 3, w.spread)  # no restart moves the stuck input's lengthscale
+    assert np.all(np.asarray(starts.log_lengthscale[:, 0]) == np.asarray(s.params.log_lengthscale[0]))
     # the input moving again by its lengthscale's worth changes the prediction as the kernel says, no more
     x_new = np.array([[0.7310586 + 0.1, 0.3]])
     m_old = float(lrn.predict(t, np.array([[0.7310586, 0.3]])).mean[0])

@@ -114,7 +114,7 @@ def test_tune_hyperparameters_is_its_named_pieces(rng):
         loss = lambda t: gpw.tune_objective(t, w, kern, kw["lengthscale_prior"])  # noqa: E731
         base = gpw.tune_start(loss, w, p, True)
         starts = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), base)
-        starts = starts._replace(log_lengthscale=starts.log_lengthscale.at[1].add(jnp.log(0.3)),
+        starts = starts._replace(log_lengthscale=starts.log_lengthscale.at[1].add(jnp.where(w.spread, jnp.log(0.3), 0.0)),
                                  log_noise_std=starts.log_noise_std.at[1].add(jnp.log(10.0)))
         active = jnp.asarray([True, True])
         ps, ls = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=20), (starts, active))

@@ -431,7 +431,8 @@ class TuneWindow(NamedTuple):
       n: ``[]`` valid items (at least 1).
       floor, log_floor, has_floor: ``[]`` the absolute noise-variance floor
         ``f·var(y)``, its log (finite) and ``floor > 0``.
-      spread: ``[d]`` bool ``sd(x_j) > 0``; log_sd_x: ``[d]`` ``log sd(x_j)`` (0 without spread).
+      spread: ``[d]`` bool, input ``j`` varies over the valid items (:func:`tune_window`);
+        log_sd_x: ``[d]`` ``log sd(x_j)`` (0 without spread).
     """
 
     X: Array
@@ -461,16 +462,21 @@ def tune_window(mean, X: Array, y: Array, valid: Array, noise_floor=0.0, dtype=N
     The mean function is fitted once here (an SVD for ``"ols"``), not per
     evaluation of the objective; ``noise_floor = f`` (static, >= 0) gives the
     absolute floor ``f·var(y)`` of the window's population target variance.
+    An input has a spread where its valid values range over more than 10
+    rounding units of their magnitude: the window says nothing about the
+    lengthscale of one that does not (a stuck sensor), so the tune leaves it
+    where it was (no prior on it, no restart moves it).
     """
     dt = dtype or X.dtype
     n, sd_x, var_y = _window_moments(X, y, valid)
     floor = jnp.asarray(noise_floor, dt) * var_y  # absolute noise-variance floor for this window
     log_floor = jnp.log(jnp.maximum(floor, jnp.finfo(dt).tiny))
     r = mean_residuals(mean, X, y, valid)[1]
-    # max > min, not sd > 0: the sd of a constant column is rounding noise (~1e-7 in float32), and a prior
-    # centred there fits a lengthscale that makes every other value of that input unseen
+    # a range beyond rounding, not sd > 0: the sd of a constant column is rounding noise (~1e-7 in float32),
+    # and a prior centred there fits a lengthscale that makes every other value of that input unseen
     m = valid[:, None]
-    spread = jnp.max(jnp.where(m, X, -jnp.inf), axis=0) > jnp.min(jnp.where(m, X, jnp.inf), axis=0)
+    hi, lo = jnp.max(jnp.where(m, X, -jnp.inf), axis=0), jnp.min(jnp.where(m, X, jnp.inf), axis=0)
+    spread = (hi - lo > 10.0 * jnp.finfo(X.dtype).eps * jnp.maximum(jnp.abs(hi), jnp.abs(lo))) & (sd_x > 0)
     return TuneWindow(X, valid, r, n, floor, log_floor, floor > 0, spread, jnp.log(jnp.where(spread, sd_x, 1.0)))
 
 
@@ -512,7 +518,7 @@ def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool 
 
     With ``from_data`` the data start is ``σ_f`` = root mean square of the
     residuals, ``σ_n = 0.1σ_f``, ``ℓ_j = sd(x_j)`` (the current values where
-    these are 0); it is taken when its ``loss`` is finite and not worse.
+    these are 0 or input ``j`` has no spread); it is taken when its ``loss`` is finite and not worse.
     """
     base = params_to_excess(w, params)
     if not from_data:
@@ -670,7 +676,8 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
       experiments");
     * ``lengthscale_prior = s`` puts a log-normal prior on each lengthscale,
       ``log ℓ_j ~ N(log sd(x_j), s²)`` with ``sd(x_j)`` the window's input
-      spread in dimension ``j`` (none where that spread is 0). The
+      spread in dimension ``j`` (none where the input does not vary: a
+      stuck input keeps its lengthscale, see :func:`tune_window`). The
       likelihood is flat in ``ℓ_j`` once ``ℓ_j`` is far below the inputs'
       spacing (``K ≈ (σ_f² + σ_n²)I``: every ``∂K/∂ℓ_j`` vanishes), and the
       optimiser drifts there to a white-noise fit; the prior pulls it back
