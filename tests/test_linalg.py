@@ -138,3 +138,33 @@ def test_lower_triangular_inverse_matches_float64_and_a_triangular_solve(rng, n)
     assert rel_err(got, ref) <= 4.0 * rel_err(solved, ref) + tol(1e-15, 1e-7)
     with pytest.raises(ValueError, match="square"):
         lower_triangular_inverse(Lj[:, :1] if n > 1 else jnp.zeros((2, 3)))
+
+
+def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
+    """Against float64 numpy: a no-op below the cap; above it ``C^{1/2} U min(Λ, h) Uᵀ C^{1/2}`` from the
+    eigendecomposition ``C^{-1/2} S C^{-1/2} = UΛUᵀ``, so the directions the data keeps tight keep their
+    variance; with ``scale = inf`` every direction sits at ``h`` times its cap."""
+    from onlinejax.linalg import CAP_HEADROOM as h, cap_variance
+
+    d = 5
+    cap = np.array([4.0, 1.0, 9.0, 2.0, 3.0])
+    A = rng.normal(size=(d, d))
+    W = 0.1 * A
+    np.testing.assert_allclose(np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), 1.5), np.float64), 1.5 * W,
+                               rtol=tol(1e-12, 1e-6))
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    S = 50.0 * (np.eye(d) - np.outer(u, u)) + 1e-3 * np.outer(u, u)  # wide, except along u
+    W = np.linalg.cholesky(S)
+    for scale in (1.0, 2.0):
+        Wc = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), scale), np.float64)
+        r = np.sqrt(cap)
+        lam, U = np.linalg.eigh((scale ** 2 * S) / np.outer(r, r))
+        ref = np.outer(r, r) * ((U * np.minimum(lam, h)) @ U.T)
+        Sc = Wc @ Wc.T
+        np.testing.assert_allclose(Sc, ref, rtol=tol(1e-9, 2e-4), atol=tol(1e-12, 1e-5))
+        assert np.all(np.diag(Sc) <= cap * (1 + tol(1e-12, 1e-5)))
+        assert u @ Sc @ u == pytest.approx(u @ ref @ u, rel=tol(1e-8, 1e-2))  # the tight direction stays tight
+        assert u @ Sc @ u < 1e-2
+    Winf = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), jnp.inf), np.float64)
+    np.testing.assert_allclose(Winf @ Winf.T, h * np.diag(cap), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
