@@ -142,7 +142,7 @@ def sqrt_cov_batch_update(W: Array, m: Array, X: Array, Y: Array, prec: Array):
 
 
 def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
-    """Return a square root of ``scale²·WWᵀ`` with every direction's variance capped (a windup guard).
+    """Return a square root of ``scale²·WWᵀ`` with its marginal variances capped (a windup guard).
 
     With exponential forgetting a direction the inputs stop exciting has its
     variance multiplied by ``1/λ`` every step and overflows. Where a marginal
@@ -151,7 +151,10 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
     ``C^{-1/2} S C^{-1/2} = UΣ²Uᵀ`` becomes ``U min(Σ², h) Uᵀ`` (``h`` =
     :data:`CAP_HEADROOM`), so every direction's variance is at most its cap
     (``diag(S) <= cap``) and the directions the data keeps tight keep their
-    variance and orientation.
+    variance and orientation. The clamp is not differentiated (its inputs
+    pass through ``stop_gradient``), so a learner that forgets stays
+    differentiable (:func:`~onlinejax.evaluation.tune_prequential`); the
+    gradient treats a clamped covariance as given.
     (Shrinking rows, ``DSD`` with diagonal ``D``, would loosen them: in a
     stream of repeated inputs the next update's gain then moved the mean
     along directions no recent input had excited.) A no-op while every
@@ -165,9 +168,12 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
       scale: ``[]`` factor applied to ``W`` first (``λ^{-1/2}`` when forgetting).
     """
     scale = jnp.asarray(scale, W.dtype)
-    r = jnp.sqrt(jnp.asarray(cap, W.dtype))
+    r = jnp.sqrt(jnp.minimum(jnp.asarray(cap, W.dtype), jnp.finfo(W.dtype).max))  # an infinite cap: no NaN rows
     over = jnp.any(jnp.square(scale) * jnp.sum(W * W, axis=1) > cap)
-    Wc = cond_if_any(_clamp_whitened, max_batch=CAP_BATCH)(over, (W, scale, r))[0]
+    # the clamp is not differentiated (cond_if_any has no reverse-mode rule, and an SVD's gradient is undefined
+    # at the equal singular values a clamp leaves): gradients flow through every item it leaves alone
+    frozen = jax.lax.stop_gradient((W, scale, r))
+    Wc = cond_if_any(_clamp_whitened, max_batch=CAP_BATCH)(over, frozen)[0]
     return jnp.where(over, Wc, W * jnp.where(jnp.isfinite(scale), scale, 1.0))
 
 

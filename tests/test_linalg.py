@@ -168,3 +168,28 @@ def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
         assert u @ Sc @ u < 1e-2
     Winf = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), jnp.inf), np.float64)
     np.testing.assert_allclose(Winf @ Winf.T, h * np.diag(cap), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+
+
+def test_cap_variance_under_vmap_equals_one_stream_at_a_time(rng):
+    """Six streams, some over their cap and some not, a batched ``scale`` (one infinite) with one ``W``:
+    the clamp runs on the streams that need it, a few at a time, and each equals its own single call."""
+    import jax
+
+    from onlinejax.linalg import cap_variance
+
+    d = 4
+    cap = jnp.asarray([1.0, 2.0, 3.0, 4.0])
+    W = jnp.asarray(np.linalg.cholesky(np.diag([0.5, 1.0, 0.2, 3.0]) + 0.1))
+    scales = jnp.asarray([1.0, 2.0, 0.5, 3.0, jnp.inf, 1.2])
+    got = jax.vmap(lambda sc: cap_variance(W, cap, sc))(scales)
+    cov = lambda A: np.asarray(A, np.float64) @ np.asarray(A, np.float64).T  # noqa: E731 (a root is unique up to rotation)
+    for i, sc in enumerate(scales):
+        np.testing.assert_allclose(cov(got[i]), cov(cap_variance(W, cap, sc)), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-6))
+        S = cov(got[i])
+        assert np.all(np.isfinite(S)) and np.all(np.diag(S) <= np.asarray(cap) * (1 + tol(1e-12, 1e-5)))
+    Ws = jnp.stack([W * f for f in (0.1, 3.0, 0.2, 5.0, 0.3, 4.0)])  # batched W, unbatched scale
+    got = jax.vmap(lambda w: cap_variance(w, cap, 1.0))(Ws)
+    for i in range(6):
+        np.testing.assert_allclose(cov(got[i]), cov(cap_variance(Ws[i], cap, 1.0)), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-6))
