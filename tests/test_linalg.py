@@ -138,3 +138,58 @@ def test_lower_triangular_inverse_matches_float64_and_a_triangular_solve(rng, n)
     assert rel_err(got, ref) <= 4.0 * rel_err(solved, ref) + tol(1e-15, 1e-7)
     with pytest.raises(ValueError, match="square"):
         lower_triangular_inverse(Lj[:, :1] if n > 1 else jnp.zeros((2, 3)))
+
+
+def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
+    """Against float64 numpy: a no-op below the cap; above it ``C^{1/2} U min(Λ, h) Uᵀ C^{1/2}`` from the
+    eigendecomposition ``C^{-1/2} S C^{-1/2} = UΛUᵀ``, so the directions the data keeps tight keep their
+    variance; with ``scale = inf`` every direction sits at ``h`` times its cap."""
+    from onlinejax.linalg import CAP_HEADROOM as h, cap_variance
+
+    d = 5
+    cap = np.array([4.0, 1.0, 9.0, 2.0, 3.0])
+    A = rng.normal(size=(d, d))
+    W = 0.1 * A
+    np.testing.assert_allclose(np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), 1.5), np.float64), 1.5 * W,
+                               rtol=tol(1e-12, 1e-6))
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    S = 50.0 * (np.eye(d) - np.outer(u, u)) + 1e-3 * np.outer(u, u)  # wide, except along u
+    W = np.linalg.cholesky(S)
+    for scale in (1.0, 2.0):
+        Wc = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), scale), np.float64)
+        r = np.sqrt(cap)
+        lam, U = np.linalg.eigh((scale ** 2 * S) / np.outer(r, r))
+        ref = np.outer(r, r) * ((U * np.minimum(lam, h)) @ U.T)
+        Sc = Wc @ Wc.T
+        np.testing.assert_allclose(Sc, ref, rtol=tol(1e-9, 2e-4), atol=tol(1e-12, 1e-5))
+        assert np.all(np.diag(Sc) <= cap * (1 + tol(1e-12, 1e-5)))
+        assert u @ Sc @ u == pytest.approx(u @ ref @ u, rel=tol(1e-8, 1e-2))  # the tight direction stays tight
+        assert u @ Sc @ u < 1e-2
+    Winf = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), jnp.inf), np.float64)
+    np.testing.assert_allclose(Winf @ Winf.T, h * np.diag(cap), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+
+
+def test_cap_variance_under_vmap_equals_one_stream_at_a_time(rng):
+    """Six streams, some over their cap and some not, a batched ``scale`` (one infinite) with one ``W``:
+    the clamp runs on the streams that need it, a few at a time, and each equals its own single call."""
+    import jax
+
+    from onlinejax.linalg import cap_variance
+
+    d = 4
+    cap = jnp.asarray([1.0, 2.0, 3.0, 4.0])
+    W = jnp.asarray(np.linalg.cholesky(np.diag([0.5, 1.0, 0.2, 3.0]) + 0.1))
+    scales = jnp.asarray([1.0, 2.0, 0.5, 3.0, jnp.inf, 1.2])
+    got = jax.vmap(lambda sc: cap_variance(W, cap, sc))(scales)
+    cov = lambda A: np.asarray(A, np.float64) @ np.asarray(A, np.float64).T  # noqa: E731 (a root is unique up to rotation)
+    for i, sc in enumerate(scales):
+        np.testing.assert_allclose(cov(got[i]), cov(cap_variance(W, cap, sc)), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-6))
+        S = cov(got[i])
+        assert np.all(np.isfinite(S)) and np.all(np.diag(S) <= np.asarray(cap) * (1 + tol(1e-12, 1e-5)))
+    Ws = jnp.stack([W * f for f in (0.1, 3.0, 0.2, 5.0, 0.3, 4.0)])  # batched W, unbatched scale
+    got = jax.vmap(lambda w: cap_variance(w, cap, 1.0))(Ws)
+    for i in range(6):
+        np.testing.assert_allclose(cov(got[i]), cov(cap_variance(Ws[i], cap, 1.0)), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-6))

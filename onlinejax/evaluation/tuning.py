@@ -28,8 +28,10 @@ they are left out of the score, and the gradient stays finite (the skip
 never feeds a NaN into the part of the computation it discards).
 Integer-valued hyperparameters (a window length) and static options cannot
 be tuned this way: their gradient is zero or undefined. Nor can learners whose
-step runs a ``while_loop`` or :func:`~onlinejax.batching.cond_if_any`
-(:func:`~onlinejax.adaptive.adaptive`): JAX cannot reverse-differentiate them.
+step runs a ``while_loop`` or :func:`~onlinejax.batching.cond_if_any` on
+differentiated values (:func:`~onlinejax.adaptive.adaptive`): JAX cannot
+reverse-differentiate them. (The forgetting model's windup guard runs one
+on values it does not differentiate, :func:`onlinejax.linalg.cap_variance`.)
 """
 from __future__ import annotations
 

@@ -32,11 +32,14 @@ How the parametrisations of forgetting relate
 
 Windup guard: with ``λ < 1`` a direction the inputs stop exciting has its
 variance multiplied by ``1/λ`` every step and would overflow (float32 after
-~1700 steps at ``λ = 0.95``). Each marginal variance is therefore capped at
-``1/(alpha_j·sqrt(eps))`` — the prior variance times ~3000 in float32
-(:func:`onlinejax.linalg.cap_variance`). The cap never binds while the data
-keeps the posterior tighter than that, so the exponentially weighted solution
-above is exact in that regime (tested); it binds only on directions no recent
+~1700 steps at ``λ = 0.95``). Once a marginal variance exceeds
+``1/(alpha_j·sqrt(eps))`` — the prior variance times ~3000 in float32 — the
+covariance is clamped in the basis whitened by these caps, its directions
+over the cap brought to a quarter of it
+(:func:`onlinejax.linalg.cap_variance`); the directions the data keeps
+tight are left as they are. The cap never binds while the data keeps the
+posterior tighter than that, so the exponentially weighted solution above
+is exact in that regime (tested); it binds only on directions no recent
 input has excited, where the honest answer is "very uncertain" anyway.
 """
 from __future__ import annotations
