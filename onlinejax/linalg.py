@@ -149,7 +149,7 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
     variance of ``S = scale²·WWᵀ`` exceeds ``cap``, ``S`` is clamped in the
     basis whitened by the cap: with ``C = diag(cap)``,
     ``C^{-1/2} S C^{-1/2} = UΣ²Uᵀ`` becomes ``U min(Σ², h) Uᵀ`` (``h`` =
-    :data:`CAP_HEADROOM`), so every direction's variance is at most its cap
+    :data:`CAP_HEADROOM`), so every marginal variance is at most its cap
     (``diag(S) <= cap``) and the directions the data keeps tight keep their
     variance and orientation. The clamp is not differentiated (its inputs
     pass through ``stop_gradient``), so a learner that forgets stays
