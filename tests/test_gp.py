@@ -472,7 +472,7 @@ def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
     assert w.spread.tolist() == [False, True]
     starts = _restart_starts(s.params, 3, w.spread)  # no restart moves the stuck input's lengthscale
     assert np.all(np.asarray(starts.log_lengthscale[:, 0]) == np.asarray(s.params.log_lengthscale[0]))
-    # the input moving again by its lengthscale's worth changes the prediction as the kernel says, no more
+    # the input moving again (by an eighth of its lengthscale) changes the prediction as the kernel says, no more
     x_new = np.array([[0.7310586 + 0.1, 0.3]])
     m_old = float(lrn.predict(t, np.array([[0.7310586, 0.3]])).mean[0])
     assert abs(float(lrn.predict(t, x_new).mean[0]) - m_old) < 0.1 * np.std(Y)

@@ -34,8 +34,8 @@ Windup guard: with ``λ < 1`` a direction the inputs stop exciting has its
 variance multiplied by ``1/λ`` every step and would overflow (float32 after
 ~1700 steps at ``λ = 0.95``). Once a marginal variance exceeds
 ``1/(alpha_j·sqrt(eps))`` — the prior variance times ~3000 in float32 — the
-covariance is clamped in the basis whitened by these caps, its directions
-over the cap brought to a quarter of it
+covariance is clamped in the basis whitened by these caps, every direction
+over a quarter of the cap brought down to that quarter
 (:func:`onlinejax.linalg.cap_variance`); the directions the data keeps
 tight are left as they are. The cap never binds while the data keeps the
 posterior tighter than that, so the exponentially weighted solution above
