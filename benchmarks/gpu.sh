@@ -40,7 +40,7 @@ run_tests() {  # float32 on the GPU: the learners' numerics and the grid runner 
     grep -c " PASSED" "$OUT/tests.log" | sed 's/^/passed: /'
     grep -E "^(FAILED|ERROR) " "$OUT/tests.log" | cut -c1-200 | head -40
 }
-# the state machines with tune_every=32 (names *_TE32): with the thesis's rule (GRID_ARGS=) the vmapped GP
+# the state machines with the runner's TunePlan(every=32): with the thesis's rule (GRID_ARGS=) the vmapped GP
 # machines tune on almost every item and the grid does not finish in a lease (RESULTS.md, "On a GPU")
 run_grid() { TAIL=30 step grid "${GRID_S:-300}" $PY benchmarks/grid.py ${GRID_ARGS---tune-every 32}; }
 run_gp() { step gp "${GP_S:-90}" $PY benchmarks/gp_window.py --skip-grid --repeats 3; }

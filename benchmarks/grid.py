@@ -21,11 +21,11 @@ prints µs per item of the state-machine configuration at W = 64 beside it
 lowering and compiling it with XLA (two programs compile at a time, so the
 trace and lower times include waiting for the interpreter).
 
-``--tune-every K`` builds the default configurations' state machines with
-``adaptive(tune_every=K)`` (their names end in ``_TE{K}``): on an accelerator,
-where every stream of a group is vmapped, the batch then tunes on at most one
-item in ``K`` instead of on every item some stream tunes
-(``benchmarks/tune_every.py``); the thesis's rule is ``K = 1``, the default.
+``--tune-every K`` runs the grid with ``run_grid(tune_plan=TunePlan(every=K))``
+(the configurations keep their names): on an accelerator, where every stream
+of a group is vmapped, the batch then tunes on at most one item in ``K``
+instead of on every item some stream tunes (``benchmarks/tune_every.py``);
+the thesis's rule is ``K = 1``, the default.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--bare", action="store_true",
                     help="also run each windowed family's bare learner (W = 64) and compare per-item costs")
     ap.add_argument("--tune-every", type=int, default=1, metavar="K",
-                    help="the state machines' tune_every (default 1, the thesis's rule; only without --learners)")
+                    help="the runner's TunePlan(every=K) for every state machine (default 1, the thesis's rule)")
     ap.add_argument("--programs", action="store_true",
                     help="also print each program's trace, lower and XLA compile seconds")
     ap.add_argument("--compile-cache", default="none", metavar="DIR",
@@ -60,7 +60,7 @@ def main():
                          "the command line's ~/.cache/onlinejax/xla)")
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
-    from onlinejax import zoo
+    from onlinejax import TunePlan, zoo
     from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid, use_cpu_cores
 
     zoo.register_all()
@@ -73,16 +73,15 @@ def main():
     print(describe())
     names = grid_names(a.n) if a.per_cell is None else stratified_names(a.per_cell, size=a.n)
     if a.learners is None:  # the thesis's 52 online + 12 batch configurations (not the recommended ones)
-        gls = zoo.thesis_online_learners(a.tune_every) + zoo.thesis_batch_learners()
+        gls = zoo.thesis_online_learners() + zoo.thesis_batch_learners()
     else:
-        if a.tune_every != 1:
-            ap.error("--tune-every applies to the default configurations, not to --learners")
         gls = registered_learners(a.learners)
+    if a.tune_every < 1:
+        ap.error("--tune-every: must be >= 1")
     bare = bare_learners() if a.bare else []
-    te = "" if a.tune_every == 1 else f"_TE{a.tune_every}"
     groups = thesis_grid(jax.random.key(0), names)
     t0 = time.perf_counter()
-    res = run_grid(gls + bare, groups)
+    res = run_grid(gls + bare, groups, tune_plan=TunePlan(every=a.tune_every) if a.tune_every > 1 else None)
     wall = time.perf_counter() - t0
     gls_all, gls = gls + bare, gls
     fam = {}
@@ -107,7 +106,7 @@ def main():
     if a.programs:
         print_program_stages(res)
     if bare:
-        print_bare_comparison(res.rows, te)
+        print_bare_comparison(res.rows)
     if a.csv:
         print("wrote", res.to_csv(a.csv))
 
@@ -142,7 +141,7 @@ def bare_learners():
     return [grid_learner(f"bare:{fam}_WS64", fam, make, vmap_bytes=vb) for fam, (_, make, vb) in _bare_makers().items()]
 
 
-def print_bare_comparison(rows, suffix: str = ""):
+def print_bare_comparison(rows):
     """µs per item (``atpi``, items-weighted) of each W = 64 state machine beside its bare learner, per d."""
     import numpy as np
 
@@ -158,7 +157,7 @@ def print_bare_comparison(rows, suffix: str = ""):
     print("\nper-item cost, state machine (W = 64) vs its bare learner (learns every item, no tune), µs/item:")
     print(f"{'family':18s} {'d':>3s} {'machine':>9s} {'bare':>9s} {'ratio':>7s}")
     for fam, (machine, _, _) in _bare_makers().items():
-        m, b = us(machine + suffix), us(f"bare:{fam}_WS64")
+        m, b = us(machine), us(f"bare:{fam}_WS64")
         if not m:  # the W = 64 configuration was not among --learners
             continue
         for d in sorted(set(m) & set(b)):

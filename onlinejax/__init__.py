@@ -25,6 +25,7 @@ from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, Suffici
                      bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
                      forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
                      sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
+from .schedule import TunePlan
 from .standardize import standardize
 from .hedge import with_climatology
 from .student_mixture import StudentTMixture
@@ -48,12 +49,12 @@ __all__ = [
     "combine", "bma", "ewa_squared_error", "fixed_share", "stacking", "mean_correction",
     # the protocol and predictions
     "Learner", "Prediction", "StudentTPrediction", "MixturePrediction", "StudentTMixture", "StatefulLearner",
-    "default_float_dtype", "tune_prequential",
+    "default_float_dtype", "tune_prequential", "TunePlan",
     # states
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
     # the public modules (the rest, e.g. linalg and batching, are internal); the module
     # onlinejax.standardize is documented under its name, which the package binds to the function
     "adapters", "adaptive", "base", "baseline", "calibration", "changepoint", "checkpoint", "combination", "data",
-    "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "registry", "stateful",
+    "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "registry", "schedule", "stateful",
     "student_mixture", "zoo",
 ]

@@ -527,6 +527,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         While its tune waits a stream predicts with the previous
         hyperparameters; its window does not change (stable items are not
         learned, unless ``always_learn``) unless an alarm starts a new phase first.
+        ``tune_batch``, ``split_tune`` and ``tune_every`` are the schedule, not the model: the
+        runners set them with ``tune_plan=`` (:class:`~onlinejax.schedule.TunePlan`).
       naive_alarm: ``None`` (default: the thesis's machine), or a share in
         (0, 1): also alarm when, over the recent stable items, the share on
         which the learner's squared error exceeds both naive forecasts'
@@ -593,6 +595,11 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         return out
     # the same machine with its tunes left to the caller: a runner's per-item loop then has no tune branch
     return out._replace(deferred=DeferredStep(build(opts._replace(defer_tune=True)).step, tune_due, out.tune))
+
+
+#: :func:`~onlinejax.schedule.with_tune_plan` passes a runner's plan to this factory as
+#: ``tune_every``, ``tune_batch`` and ``split_tune``.
+adaptive.takes_tune_plan = True
 
 
 def tune_due(before: AdaptiveState, after: AdaptiveState) -> Array:

@@ -311,6 +311,35 @@ class DeferredStep(NamedTuple):
     apply: Callable[[State], State]
 
 
+def _copied(v):
+    """``v`` with its lists, tuples and dicts copied, recursively (NamedTuples and other values as they are)."""
+    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+        return type(v)(_copied(a) for a in v)
+    if isinstance(v, dict):
+        return {k: _copied(a) for k, a in v.items()}
+    return v
+
+
+class FactoryCall:
+    """The public factory call that built a :class:`Learner`: ``factory(*args, **kwargs)``.
+
+    Kept so that a runner can build the same learner again with other
+    scheduling options (:func:`onlinejax.schedule.with_tune_plan`). Compared
+    and hashed by identity: equal calls return the same learner
+    (:func:`reuse_equal_calls`), and a call's arguments may be arrays.
+    """
+
+    __slots__ = ("factory", "args", "kwargs", "built")
+
+    def __init__(self, factory: Callable, args: tuple, kwargs: dict):
+        # lists and dicts copied, so a caller who changes theirs later does not change the recorded call
+        self.factory, self.args, self.kwargs = factory, _copied(tuple(args)), _copied(dict(kwargs))
+        self.built: Optional[tuple] = None  # the returned learner's other fields, to tell it from a changed copy
+
+    def __repr__(self) -> str:
+        return f"FactoryCall({getattr(self.factory, '__name__', self.factory)!r})"
+
+
 class Learner(NamedTuple):
     """An online learner: a record of pure functions (optax style).
 
@@ -345,6 +374,8 @@ class Learner(NamedTuple):
         between the two calls (River's scaler in front) or who learns later
         still has the issued prediction judged. ``x: [d]`` with ``pred``'s
         leaves ``[]``, or a batch ``x: [b, d]`` with ``[b]`` leaves.
+      factory_call: the :class:`FactoryCall` that built the learner (set by the public factories with
+        :func:`describe_factory`, like ``description``), or ``None``.
     """
 
     init: Callable[..., State]
@@ -357,6 +388,7 @@ class Learner(NamedTuple):
     description: Optional[str] = None
     deferred: Optional[DeferredStep] = None
     update: Optional[Callable[[State, Any, Any, Any], State]] = None
+    factory_call: Optional[FactoryCall] = None
 
     def __repr__(self) -> str:
         extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]
@@ -457,6 +489,7 @@ def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learne
     ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
     ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
     wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
+    The call itself is kept in ``Learner.factory_call``.
     Calls with equal hashable arguments return the same :class:`Learner`
     (:func:`reuse_equal_calls`), so building a configuration again does not compile its programs again.
     """
@@ -466,7 +499,10 @@ def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learne
     def build(*args, **kwargs):
         out = factory(*args, **kwargs)
         call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
-        return out._replace(description=f"{factory.__name__}({call})")
+        made = FactoryCall(build, args, kwargs)
+        out = out._replace(description=f"{factory.__name__}({call})", factory_call=made)
+        made.built = tuple(out[:-1])
+        return out
 
     return build
 

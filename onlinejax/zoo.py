@@ -53,7 +53,6 @@ from __future__ import annotations
 import functools
 
 from .adaptive import adaptive
-from .base import check_int
 from .baseline import climatology, train_once
 from .calibration import calibrated, conformal
 from .changepoint import bocpd
@@ -107,17 +106,13 @@ _LINEAR = {"BayesianMLE": "RLS from kI with the thesis's noise and bounds",
            "BayesianMAP": "conjugate Bayesian linear regression from the prior"}
 
 
-def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
+def thesis_online_learners() -> list[GridLearner]:
     """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5).
 
-    Args:
-      tune_every: passed to every state machine (:func:`~onlinejax.adaptive.adaptive`): 1 (default)
-        tunes at each learning phase's end, the thesis's rule; ``k > 1`` lets the tune wait for the
-        next item count that is a multiple of ``k`` (for many vmapped streams on an accelerator), and
-        the windowed configurations' names and programs end in ``_TE{k}``.
+    Their state machines tune at each learning phase's end (the thesis's rule); a runner's
+    ``tune_plan`` (:class:`~onlinejax.schedule.TunePlan`, e.g. ``run_grid(..., tune_plan=TunePlan(every=32))``
+    for many vmapped streams on an accelerator) changes that without changing their names.
     """
-    k = check_int(tune_every, "tune_every", 1)
-    te = "" if k == 1 else f"_TE{k}"
     out = []
     for fam, forgetting, windowed in (("BayesianMLE", bayesian_mle_forgetting, bayesian_mle_windowed),
                                       ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed)):
@@ -135,10 +130,9 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
                 # the five windows share a compiled program: a buffer of the largest window, the
                 # window length in the state (the per-item cost does not depend on the buffer's size)
                 out.append(grid_learner(
-                    f"{fam}Windowed{_mapped(m)}_WS{W}{te}", fam,
-                    lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W,
-                                                             tune_every=k),
-                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}{te}",
+                    f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
+                    lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W),
+                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}",
                     description=f"{_LINEAR[fam]}{_on(m)} over the last {W} items"
                                 f"{', evidence-tuned' if fam == 'BayesianMAP' else ''}{_MACHINE}"))
     for mean, label in GP_MEANS.items():
@@ -146,15 +140,15 @@ def thesis_online_learners(tune_every: int = 1) -> list[GridLearner]:
             # the three means at one window share a compiled program (the mean is read from the state);
             # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (split_tune)
             out.append(grid_learner(
-                f"GPRegression{label}_WS{W}{te}", "GPRegression",
+                f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W,
-                                                   split_tune=False, tune_every=k),
-                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}{te}", vmap_bytes=1,
+                                                   split_tune=False),
+                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1,
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
                             f"type-II MAP at each tune{_MACHINE}"))
     for W in THESIS_WINDOWS:
-        out.append(grid_learner(f"KernelRegression_WS{W}{te}", "KernelRegression",
-                                    lambda d, W=W: adaptive(kernel_regression(d, W), W, tune_every=k),
+        out.append(grid_learner(f"KernelRegression_WS{W}", "KernelRegression",
+                                    lambda d, W=W: adaptive(kernel_regression(d, W), W),
                                     description=f"Nadaraya-Watson kernel regression over the last {W} items{_MACHINE}"))
     return out
 
@@ -224,17 +218,9 @@ def default_combination_rule():
     return rule(), rc, mc
 
 
-def thesis_default_learners(tune_every: int = 1) -> list[GridLearner]:
-    """The thesis's small set (:data:`DEFAULT_NAMES`), the main command's ``--thesis`` learners.
-
-    ``tune_every``: see :func:`thesis_online_learners` (the windowed names then end in ``_TE{k}``).
-    """
-    k = check_int(tune_every, "tune_every", 1)
-    if k == 1:
-        return [configurations()[n] for n in DEFAULT_NAMES]
-    te = f"_TE{k}"
-    every = {gl.name: gl for gl in thesis_online_learners(tune_every) + thesis_batch_learners()}
-    return [every.get(n + te) or every[n] for n in DEFAULT_NAMES]
+def thesis_default_learners() -> list[GridLearner]:
+    """The thesis's small set (:data:`DEFAULT_NAMES`), the main command's ``--thesis`` learners."""
+    return [configurations()[n] for n in DEFAULT_NAMES]
 
 
 #: The recommended window (the thesis's middle one).

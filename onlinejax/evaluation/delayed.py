@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import Learner, coerce_x, state_dtype, tree_repr
+from ..schedule import TunePlan, with_tune_plan
 from .metrics import Accumulator, score
 from .progressive import missing_items
 
@@ -196,7 +197,8 @@ def _run(learner: Learner, acc: Optional[Accumulator], state, X, Y, kind, item, 
 
 
 def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: EventSchedule,
-                                   metrics: Optional[Accumulator] = None) -> DelayedResult:
+                                   metrics: Optional[Accumulator] = None, *,
+                                   tune_plan: Optional[TunePlan] = None) -> DelayedResult:
     """Predict at question events, learn and score at answer events, in one ``lax.scan``.
 
     Args:
@@ -206,6 +208,9 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
       schedule: an :class:`EventSchedule` for ``n`` items.
       metrics: optional accumulator (e.g. :func:`~onlinejax.evaluation.metrics.prequential`)
         updated at each answer with the prediction made at its question.
+      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+        ``None``: as the learner was built).
     Returns:
       :class:`DelayedResult`.
 
@@ -213,6 +218,7 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
     schedule shared by all streams) so the question/answer branch stays a real
     branch; per-stream schedules make ``vmap`` evaluate both branches.
     """
+    learner = with_tune_plan(learner, tune_plan)
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X", finite=False)
     Y = jnp.asarray(Y, dtype)

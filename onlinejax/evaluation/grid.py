@@ -76,6 +76,7 @@ from ..combination import replay
 from ..hedge import inner_prediction
 from ..data.grid import check_change_points
 from ..registry import GridLearner
+from ..schedule import TunePlan, with_tune_plan
 from .metrics import METRICS, prequential, stable_mask
 from .progressive import progressive_validation
 from .runtime import one_blas_thread
@@ -330,11 +331,21 @@ def _spans_processes(devices: list) -> bool:
     return True
 
 
+def _tune_plan_for(tune_plan: TunePlan | None, on_cpu: bool) -> TunePlan | None:
+    """The plan checked, with ``batch="auto"`` read from the grid's devices (not JAX's default backend)."""
+    if tune_plan is None:
+        return None
+    if not isinstance(tune_plan, TunePlan):
+        raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(tune_plan).__name__}")
+    tune_plan = tune_plan.checked()
+    return tune_plan._replace(batch=1 if on_cpu else "all") if tune_plan.batch == "auto" else tune_plan
+
+
 class _Plan:
     """The grid's fixed options and the host-side data every program shares (converted once)."""
 
     def __init__(self, groups, *, level, stable_window, delay, chunk_size, chunk_bytes, devices, dtype,
-                 keep_predictions, vmap_bytes):
+                 keep_predictions, vmap_bytes, tune_plan):
         self.groups, self.level, self.stable_window, self.delay = groups, level, stable_window, delay
         # 0 is refused, not read as "the default" (None)
         self.chunk_size = None if chunk_size is None else check_int(chunk_size, "chunk_size", 1)
@@ -344,6 +355,7 @@ class _Plan:
         # every stream of a chunk is vmapped; the per-configuration byte limits are CPU cache sizes
         self.on_cpu = _all_cpu(self.devices)
         self.keep = keep_predictions
+        self.tune_plan = _tune_plan_for(tune_plan, self.on_cpu)
         self.vmap_bytes = vmap_bytes if vmap_bytes is not None else (_CPU_VMAP_BYTES if self.on_cpu else None)
         self.chunk_bytes = chunk_bytes if chunk_bytes is not None else (
             _CPU_CHUNK_BYTES if self.on_cpu else _ACCELERATOR_CHUNK_BYTES)
@@ -433,7 +445,7 @@ class _Plan:
     def build(self, gl: GridLearner, grp) -> _Program:
         """Trace, lower and compile one configuration for one stream shape."""
         S, n, d = grp.X.shape
-        learner = gl.make(d)
+        learner = with_tune_plan(gl.make(d), self.tune_plan)
         if learner.n_features != d:
             raise ValueError(f"{gl.name}: make({d}) returned a learner for {learner.n_features} inputs")
         states = hyper_states(learner, gl.hyper, self.dtype)
@@ -607,7 +619,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
              stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
              chunk_bytes: int | None = None, devices: Sequence | None = None, progress: bool = True, dtype=None,
              compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int | None = None, compile_batch: int = 32) -> GridResult:
+             vmap_bytes: int | None = None, compile_batch: int = 32,
+             tune_plan: TunePlan | None = None) -> GridResult:
     """Evaluate every learner on every stream.
 
     Args:
@@ -658,6 +671,10 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         kernels in memory mappings (about a thousand for a GP state
         machine) and Linux allows a process 65,530 (``vm.max_map_count``):
         compiling every program of a large grid first exhausts them.
+      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
+        state machines inside every configuration run their tunes
+        (:func:`~onlinejax.schedule.with_tune_plan`; ``batch="auto"`` reads
+        these ``devices``). The rows keep their configurations' names. ``None``: as each was built.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
       Over several processes every process returns the same table (``atpi``,
@@ -672,7 +689,8 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
                  delay=delay, chunk_size=chunk_size, devices=devices, dtype=dtype,
                  chunk_bytes=None if chunk_bytes is None else check_int(chunk_bytes, "chunk_bytes", 1),
                  keep_predictions=keep_predictions,
-                 vmap_bytes=None if vmap_bytes is None else check_int(vmap_bytes, "vmap_bytes", 1))
+                 vmap_bytes=None if vmap_bytes is None else check_int(vmap_bytes, "vmap_bytes", 1),
+                 tune_plan=tune_plan)
     if compile_workers is not None:
         compile_workers = check_int(compile_workers, "compile_workers", 1)
     keys_of = _program_keys(learners, groups)

@@ -16,6 +16,7 @@ from jax.custom_batching import custom_vmap
 
 from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_nbytes, tree_repr
 from ..batching import broadcast_unbatched
+from ..schedule import TunePlan, with_tune_plan
 from .metrics import score
 
 Array = jax.Array
@@ -132,7 +133,8 @@ def _segments_or_scan(learner: Learner):
     return run
 
 
-def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=None) -> ProgressiveResult:
+def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=None, *,
+                           tune_plan: Optional[TunePlan] = None) -> ProgressiveResult:
     """Run predict-then-learn over a stream.
 
     Args:
@@ -151,6 +153,9 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
         the state after each item (e.g. ``lambda s: s.mode`` for
         :func:`onlinejax.adaptive.adaptive`, or a combination's weights); pass
         the same function object to avoid recompiling.
+      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+        ``None``: as the learner was built).
     Returns:
       :class:`ProgressiveResult` with the final state, the ``n`` predictions
       made *before* each item was learned, the metric values, the records and
@@ -179,6 +184,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
         res = evaluate_streams(learner, Xs, Ys, hyper={"alpha": alphas}, keep_predictions=True)
         res.metrics["smse"], res.predictions.mean, res.predictions.interval(0.9)    # [H, S], [H, S, n]
     """
+    learner = with_tune_plan(learner, tune_plan)
     dtype = state_dtype(state)
     X, _ = coerce_x(X, learner.n_features, dtype, "X", finite=False)
     if X.ndim != 2:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..base import Learner, Prediction, check_int, default_float_dtype, is_concrete, tree_repr
 from ..hedge import inner_prediction
+from ..schedule import TunePlan, with_tune_plan
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
@@ -244,7 +245,7 @@ def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
 
 def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
                      delay: int | None = None, keep_predictions: bool = False, weights=None,
-                     stable_weights=None, dtype=None) -> StreamsResult:
+                     stable_weights=None, dtype=None, tune_plan: TunePlan | None = None) -> StreamsResult:
     """Evaluate ``learner`` on ``S`` streams × ``H`` hyperparameter settings in one compiled program.
 
     Each (stream, setting) pair starts from ``learner.init(**setting)`` and is
@@ -263,6 +264,9 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       stable_weights: the same for the ``*_st`` metrics (default: ``weights``), e.g.
         :func:`~onlinejax.evaluation.stable_mask`.
       dtype: state dtype (default: float32, or float64 under x64).
+      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+        ``None``: as the learner was built).
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
@@ -279,6 +283,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       >>> res.metrics["smse"].shape
       (2, 3)
     """
+    learner = with_tune_plan(learner, tune_plan)
     dtype = np.dtype(dtype or default_float_dtype())
     X, Y = np.asarray(X, dtype), np.asarray(Y, dtype)
     if X.ndim != 3 or X.shape[2] != learner.n_features or Y.shape != X.shape[:2]:

@@ -1,0 +1,174 @@
+"""When a learner's tunes run: a plan that belongs to the runner, not to the learner.
+
+A state machine (:func:`~onlinejax.adaptive.adaptive`) decides *that* its
+inner learner needs a tune (a learning phase ended); a :class:`TunePlan`
+decides *when* and *how* it runs:
+
+* ``every``: the tune waits for the next item whose count is a multiple of
+  ``every``, so that many vmapped streams share their tune items (on an
+  accelerator the batch runs one tune program on every item on which any
+  stream tunes);
+* ``batch``: under ``vmap``, how many of the streams that need a tune are
+  tuned together (``"auto"``: one at a time on a CPU, the whole batch on an
+  accelerator; this changes the cost, not the results);
+* ``split``: whether a runner that steps one stream may take the tune out of
+  the per-item loop (``Learner.deferred``; also the same results).
+
+The runners (:func:`~onlinejax.evaluation.progressive_validation`,
+:func:`~onlinejax.evaluation.delayed_progressive_validation`,
+:func:`~onlinejax.evaluation.evaluate_streams`,
+:func:`~onlinejax.evaluation.run_grid`) take ``tune_plan=`` and apply it to
+every state machine inside the learners they run, through
+:func:`with_tune_plan`; a configuration therefore keeps its name and its
+results whatever the device, and a runner chooses the schedule without
+rebuilding learners by hand. A field left at ``None`` keeps what the learner
+was built with (the thesis's rule by default: the tune on the phase's last
+item).
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import NamedTuple, Optional, Union
+
+from .base import FactoryCall, Learner, check_int
+
+__all__ = ["TunePlan", "with_tune_plan"]
+
+#: ``TunePlan.batch`` values besides a positive int.
+BATCH_WORDS = ("auto", "all")
+
+
+class TunePlan(NamedTuple):
+    """A runner's schedule for the state machines' tunes; a field left at ``None`` keeps the learner's own.
+
+    Attributes:
+      every: int >= 1: a due tune runs on the next item whose count (from 1)
+        is a multiple of ``every`` (1: at the learning phase's end, the
+        thesis's rule); while it waits the stream predicts with the previous
+        hyperparameters.
+      batch: int >= 1, ``"all"`` or ``"auto"``: under ``vmap``, the streams
+        that need a tune are tuned this many at a time (``"all"``: the
+        whole batch whenever any stream tunes; ``"auto"``: 1 on JAX's CPU
+        backend, ``"all"`` on accelerators). The results do not depend on it.
+      split: bool: offer the runner the machine's step with the tune taken
+        out of the per-item loop (``Learner.deferred``); used by progressive
+        validation of one stream. The results do not depend on it.
+
+    Example:
+      >>> TunePlan(every=32)
+      TunePlan(every=32, batch=None, split=None)
+    """
+
+    every: Optional[int] = None
+    batch: Union[int, str, None] = None
+    split: Optional[bool] = None
+
+    def checked(self) -> "TunePlan":
+        """The plan with its values checked (``ValueError`` naming the field)."""
+        every = None if self.every is None else check_int(self.every, "tune_plan.every", 1)
+        batch = self.batch
+        if isinstance(batch, str):
+            if batch not in BATCH_WORDS:
+                raise ValueError(f"tune_plan.batch: must be an int >= 1, 'all', 'auto' or None, got {batch!r}")
+        elif batch is not None:
+            batch = check_int(batch, "tune_plan.batch", 1)
+        if self.split is not None and not isinstance(self.split, bool):
+            raise ValueError(f"tune_plan.split: must be a bool or None, got {self.split!r}")
+        return TunePlan(every, batch, self.split)
+
+    def factory_options(self) -> dict:
+        """The plan as :func:`~onlinejax.adaptive.adaptive`'s keyword arguments (the fields that are set)."""
+        out = {}
+        if self.every is not None:
+            out["tune_every"] = self.every
+        if self.batch is not None:
+            out["tune_batch"] = None if self.batch == "all" else self.batch
+        if self.split is not None:
+            out["split_tune"] = self.split
+        return out
+
+
+def _plans_tunes(factory) -> bool:
+    """Whether a factory's learners are state machines that take a :class:`TunePlan`'s options."""
+    return bool(getattr(factory, "takes_tune_plan", False))
+
+
+def _is_as_built(learner: Learner, call: FactoryCall) -> bool:
+    """Whether ``learner`` is what ``call`` returned, not a record changed after it was built."""
+    return call.built is not None and all(a is b for a, b in zip(learner[:-1], call.built))
+
+
+def _rebuilt(value, options: dict):
+    """``value`` with every learner inside it (lists, tuples and dicts too) rebuilt under ``options``."""
+    if isinstance(value, Learner):
+        return _rebuild(value, options)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        new = [_rebuilt(v, options) for v in value]
+        return value if all(a is b for a, b in zip(new, value)) else type(value)(new)
+    if isinstance(value, dict):
+        new = {k: _rebuilt(v, options) for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    return value
+
+
+def _has_its_options(factory, args: tuple, kwargs: dict, options: dict) -> bool:
+    """Whether the call already passes ``options`` (given or as the factory's defaults)."""
+    bound = inspect.signature(factory).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return all(k in bound.arguments and bound.arguments[k] == v for k, v in options.items())
+
+
+def _rebuild(learner: Learner, options: dict) -> Learner:
+    call = learner.factory_call
+    if call is None or not _is_as_built(learner, call):
+        # built by hand (make_learner) or changed after it was built: nothing to rebuild from
+        if learner.tune is not None or learner.deferred is not None:
+            warnings.warn(f"tune_plan: {learner!r} was not built by a public factory (or was changed after), "
+                          "so a state machine inside it keeps its own schedule", RuntimeWarning, stacklevel=4)
+        return learner
+    args = _rebuilt(call.args, options)
+    kwargs = _rebuilt(call.kwargs, options)
+    unchanged = args is call.args and all(kwargs[k] is call.kwargs[k] for k in kwargs)
+    if _plans_tunes(call.factory) and not _has_its_options(call.factory, args, kwargs, options):
+        return call.factory(*args, **{**kwargs, **options})
+    return learner if unchanged else call.factory(*args, **kwargs)
+
+
+def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
+    """``learner`` built again with ``plan``'s options in every state machine inside it.
+
+    Every learner built by a public factory records its call
+    (``Learner.factory_call``); the learners inside it (a wrapper's inner
+    learner, a combination's members) are rebuilt first, and every
+    :func:`~onlinejax.adaptive.adaptive` call gets the plan's fields that are
+    set. Learners without a state machine, machines that already follow the
+    plan, and everything when ``plan`` is ``None`` or sets nothing come back
+    unchanged; so do learners built by hand (:func:`~onlinejax.base.make_learner`)
+    and records changed after they were built, with a ``RuntimeWarning``
+    when they have a ``tune`` (a state machine inside them cannot be reached). Equal calls return the same learner, so the
+    runners' compiled programs are reused.
+
+    Args:
+      learner: any :class:`~onlinejax.base.Learner`.
+      plan: a :class:`TunePlan`, or ``None``.
+    Returns:
+      The rebuilt learner (its states are those of ``learner``: a plan
+      changes no shape).
+
+    Example:
+      >>> from onlinejax import standardize
+      >>> from onlinejax.adaptive import adaptive
+      >>> from onlinejax.kernel_regression import kernel_regression
+      >>> lrn = standardize(adaptive(kernel_regression(2, 32), 32))
+      >>> with_tune_plan(lrn, TunePlan(every=8)).description
+      'standardize(adaptive(kernel_regression(2, 32), 32, tune_every=8))'
+      >>> with_tune_plan(lrn, None) is lrn
+      True
+    """
+    if plan is None:
+        return learner
+    if not isinstance(plan, TunePlan):
+        raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(plan).__name__}")
+    options = plan.checked().factory_options()
+    return _rebuild(learner, options) if options else learner
