@@ -104,12 +104,15 @@ def run_compare(delay: float = 7.0) -> dict:
 
 
 def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full: bool, seed: int = 0,
-                     stream_names: str | None = None, thesis: bool = False):
+                     stream_names: str | None = None, thesis: bool = False, tune_every: int = 1):
     """The thesis grid (or a stratified sample) for the chosen learners; prints a per-family summary, writes CSV and PNGs.
 
     Default learners: the recommended set (:func:`onlinejax.zoo.recommended_learners`) and the
     climatology baseline; ``thesis=True``: the thesis's small set and its default combination.
+    ``tune_every > 1``: the runner's :class:`~onlinejax.schedule.TunePlan` ``(every=tune_every)``.
     """
+    from .schedule import TunePlan
+
     from .data import grid_names, parse_name, stratified_names, thesis_grid
     from .evaluation import registered_learners, replay_combination, run_grid
     from . import zoo
@@ -125,7 +128,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
         gls = zoo.thesis_default_learners() if thesis else zoo.default_learners()
     t0 = time.perf_counter()
     groups = thesis_grid(jax.random.key(seed), names)
-    res = run_grid(gls, groups, keep_predictions=True)
+    res = run_grid(gls, groups, keep_predictions=True, tune_plan=TunePlan(every=tune_every) if tune_every > 1 else None)
     if not learners:
         # the combination from its members' predictions (no second compile of the members)
         rule, rc, mc = zoo.default_combination_rule()
@@ -268,6 +271,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--stream-names", default=None,
                    help="comma-separated grid stream names, each of which gives its own size (None: a stratified "
                         "sample); not with --n, --per-cell or --full")
+    g.add_argument("--tune-every", type=int, default=1, metavar="K",
+                   help="a state machine's tune waits for the next item count that is a multiple of K, so many "
+                        "vmapped streams share tune items (1: at the learning phase's end, the thesis's rule)")
     g.add_argument("--out", default="results", help="output folder for CSV and PNGs")
     g.add_argument("--seed", type=_seed, default=0, help=f"random seed of the sample and the streams (0 to {SEED_MAX})")
     c = _subparser(sub, "compare", "evaluation schemes side by side on a real data set (needs River)")
@@ -361,6 +367,8 @@ def _grid_usage(a) -> str | None:
         return f"--per-cell must be >= 1, not {a.per_cell}"
     if a.n < 10:
         return f"--n must be >= 10, not {a.n}"
+    if a.tune_every < 1:
+        return f"--tune-every must be >= 1, not {a.tune_every}"
     if a.learners is not None:
         from . import zoo
         from .registry import registered_learners
@@ -385,7 +393,7 @@ def _grid(a) -> int:
     use_cpu_cores()  # one host device per core: run_grid shards the streams over them
     _start_compile_cache(a)
     try:
-        run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.stream_names, a.thesis)
+        run_grid_command(a.per_cell, a.n, a.learners, a.out, a.full, a.seed, a.stream_names, a.thesis, a.tune_every)
     except ValueError as e:
         return _error(str(e))
     return 0

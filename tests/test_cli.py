@@ -92,7 +92,8 @@ def test_usage_errors_name_the_option(tmp_path, capsys, monkeypatch):
              (["grid", "--stream-names", name, "--full"], "--full"), (["grid", "--stream-names", " , "], "--stream-names"),
              (["grid", "--stream-names", "SYNTH_X"], "--stream-names"), (["grid", "--full", "--per-cell", "3"], "--per-cell"),
              (["grid", "--thesis", "--learners", "GP"], "--thesis"), (["grid", "--learners", "NoSuchLearner"], "--learners"),
-             (["grid", "--n", "5"], "--n"), (["grid", "--per-cell", "0"], "--per-cell"), (["drift", "--streams", "0"], "--streams")]
+             (["grid", "--n", "5"], "--n"), (["grid", "--per-cell", "0"], "--per-cell"), (["drift", "--streams", "0"], "--streams"),
+             (["grid", "--tune-every", "0"], "--tune-every"), (["grid", "--tune-every", "2.5"], "--tune-every")]
     for args, option in cases:
         try:
             code = main(args + out)
