@@ -111,7 +111,7 @@ def test_run_grid_and_evaluate_streams_apply_the_plan_and_keep_the_names():
     plan = TunePlan(every=k)
     res = run_grid([GridLearner("KR", "KernelRegression", make)], group, tune_plan=plan, progress=False,
                    stable_window=0)
-    assert [r["learner"] for r in res.rows] == ["KR"] * 3
+    assert [r["learner"] for r in res.rows] == ["KR"] * 3 and res.tune_plan == TunePlan(every=k)
     one_by_one = evaluate_streams(make(2), X, Y, tune_plan=plan._replace(batch=1))  # a CPU's "auto"
     np.testing.assert_allclose([r["smse"] for r in res.rows], one_by_one.metrics["smse"], rtol=1e-4)
     whole = evaluate_streams(make(2), X, Y, tune_plan=plan._replace(batch="all"))

@@ -102,12 +102,15 @@ class GridResult(NamedTuple):
     or mixture); the inner moments are those of the learner inside a climatology hedge
     (:func:`~onlinejax.hedge.inner_prediction`), which :func:`replay_combination` mixes, else the
     prediction's own.
+    ``tune_plan``: the :class:`~onlinejax.schedule.TunePlan` the rows ran under (checked, ``batch="auto"``
+    read from the devices), or ``None`` (each configuration as it was built).
     """
 
     rows: list
     compile_seconds: dict
     predictions: dict | None = None
     compile_stages: dict | None = None
+    tune_plan: TunePlan | None = None
 
     def __repr__(self) -> str:
         learners = len({r["learner"] for r in self.rows})
@@ -705,7 +708,7 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
             rows += _run_batch(plan, batch, built, kept, progress)
         del built
     rows.sort(key=lambda r: row_order[r["learner"]])  # stable: streams keep their order within a learner
-    return GridResult(rows, compile_s, kept, stages)
+    return GridResult(rows, compile_s, kept, stages, plan.tune_plan)
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
@@ -777,4 +780,4 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
             rows.append(row)
             kept[(name, s)] = tuple(np.asarray(a[i]) for a in moments)
-    return GridResult(rows, result.compile_seconds, kept, result.compile_stages)
+    return GridResult(rows, result.compile_seconds, kept, result.compile_stages, result.tune_plan)
