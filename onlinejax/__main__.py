@@ -143,7 +143,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     n_streams = sum(len(g.names) for g in groups)
     print(f"Thesis grid: {n_streams} streams x {groups[0].X.shape[1]} items, "
           f"{len({r['learner'] for r in res.rows})} learners; {jax.devices()[0].platform} "
-          f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile")
+          f"x{len(jax.devices())}, {jnp.zeros(()).dtype}; {secs:.1f} s incl. compile"
+          + (f"; state machines tune on item counts that are multiples of {tune_every}" if tune_every > 1 else ""))
     _print_grid_table(res)
     os.makedirs(out, exist_ok=True)
     print(f"wrote {res.to_csv(os.path.join(out, 'grid.csv'))}")

@@ -42,6 +42,7 @@ __all__ = [
     "student_t_quantile",
     "Learner",
     "DeferredStep",
+    "FactoryCall",
     "default_float_dtype",
     "normal_quantile",
     "make_learner",

@@ -49,8 +49,9 @@ class TunePlan(NamedTuple):
         hyperparameters.
       batch: int >= 1, ``"all"`` or ``"auto"``: under ``vmap``, the streams
         that need a tune are tuned this many at a time (``"all"``: the
-        whole batch whenever any stream tunes; ``"auto"``: 1 on JAX's CPU
-        backend, ``"all"`` on accelerators). The results do not depend on it.
+        whole batch whenever any stream tunes; ``"auto"``: 1 on a CPU, ``"all"``
+        on accelerators, read from JAX's default backend, or by
+        :func:`~onlinejax.evaluation.run_grid` from its devices). The results do not depend on it.
       split: bool: offer the runner the machine's step with the tune taken
         out of the per-item loop (``Learner.deferred``); used by progressive
         validation of one stream. The results do not depend on it.
@@ -146,8 +147,12 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     plan, and everything when ``plan`` is ``None`` or sets nothing come back
     unchanged; so do learners built by hand (:func:`~onlinejax.base.make_learner`)
     and records changed after they were built, with a ``RuntimeWarning``
-    when they have a ``tune`` (a state machine inside them cannot be reached). Equal calls return the same learner, so the
-    runners' compiled programs are reused.
+    when they have a ``tune`` (a state machine inside them cannot be
+    reached). Equal calls return the same learner, so the runners' compiled
+    programs are reused where every factory on the way had hashable
+    arguments (one given an array builds a new learner, which compiles
+    again). A learner given to a factory inside a generator is not reached
+    (the factory used the generator up): pass lists.
 
     Args:
       learner: any :class:`~onlinejax.base.Learner`.

@@ -66,6 +66,7 @@ def test_tune_plan_values_are_checked():
     # the grid reads "auto" from its own devices: one stream's tune at a time on CPUs, the batch elsewhere
     assert _tune_plan_for(TunePlan(batch="auto"), True).batch == 1
     assert _tune_plan_for(TunePlan(batch="auto"), False).batch == "all"
+    assert _tune_plan_for(TunePlan(), True) is None  # a plan that sets nothing is no plan
 
 
 def test_progressive_validation_tunes_as_its_plan_says():
@@ -87,7 +88,9 @@ def test_progressive_validation_tunes_as_its_plan_says():
 
     assert len(tuned_at(planned)) >= 2 and np.all(tuned_at(planned) % k == 0)
     assert np.any(tuned_at(plain) % k != 0)
-    split = progressive_validation(lrn, lrn.init(), X, Y, tune_plan=TunePlan(split=True))  # the segments' loop
+    whole_lrn = adaptive(kernel_regression(2, W), W, split_tune=False)  # no split step: one loop with the tunes
+    split = progressive_validation(whole_lrn, whole_lrn.init(), X, Y, tune_plan=TunePlan(split=True))
+    assert with_tune_plan(whole_lrn, TunePlan(split=True)).deferred is not None  # the segments' loop ran
     whole = progressive_validation(lrn, lrn.init(), X, Y, tune_plan=TunePlan(split=False))
     np.testing.assert_allclose(np.asarray(split.predictions.mean), np.asarray(whole.predictions.mean),
                                rtol=1e-4, atol=1e-5)

@@ -341,6 +341,8 @@ def _tune_plan_for(tune_plan: TunePlan | None, on_cpu: bool) -> TunePlan | None:
     if not isinstance(tune_plan, TunePlan):
         raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(tune_plan).__name__}")
     tune_plan = tune_plan.checked()
+    if tune_plan == TunePlan():
+        return None
     return tune_plan._replace(batch=1 if on_cpu else "all") if tune_plan.batch == "auto" else tune_plan
 
 
