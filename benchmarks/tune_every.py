@@ -6,8 +6,8 @@ Run:  .venv/bin/python benchmarks/tune_every.py [--streams 192] [--n 400] [--win
 The GP state machine (``adaptive(gp_window(d, W), W)``, zero mean) on
 ``--streams`` thesis-grid streams of input dimension ``--dim``, all vmapped
 in one ``run_grid`` program (as on an accelerator; on a CPU ``run_grid``
-would run such a GP stream by stream), for each ``tune_every`` in
-``--every``, beside the same machine with ``tune=False`` and the bare
+would run such a GP stream by stream), for each ``k`` in ``--every`` the
+runner's ``run_grid(tune_plan=TunePlan(every=k))``, beside the same machine with ``tune=False`` and the bare
 window learner. Prints, per configuration, the wall time of the compiled run
 per item of the whole batch (µs; ``atpi`` × streams), the ratio to the first
 configuration measured in the same run, the mean log-score skill (against
@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
+from onlinejax import TunePlan  # noqa: E402
 from onlinejax.adaptive import adaptive  # noqa: E402
 from onlinejax.data import grid_names, parse_name, thesis_grid  # noqa: E402
 from onlinejax.evaluation import GridLearner, run_grid  # noqa: E402
@@ -48,13 +49,15 @@ def main():
     names = [s for s in grid_names(a.n) if parse_name(s).dim == a.dim][: a.streams]
     groups = thesis_grid(jax.random.key(0), names, size=a.n)
     print(f"{len(names)} streams x {a.n} items, d = {a.dim}, W = {W}, float32, all streams vmapped in one program")
-    cfgs = [(f"tune_every={k}", lambda d, k=k: adaptive(gp_window(d, W), W, tune_every=k)) for k in ks]
-    cfgs += [("tune=False", lambda d: adaptive(gp_window(d, W), W, tune=False)), ("bare window", lambda d: gp_window(d, W))]
+    machine = lambda d: adaptive(gp_window(d, W), W)  # noqa: E731
+    cfgs = [(f"tune_every={k}", machine, TunePlan(every=k)) for k in ks]
+    cfgs += [("tune=False", lambda d: adaptive(gp_window(d, W), W, tune=False), None),
+             ("bare window", lambda d: gp_window(d, W), None)]
     ref = None
     print(f"{'configuration':14s} {'us/item':>10s} {'vs first':>9s} {'skill':>7s} {'worst change':>12s}")
-    for name, make in cfgs:
+    for name, make, plan in cfgs:
         r = run_grid([GridLearner(name, "gp", make, vmap_bytes=1 << 40)], groups, progress=False,
-                     vmap_bytes=1 << 40, chunk_bytes=1 << 40)
+                     vmap_bytes=1 << 40, chunk_bytes=1 << 40, tune_plan=plan)
         rows = sorted(r.rows, key=lambda x: x["stream"])
         us = np.mean([x["atpi"] for x in rows]) * len(rows) * 1e6
         skill = np.array([x["skill"] for x in rows])
