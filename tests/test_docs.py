@@ -1,5 +1,5 @@
 """The documentation: docs/README.md's build command writes the API reference without a warning,
-the guide pages are in it, and every ```python block of the guide pages runs alone."""
+the guide pages are in it, every ```python block of the guide pages runs alone, and the docstrings' examples run."""
 import pathlib
 import re
 import subprocess
@@ -86,3 +86,22 @@ def test_guide_block_runs_alone(page, i, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     block = next(b for p, j, b in BLOCKS if (p, j) == (page, i))
     exec(compile(block, f"docs/{page}[python block {i}]", "exec"), {"__name__": f"docs_block_{i}"})
+
+
+def test_docstring_examples_run():
+    """Every ``>>>`` example in the package's docstrings gives the output it shows (doctest, float32)."""
+    import doctest
+    import importlib
+    import pkgutil
+
+    import onlinejax
+
+    finder, runner = doctest.DocTestFinder(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    examples = 0
+    for info in pkgutil.walk_packages(onlinejax.__path__, "onlinejax."):
+        module = importlib.import_module(info.name)
+        for test in finder.find(module, info.name):
+            examples += len(test.examples)
+            runner.run(test)
+    assert examples >= 10, examples  # the walk found the package's examples
+    assert runner.failures == 0, f"{runner.failures} docstring examples failed (output above)"
