@@ -7,7 +7,7 @@ import pytest
 from onlinejax.adaptive import adaptive
 from onlinejax.evaluation import evaluate_streams, prequential, progressive_validation, stable_mask
 from onlinejax.evaluation.metrics import score
-from onlinejax.evaluation.streams import streams_program, hyper_states
+from onlinejax.evaluation.streams import hyper_states
 from onlinejax.kernel_regression import kernel_regression
 from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
 
@@ -53,15 +53,17 @@ def test_without_hyper_metrics_are_per_stream_and_delay_is_applied(data):
 
 
 def test_grouped_widths_equal_one_flat_vmap(data):
+    """``evaluate_streams(vmap_width=k)`` (``streams_program(width=k)``): one pair at a time or groups of 4 of
+    the 9 (stream, setting) pairs (the last group padded) give the flat vmap's metrics."""
     X, Y = data
     lrn = bayes_linreg(2, alpha=1.0, beta=1.0, forgetting=0.98)
-    states = hyper_states(lrn, {"alpha": [0.1, 1.0, 10.0]}, X.dtype if jax.config.jax_enable_x64 else np.float32)
-    dt = jax.tree_util.tree_leaves(states)[0].dtype
-    args = (jnp.asarray(X, dt), jnp.asarray(Y, dt), jnp.ones(Y.shape, dt), jnp.ones(Y.shape, dt))
-    flat = jax.jit(streams_program(lrn))(states, *args)
+    hyper = {"alpha": [0.1, 1.0, 10.0]}
+    flat = evaluate_streams(lrn, X, Y, hyper)
     for width in (1, 4):
-        grouped = jax.jit(streams_program(lrn, width=width))(states, *args)
-        np.testing.assert_allclose(grouped["smse"], flat["smse"], rtol=tol(1e-12, 1e-5))
+        grouped = evaluate_streams(lrn, X, Y, hyper, vmap_width=width)
+        np.testing.assert_allclose(grouped.metrics["smse"], flat.metrics["smse"], rtol=tol(1e-12, 1e-5))
+    with pytest.raises(ValueError, match="vmap_width"):
+        evaluate_streams(lrn, X, Y, hyper, vmap_width=0)
 
 
 def test_bad_inputs_name_the_argument(data):

@@ -226,9 +226,9 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(learner: Learner, level: float, delay: int | None, keep_predictions: bool):
+def _compiled(learner: Learner, level: float, delay: int | None, keep_predictions: bool, width: int | None = None):
     """The jitted :func:`streams_program`, kept per (learner, options) so repeated calls reuse its executables."""
-    return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions))
+    return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions, width=width))
 
 
 def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
@@ -245,7 +245,8 @@ def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
 
 def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
                      delay: int | None = None, keep_predictions: bool = False, weights=None,
-                     stable_weights=None, dtype=None, tune_plan: TunePlan | None = None) -> StreamsResult:
+                     stable_weights=None, dtype=None, tune_plan: TunePlan | None = None,
+                     vmap_width: int | None = None) -> StreamsResult:
     """Evaluate ``learner`` on ``S`` streams × ``H`` hyperparameter settings in one compiled program.
 
     Each (stream, setting) pair starts from ``learner.init(**setting)`` and is
@@ -267,6 +268,10 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
         state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
         ``None``: as the learner was built).
+      vmap_width: (stream, setting) pairs vmapped together (``None``, the default: all of them;
+        ``1``: one pair after another, so a learner's rare branches, e.g. a GP's tune, stay
+        branches, which on a CPU is the cheaper layout for large states; ``k``: groups of
+        about ``k``). The results do not depend on it.
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
@@ -294,7 +299,8 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     w_all = _item_weights(1.0 if weights is None else weights, "weights", Y.shape, dtype)
     w_st = _item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)
-    fn = _compiled(learner, float(level), delay, bool(keep_predictions))
+    width = None if vmap_width is None else check_int(vmap_width, "vmap_width", 1)
+    fn = _compiled(learner, float(level), delay, bool(keep_predictions), width)
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
     preds = None
     if keep_predictions:
