@@ -271,8 +271,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
       vmap_width: (stream, setting) pairs vmapped together (``None``, the default: all of them;
         ``1``: one pair after another, so a learner's rare branches, e.g. a GP's tune, stay
         branches; ``k``: groups of about ``k``). Which is faster depends on the learner, the
-        batch and the device (8 streams of ``RecommendedGP`` on a 2-core CPU: 0.23 s all
-        vmapped, 0.62 s one at a time); the results do not depend on it.
+        batch and the device; the results do not depend on it.
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
