@@ -111,10 +111,9 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     climatology baseline; ``thesis=True``: the thesis's small set and its default combination.
     ``tune_every > 1``: the runner's :class:`~onlinejax.schedule.TunePlan` ``(every=tune_every)``.
     """
-    from .schedule import TunePlan
-
     from .data import grid_names, parse_name, stratified_names, thesis_grid
     from .evaluation import registered_learners, replay_combination, run_grid
+    from .schedule import TunePlan
     from . import zoo
 
     zoo.register_all()

@@ -312,13 +312,16 @@ class DeferredStep(NamedTuple):
     apply: Callable[[State], State]
 
 
-def _copied(v):
-    """``v`` with its lists, tuples and dicts copied, recursively (NamedTuples and other values as they are)."""
+def map_nested(fn: Callable, v):
+    """``v`` with ``fn`` applied to every value inside its lists, tuples and dicts, recursively, in new containers.
+
+    NamedTuples (options, states) and every other value are leaves: ``fn(v)``.
+    """
     if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
-        return type(v)(_copied(a) for a in v)
+        return type(v)(map_nested(fn, a) for a in v)
     if isinstance(v, dict):
-        return {k: _copied(a) for k, a in v.items()}
-    return v
+        return {k: map_nested(fn, a) for k, a in v.items()}
+    return fn(v)
 
 
 class FactoryCall:
@@ -334,7 +337,8 @@ class FactoryCall:
 
     def __init__(self, factory: Callable, args: tuple, kwargs: dict):
         # lists and dicts copied, so a caller who changes theirs later does not change the recorded call
-        self.factory, self.args, self.kwargs = factory, _copied(tuple(args)), _copied(dict(kwargs))
+        self.factory = factory
+        self.args, self.kwargs = map_nested(lambda v: v, tuple(args)), map_nested(lambda v: v, dict(kwargs))
         self.built: Optional[tuple] = None  # the returned learner's other fields, to tell it from a changed copy
 
     def __repr__(self) -> str:

@@ -31,7 +31,7 @@ import inspect
 import warnings
 from typing import NamedTuple, Optional, Union
 
-from .base import FactoryCall, Learner, check_int
+from .base import FactoryCall, Learner, check_int, map_nested
 
 __all__ = ["TunePlan", "with_tune_plan"]
 
@@ -100,19 +100,6 @@ def _is_as_built(learner: Learner, call: FactoryCall) -> bool:
     return call.built is not None and all(a is b for a, b in zip(learner[:-1], call.built))
 
 
-def _rebuilt(value, options: dict):
-    """``value`` with every learner inside it (lists, tuples and dicts too) rebuilt under ``options``."""
-    if isinstance(value, Learner):
-        return _rebuild(value, options)
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        new = [_rebuilt(v, options) for v in value]
-        return value if all(a is b for a, b in zip(new, value)) else type(value)(new)
-    if isinstance(value, dict):
-        new = {k: _rebuilt(v, options) for k, v in value.items()}
-        return value if all(new[k] is value[k] for k in value) else new
-    return value
-
-
 def _has_its_options(factory, args: tuple, kwargs: dict, options: dict) -> bool:
     """Whether the call already passes ``options`` (given or as the factory's defaults)."""
     bound = inspect.signature(factory).bind(*args, **kwargs)
@@ -128,12 +115,34 @@ def _rebuild(learner: Learner, options: dict) -> Learner:
             warnings.warn(f"tune_plan: {learner!r} was not built by a public factory (or was changed after), "
                           "so a state machine inside it keeps its own schedule", RuntimeWarning, stacklevel=4)
         return learner
-    args = _rebuilt(call.args, options)
-    kwargs = _rebuilt(call.kwargs, options)
-    unchanged = args is call.args and all(kwargs[k] is call.kwargs[k] for k in kwargs)
+    changed = []
+
+    def rebuilt(v):  # every learner inside the call's arguments (lists, tuples and dicts too)
+        if not isinstance(v, Learner):
+            return v
+        new = _rebuild(v, options)
+        changed.append(new is not v)
+        return new
+
+    args, kwargs = map_nested(rebuilt, call.args), map_nested(rebuilt, call.kwargs)
+    unchanged = not any(changed)
     if _plans_tunes(call.factory) and not _has_its_options(call.factory, args, kwargs, options):
         return call.factory(*args, **{**kwargs, **options})
     return learner if unchanged else call.factory(*args, **kwargs)
+
+
+def checked_plan(plan: Optional[TunePlan]) -> Optional[TunePlan]:
+    """``plan`` with its values checked, or ``None`` when it is ``None`` or sets nothing.
+
+    Raises:
+      ValueError: naming ``tune_plan`` (not a :class:`TunePlan`) or the bad field.
+    """
+    if plan is None:
+        return None
+    if not isinstance(plan, TunePlan):
+        raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(plan).__name__}")
+    plan = plan.checked()
+    return None if plan == TunePlan() else plan
 
 
 def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
@@ -171,9 +180,5 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
       >>> with_tune_plan(lrn, None) is lrn
       True
     """
-    if plan is None:
-        return learner
-    if not isinstance(plan, TunePlan):
-        raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(plan).__name__}")
-    options = plan.checked().factory_options()
-    return _rebuild(learner, options) if options else learner
+    plan = checked_plan(plan)
+    return learner if plan is None else _rebuild(learner, plan.factory_options())

@@ -76,7 +76,7 @@ from ..combination import replay
 from ..hedge import inner_prediction
 from ..data.grid import check_change_points
 from ..registry import GridLearner
-from ..schedule import TunePlan, with_tune_plan
+from ..schedule import TunePlan, checked_plan, with_tune_plan
 from .metrics import METRICS, prequential, stable_mask
 from .progressive import progressive_validation
 from .runtime import one_blas_thread
@@ -336,12 +336,8 @@ def _spans_processes(devices: list) -> bool:
 
 def _tune_plan_for(tune_plan: TunePlan | None, on_cpu: bool) -> TunePlan | None:
     """The plan checked, with ``batch="auto"`` read from the grid's devices (not JAX's default backend)."""
+    tune_plan = checked_plan(tune_plan)
     if tune_plan is None:
-        return None
-    if not isinstance(tune_plan, TunePlan):
-        raise ValueError(f"tune_plan: expected a TunePlan or None, got {type(tune_plan).__name__}")
-    tune_plan = tune_plan.checked()
-    if tune_plan == TunePlan():
         return None
     return tune_plan._replace(batch=1 if on_cpu else "all") if tune_plan.batch == "auto" else tune_plan
 
