@@ -972,14 +972,18 @@ def step_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Opti
              s: CalibratedState, x: Array, y: Array):
     """:func:`predict_one`, then :func:`update_one` with that prediction (the inner learner predicts once).
 
+    The inner learner's own ``step`` (``predict``, then ``update`` with that prediction), so an inner
+    learner whose ``update`` cannot recover what it predicted from its moments (a combination's
+    members) predicts once here too.
+
     Args:
       learner: the inner learner; recal, conf: the options or ``None`` (static).
       s: :class:`CalibratedState`; x: ``[d]``; y: ``[]``.
     Returns:
       ``(state, corrected prediction)``.
     """
-    inner_pred = learner.predict(s.inner, x)
-    return update(recal, conf, s, learner.update(s.inner, x, y, inner_pred), x, y, inner_pred)
+    inner, inner_pred = learner.step(s.inner, x, y)
+    return update(recal, conf, s, inner, x, y, inner_pred)
 
 
 def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],

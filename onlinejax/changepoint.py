@@ -31,7 +31,7 @@ The hazard is an array in the state, stored as its logit, so it vmaps and
 differentiates (:func:`onlinejax.evaluation.tune_prequential` can tune it).
 
 The module's anatomy: :class:`BOCPDState`; :func:`init`; :func:`components`
-(the predictive mixture's parts); :func:`predict_one`, :func:`learn_one`;
+(the predictive mixture's parts); :func:`predict_one`, :func:`learn_one`, :func:`step_one` (both, each hypothesis predicting once);
 :func:`changepoint_probability` (pass it as ``record=`` to
 :func:`~onlinejax.evaluation.progressive_validation`); the factory
 :func:`bocpd` binds the inner learner and ``R`` to them.
@@ -49,7 +49,7 @@ from .combination.distribution import MixturePrediction, gaussian_log_density, m
 
 Array = jax.Array
 
-__all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "changepoint_probability",
+__all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "step_one", "changepoint_probability",
            "expected_run_length", "bocpd", "ScaleRunsState", "scale_runs_init", "scale_runs_update",
            "recent_change_probability"]
 
@@ -100,6 +100,20 @@ def init(learner: Learner, n_runs: int, hazard=0.01, **inner_kwargs) -> BOCPDSta
                       cp_prob=jnp.zeros((), dt), n_seen=zero_i, n_skipped=zero_i)
 
 
+def _inner_predictions(state: BOCPDState, x: Array, learner: Learner):
+    """The inner learner's predictions for ``x``: the prior's (a change now) and each run's (``[R]`` leaves)."""
+    return learner.predict(state.prior, x), jax.vmap(learner.predict, in_axes=(0, None))(state.runs, x)
+
+
+def _mixture_parts(state: BOCPDState, p0, pr) -> tuple[Array, Array, Array]:
+    """:func:`components` from the inner predictions ``p0`` (the prior's) and ``pr`` (the runs')."""
+    lw = jnp.concatenate([jax.nn.log_sigmoid(state.logit_hazard)[None],
+                          jax.nn.log_sigmoid(-state.logit_hazard) + state.log_weights])
+    means = jnp.concatenate([jnp.reshape(p0.mean, (1,)), pr.mean])
+    vars = jnp.concatenate([jnp.reshape(p0.var, (1,)), pr.var])
+    return lw, means, vars
+
+
 def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array, Array, Array]:
     """The predictive mixture's parts for ``x: [d]``: a change now, then each hypothesis going on.
 
@@ -108,13 +122,7 @@ def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array,
       predictive, then ``log(1 - h) + log w_r`` with run ``r``'s predictive (A&M eq. 3 with the
       constant hazard's change-or-grow prior).
     """
-    p0 = learner.predict(state.prior, x)
-    pr = jax.vmap(learner.predict, in_axes=(0, None))(state.runs, x)
-    lw = jnp.concatenate([jax.nn.log_sigmoid(state.logit_hazard)[None],
-                          jax.nn.log_sigmoid(-state.logit_hazard) + state.log_weights])
-    means = jnp.concatenate([jnp.reshape(p0.mean, (1,)), pr.mean])
-    vars = jnp.concatenate([jnp.reshape(p0.var, (1,)), pr.var])
-    return lw, means, vars
+    return _mixture_parts(state, *_inner_predictions(state, x, learner))
 
 
 def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePrediction:
@@ -129,12 +137,27 @@ def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOC
     ``a_{r+1} = (1 - h)·w_r·p_r(y)`` (run ``r`` learns it and grows); the posterior is
     ``a / Σa`` over the ``R`` largest (A&M Algorithm 1, steps 3–7). An item no hypothesis
     can explain (all joints ``-inf`` or NaN) leaves the state unchanged but ``n_skipped``.
+
+    ``update`` is this too, whatever prediction it is given: the recursion weighs the hypotheses
+    the state holds now, by their own predictive densities of ``y`` (after other items were learned,
+    or behind a wrapper that hands on only the issued mixture's moments, the issued components are not
+    those hypotheses'); the wrappers around it judge the issued prediction.
     """
-    lw, means, vars = components(state, x, learner=learner)
+    return step_one(state, x, y, learner=learner)[0]
+
+
+def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tuple[BOCPDState, MixturePrediction]:
+    """:func:`predict_one`, then :func:`learn_one` on the same inner predictions (each hypothesis predicts once).
+
+    Each hypothesis learns the item by its ``update`` with the prediction it made
+    (:attr:`~onlinejax.base.Learner.update`), so an inner wrapper judges that prediction too.
+    """
+    p0, pr = _inner_predictions(state, x, learner)
+    lw, means, vars = _mixture_parts(state, p0, pr)
     joint = lw + gaussian_log_density(y, means, vars)
     joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
-    grown = jax.vmap(learner.learn, in_axes=(0, None, None))(state.runs, x, y)
-    fresh = learner.learn(state.prior, x, y)
+    grown = jax.vmap(learner.update, in_axes=(0, None, None, 0))(state.runs, x, y, pr)
+    fresh = learner.update(state.prior, x, y, p0)
     cand = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), fresh, grown)
     length = jnp.concatenate([jnp.ones((1,), jnp.int32), state.run_length + 1])
     n_runs = state.log_weights.shape[0]
@@ -144,7 +167,7 @@ def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOC
     new = state._replace(runs=jax.tree_util.tree_map(lambda a: a[idx], cand),
                          log_weights=top - jax.nn.logsumexp(top), run_length=length[idx],
                          cp_prob=jnp.exp(joint[0] - log_evidence), n_seen=state.n_seen + 1)
-    return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1))
+    return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1)), mixture_prediction(lw, means, vars)
 
 
 def changepoint_probability(state: BOCPDState) -> Array:
@@ -193,7 +216,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
 
     return make_learner(init=_init, learn_one=partial(learn_one, learner=learner),
                         predict_one=partial(predict_one, learner=learner), n_features=learner.n_features,
-                        skip_nonfinite=True)
+                        step_one=partial(step_one, learner=learner), skip_nonfinite=True)
 
 
 # --------------------------------------------------------------------------

@@ -67,6 +67,37 @@ def test_step_is_predict_then_update(name, make):
     assert _max_diff(p_step, p_upd) < tol(1e-9, 2e-4)
 
 
+def _counting(base, calls):
+    """``base`` whose ``predict`` and ``step`` count, at trace time, the predictions they issue."""
+    def predict(s, x):
+        calls.append("predict")
+        return base.predict(s, x)
+
+    def step(s, x, y):
+        calls.append("step")
+        return base.step(s, x, y)
+
+    return base._replace(predict=predict, step=step)
+
+
+@pytest.mark.parametrize("name, make, n_sites", [
+    # one call site per member, or for the prior and the vmapped runs: each predicts once per item
+    ("bocpd", lambda b: oj.bocpd(b, 4), 2),
+    ("combine", lambda b: oj.combine([b, b]), 2),
+    ("conformal(combine)", lambda b: zoo.calibrate_combination(oj.combine([b, b])), 2),
+    ("calibrated(adaptive)", lambda b: calibrated(adaptive(b, 16)), 1),
+])
+def test_step_predicts_each_inner_learner_once(name, make, n_sites):
+    """A wrapper's ``step`` asks its inner learner for one prediction per item (traced: a ``vmap`` over the
+    run-length hypotheses is one call). Before, BOCPD predicted its hypotheses in ``predict`` and again in
+    ``learn``, and a calibrated combination's members predicted in the calibrator's ``predict`` and again in
+    the combination's ``learn``."""
+    calls = []
+    L = make(_counting(oj.bayes_linreg(2, intercept=True), calls))
+    jax.make_jaxpr(L.step)(L.init(), np.zeros(2, np.float32), np.float32(0.5))
+    assert len(calls) == n_sites, calls
+
+
 def test_update_learns_as_step_where_the_calibrators_floor_binds():
     """Where the recalibration's floor binds, the issued variance does not tell the inner one: ``update`` predicts
     it again, so it learns as ``step`` does (the inverse alone gave the state machine a larger variance, and the
