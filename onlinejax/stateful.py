@@ -11,6 +11,7 @@ It only wraps the functional core: ``.state`` gives the pytree back.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Learner, Prediction, coerce_x, coerce_xy, state_dtype, tree_repr
+from .base import Learner, Prediction, coerce_x, coerce_xy, keep_if, state_dtype, tree_repr
 
 Array = jax.Array
 
@@ -72,15 +73,27 @@ class _Packer:
         leaves = [self._from_buf(buf[off:off + math.prod(shape)], dt).reshape(shape) for off, shape, dt in self.layout]
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
 
+    @functools.cached_property
+    def pack_jit(self):
+        """:meth:`pack` as one compiled call (run eagerly, each leaf's casts and the concatenation compile apart)."""
+        return jax.jit(self.pack)
+
+    @functools.cached_property
+    def unpack_jit(self):
+        """:meth:`unpack` as one compiled call."""
+        return jax.jit(self.unpack)
+
 
 _COMPILED: dict = {}
 
 
 def _compiled(learner: Learner, pk: _Packer):
-    """``(packer, step, learn, predict, update, like)``: the packed calls of ``learner`` for states laid out like ``pk``.
+    """``(packer, step, learn, predict, update, like, learn_first, tune)``: the packed calls of ``learner`` for states
+    laid out like ``pk`` (``tune`` ``None`` when the learner has none).
 
     ``like`` is the structure of one item's prediction (its type, leaf shapes
-    and dtypes), to rebuild ``step``'s flat output.
+    and dtypes), to rebuild ``step``'s flat output; ``learn_first(buf, X, Y, n)`` learns the first ``n``
+    rows of a padded block one by one.
 
     Jitted once per learner (an immutable record of functions) and state layout, so every
     :class:`StatefulLearner` of the same learner — and every adapter model built from the same
@@ -105,8 +118,20 @@ def _compiled(learner: Learner, pk: _Packer):
     def _update(buf, x, y, pred):
         return pk.pack(learner.update(pk.unpack(buf), x, y, pred))
 
+    def _learn_first(buf, X, Y, n):
+        # the first n rows of a padded block, in order: one program for every n up to the block's length
+        def body(s, ixy):
+            i, x, y = ixy
+            return keep_if(i < n, learner.learn(s, x, y), s), None
+
+        return pk.pack(jax.lax.scan(body, pk.unpack(buf), (jnp.arange(Y.shape[0]), X, Y))[0])
+
+    def _tune(buf):
+        return pk.pack(learner.tune(pk.unpack(buf)))
+
     like = jax.eval_shape(_predict, jax.ShapeDtypeStruct((pk.size,), pk.dtype), jax.ShapeDtypeStruct((d,), pk.dtype))
-    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict), jax.jit(_update), like)
+    out = (pk, jax.jit(_step), jax.jit(_learn), jax.jit(_predict), jax.jit(_update), like, jax.jit(_learn_first),
+           None if learner.tune is None else jax.jit(_tune))
     if len(_COMPILED) >= 128:  # bounded: drop the oldest entry
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = out
@@ -161,8 +186,8 @@ class StatefulLearner:
         self._dtype = state_dtype(state)
         self._d = learner.n_features
         (self._packer, self._step, self._learn, self._predict, self._update,
-         self._pred_like) = _compiled(learner, _Packer(state, self._dtype))
-        self._buf = self._packer.pack(state)
+         self._pred_like, self._learn_first, self._tune) = _compiled(learner, _Packer(state, self._dtype))
+        self._buf = self._packer.pack_jit(state)
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
 
@@ -172,7 +197,7 @@ class StatefulLearner:
     @property
     def state(self):
         """The current state as the learner's pytree."""
-        return self._packer.unpack(self._buf)
+        return self._packer.unpack_jit(self._buf)
 
     def step(self, x, y) -> Prediction:
         """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``.
@@ -199,6 +224,34 @@ class StatefulLearner:
         """Learn one item or a mini-batch."""
         x, y = coerce_xy(x, y, self.learner.n_features, self._dtype)
         self._buf = self._learn(self._buf, x, y)
+        return self
+
+    def learn_padded(self, x, y, size: int) -> "StatefulLearner":
+        """Learn a mini-batch of at most ``size`` items, in order, by one compiled call per ``size``.
+
+        The batch is padded to ``size`` rows and the padding is not learned, so
+        batches of every length up to ``size`` share one program (:meth:`learn`
+        compiles one per batch length). Each item goes through ``learn`` one at a
+        time, as a learner's default mini-batch ``learn`` does.
+
+        Args:
+          x: ``[b, d]`` with ``1 <= b <= size``; y: ``[b]``; size: the block's length (static).
+        """
+        x, y = coerce_xy(x, y, self.learner.n_features, self._dtype)
+        if x.ndim != 2 or not 1 <= x.shape[0] <= size:
+            raise ValueError(f"x: learn_padded takes a batch of 1 to {size} items, got shape {x.shape}")
+        n = x.shape[0]
+        X = np.zeros((size, self._d), self._dtype)
+        Y = np.zeros((size,), self._dtype)
+        X[:n], Y[:n] = x, y
+        self._buf = self._learn_first(self._buf, X, Y, np.int32(n))
+        return self
+
+    def tune(self) -> "StatefulLearner":
+        """``learner.tune`` on the held state (default options), one compiled call on the packed state."""
+        if self._tune is None:
+            raise ValueError("tune: this learner has no tune")
+        self._buf = self._tune(self._buf)
         return self
 
     def update(self, x, y, pred) -> "StatefulLearner":

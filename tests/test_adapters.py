@@ -17,6 +17,7 @@ from river import checks  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 
+import onlinejax as oj  # noqa: E402
 from onlinejax.adapters.river import RiverRegressor  # noqa: E402
 from onlinejax.adapters.sklearn import OnlineRegressor  # noqa: E402
 
@@ -403,3 +404,22 @@ def test_default_sklearn_regressor_on_diabetes_matches_bayesian_ridge():
     lo, hi = model.predict_interval(X[te])
     assert mae < 1.1 * ref
     assert 0.85 <= np.mean((y[te] >= lo) & (y[te] <= hi)) <= 1.0
+
+
+def test_fits_of_any_length_share_one_learning_program():
+    """The default learner tunes every 50 rows, so a fit learns in chunks up to 50 long: padded, every chunk
+    length (25 and 50 in a 3-fold time-series split of 300 rows) runs one compiled call, and what is learned
+    is the rows one by one."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(225, 4))
+    y = X @ [1.0, -1.0, 0.5, 2.0] + rng.normal(size=225)
+    for n in (75, 150, 225):
+        model = OnlineRegressor().fit(X[:n], y[:n])
+    assert model._engine._sl._learn_first._cache_size() == 1
+    ref = oj.StatefulLearner(model._engine.learner)
+    for i in range(225):
+        ref.learn(X[i], y[i])
+        if (i + 1) % 50 == 0:
+            ref.tune()
+    np.testing.assert_allclose(model.predict(X[:5]), np.asarray(ref.predict(X[:5]).mean, np.float64),
+                               rtol=tol(1e-10, 1e-4))

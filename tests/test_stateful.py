@@ -89,3 +89,39 @@ def test_stateful_returns_the_learners_own_distribution(rng, make):
     ref_lo, ref_hi = lrn.predict(m.state, X[:4]).interval(0.95)
     np.testing.assert_allclose(np.asarray(lo), np.asarray(ref_lo), rtol=tol(1e-12, 1e-5))
     np.testing.assert_allclose(np.asarray(hi), np.asarray(ref_hi), rtol=tol(1e-12, 1e-5))
+
+
+def test_learn_padded_learns_the_rows_one_by_one_with_one_program(rng):
+    """Blocks of every length up to ``size`` learn as the rows one at a time, and share one compiled call."""
+    lrn = oj.calibrated_bayes_linreg(3)
+    X = rng.normal(size=(40, 3))
+    Y = X @ [1.0, -2.0, 0.5] + 0.3 * rng.normal(size=40)
+    m = oj.StatefulLearner(lrn)
+    s = lrn.init()
+    start = 0
+    for n in (7, 16, 1, 16):
+        m.learn_padded(X[start:start + n], Y[start:start + n], 16)
+        for i in range(start, start + n):
+            s = lrn.learn(s, X[i], Y[i])
+        start += n
+    for a, b in zip(jax.tree_util.tree_leaves(m.state), jax.tree_util.tree_leaves(s)):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol(1e-12, 1e-5),
+                                   atol=tol(1e-12, 1e-6))
+    assert m._learn_first._cache_size() == 1
+    for bad in (X[:0], X[:17]):
+        with pytest.raises(ValueError, match="x"):
+            m.learn_padded(bad, Y[:len(bad)], 16)
+
+
+def test_stateful_tune_is_the_learners_tune(rng):
+    lrn = oj.calibrated_bayes_linreg(2)
+    X = rng.normal(size=(60, 2))
+    Y = X @ [1.0, 2.0] + 0.5 * rng.normal(size=60)
+    m = oj.StatefulLearner(lrn).learn(X, Y)
+    ref = lrn.tune(m.state)
+    m.tune()
+    for a, b in zip(jax.tree_util.tree_leaves(m.state), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol(1e-12, 1e-5))
+    with pytest.raises(ValueError, match="tune"):
+        oj.StatefulLearner(oj.climatology(2)).tune()

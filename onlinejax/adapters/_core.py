@@ -378,6 +378,11 @@ class Engine:
         """The learner's state pytree (``None`` before the learner is built)."""
         return None if self._sl is None else self._sl.state
 
+    @property
+    def state_is_empty(self) -> bool:
+        """Whether no state was built yet (:attr:`state` is ``None``), without unpacking one."""
+        return self._sl is None
+
     def _set_state(self, state) -> None:
         # compiled calls are shared per learner and layout (StatefulLearner), so this compiles nothing
         self._sl = StatefulLearner(self.learner, state)
@@ -523,7 +528,7 @@ class Engine:
             self._sl.update(X, y, pred)
             self.n_learned += 1
             if self.tune_every and self.n_learned % self.tune_every == 0:
-                self._set_state(self.learner.tune(self._sl.state))
+                self._sl.tune()
             return
         if not self.tune_every:  # one call: it learns the whole batch or raises
             self._sl.learn(X, y)
@@ -535,11 +540,12 @@ class Engine:
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
             k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
-            self._sl.learn(Xb[start:start + k], yb[start:start + k])
+            # padded to the tune interval: one compiled call serves every chunk length
+            self._sl.learn_padded(Xb[start:start + k], yb[start:start + k], self.tune_every)
             self.n_learned += k
             start += k
             if self.n_learned % self.tune_every == 0:
-                self._set_state(self.learner.tune(self._sl.state))
+                self._sl.tune()
 
     def predict(self, X: np.ndarray):
         """The learner's own predictive distribution of ``X: [d]`` or ``[b, d]``, leaves NumPy arrays.

@@ -155,9 +155,16 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
 
     def _learn(self, X: np.ndarray, y: np.ndarray) -> "OnlineRegressor":
         self._engine.learn(self._engine.array(X), y)
-        self.state_ = self._engine.state
         self.n_seen_ = self._engine.n_learned
         return self
+
+    @property
+    def state_(self):
+        """The learner's state pytree, unpacked when asked for (a grid search never asks: no program for it)."""
+        engine = self.__dict__.get("_engine")
+        if engine is None or engine.state_is_empty:
+            raise AttributeError("state_: the model is not fitted yet")
+        return engine.state
 
     # -- prediction --------------------------------------------------------------------------
     def _predictive(self, X):
@@ -202,7 +209,7 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
         return np.asarray(lo, np.float64).reshape(-1), np.asarray(hi, np.float64).reshape(-1)
 
     def __sklearn_is_fitted__(self) -> bool:
-        return hasattr(self, "state_")
+        return "n_seen_" in self.__dict__
 
 
 def _final_step(estimator, X, what: str):
