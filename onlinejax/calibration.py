@@ -1163,7 +1163,8 @@ def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, sat
 
 @describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
-               recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None) -> Learner:
+               recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None,
+               scale_inputs: bool = True) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",
@@ -1184,10 +1185,12 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
       warmup: see :func:`~onlinejax.standardize.standardize` (``None``:
         the statistics keep moving; give the window for a learner that
         stops learning while stable).
+      scale_inputs: see :func:`~onlinejax.standardize.standardize` (``False``:
+        inputs standardised upstream by statistics that move, River's scaler).
     """
     from .standardize import standardize
 
-    inner = standardize(learner, clip=clip, warmup=warmup)
+    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs)
     # conformal's own defaults for what this recipe does not set (one place holds them: its signature)
     defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
                 if p.default is not inspect.Parameter.empty}
@@ -1198,7 +1201,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
 
 @describe_factory
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
-                            level: float = 0.95, warmup: Optional[int] = None) -> Learner:
+                            level: float = 0.95, warmup: Optional[int] = None, scale_inputs: bool = True) -> Learner:
     """Bayesian linear regression with an intercept, evidence-tunable, made :func:`calibrated`.
 
     The default learner of the River and scikit-learn adapters: raw features
@@ -1218,8 +1221,11 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
         of the items it learned them from, so moving statistics cost it on a
         trending input; fixed ones cost it on a stream whose first items are
         not representative (time 0 for every chick in River's ChickWeights).
+      scale_inputs: ``True``; ``False`` for inputs standardised upstream by
+        moving statistics (:func:`calibrated`). The River adapter sets it when it
+        sees a scaler in front (:class:`~onlinejax.adapters.river.RiverRegressor`).
     """
     from .linear import bayes_linreg
 
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level, warmup=warmup)
+                      level, warmup=warmup, scale_inputs=scale_inputs)

@@ -65,7 +65,7 @@ them in the new range, and refits and tunes the inner learner on them
 
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
-:func:`to_inner`), the wrapper's :class:`StandardizeState` and static
+:func:`to_inner`, :func:`inner_coordinates`), the wrapper's :class:`StandardizeState` and static
 :class:`StandardizeOptions`, and its :func:`init`, :func:`learn_one`,
 :func:`predict_one`, :func:`refit`, :func:`downdate_item` /
 :func:`downdate_oldest` and :func:`tune_inner`, each taking the inner learner
@@ -98,6 +98,7 @@ __all__ = [
     "scaler_update",
     "scales",
     "to_inner",
+    "inner_coordinates",
     "init",
     "predict_one",
     "learn_one",
@@ -262,11 +263,29 @@ class StandardizeOptions(NamedTuple):
       decay: the default weight of the past (``init(decay=)`` overrides it).
       clip: ``None`` or the clip of the standardised inputs.
       warmup: ``None`` or the number ``F`` of items whose statistics are kept.
+      scale_inputs: whether the inputs are standardised (``False``: given standardised already).
     """
 
     decay: float = 1.0
     clip: Optional[float] = None
     warmup: Optional[int] = None
+    scale_inputs: bool = True
+
+
+def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):
+    """:func:`to_inner` under ``options``: with ``scale_inputs=False`` the inputs as given (clipped), the target
+    standardised.
+
+    Args:
+      options: :class:`StandardizeOptions` (static); s: the statistics; x: ``[d]`` or ``[b, d]``; y: ``None``,
+        ``[]`` or ``[b]``.
+    """
+    if options.scale_inputs:
+        return to_inner(s, x, y, options.clip)
+    xt = x
+    if options.clip is not None:
+        xt = jnp.where(jnp.isfinite(x), jnp.clip(x, -options.clip, options.clip), x)
+    return xt if y is None else (xt, to_inner(s, x, y)[1])
 
 
 def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_kwargs) -> StandardizeState:
@@ -293,14 +312,14 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
     """The inner prediction ``N(μ̃, σ̃²)`` of ``x̃`` mapped back: ``N(ȳ + s_y μ̃, s_y² σ̃²)``; ``x: [d]``."""
-    p = learner.predict(s.inner, to_inner(s.scaler, x, clip=options.clip))
+    p = learner.predict(s.inner, inner_coordinates(options, s.scaler, x))
     sy = scales(s.scaler)[1]
     return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
 
 
 def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) -> StandardizeState:
     """The inner learner refitted from its initial state on the items ``kept`` (a full buffer, oldest in slot 0)."""
-    xt, yt = to_inner(s.scaler, s.kept.x, s.kept.y, options.clip)
+    xt, yt = inner_coordinates(options, s.scaler, s.kept.x, s.kept.y)
     inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
     return s._replace(inner=inner)
 
@@ -412,7 +431,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     new_sc = new_sc._replace(x_mean=jnp.where(hold, s.scaler.x_mean, new_sc.x_mean),
                              x_var=jnp.where(hold, s.scaler.x_var, new_sc.x_var))
     sc = keep_if(withhold, s.scaler, new_sc)
-    xt, yt = to_inner(sc, x, y, options.clip)
+    xt, yt = inner_coordinates(options, sc, x, y)
     sy_new = scales(sc)[1]
     pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
     inner = learner.update(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
@@ -462,7 +481,8 @@ def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, coun
     """
     no_warmup = options.warmup is None
     limit = SHIFT_Z if options.clip is None else options.clip
-    far = counting & (jnp.abs(x - s.scaler.x_mean) > limit * scales(s.scaler)[0])
+    # inputs given standardised already (scale_inputs=False) are not this wrapper's to follow
+    far = counting & (jnp.abs(x - s.scaler.x_mean) > limit * scales(s.scaler)[0]) & options.scale_inputs
     begins = far & (s.outside == 0)
     shifting = jnp.where(counting, jnp.where(begins, s.spread_items >= SHIFT_RUN, s.shifting & far), s.shifting)
     # a far input repeated (a stuck sensor, duplicated rows) loses nothing to the clip: it extends no run
@@ -480,7 +500,7 @@ def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> Standardi
 def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
                   y: Array) -> StandardizeState:
     """``learner.downdate`` of the raw item ``(x, y)`` in the current coordinates."""
-    return s._replace(inner=learner.downdate(s.inner, *to_inner(s.scaler, x, y, options.clip)))
+    return s._replace(inner=learner.downdate(s.inner, *inner_coordinates(options, s.scaler, x, y)))
 
 
 def downdate_oldest(learner: Learner, s: StandardizeState) -> StandardizeState:
@@ -495,7 +515,7 @@ def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeS
 
 @describe_factory
 def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
-                warmup: int | None = None) -> Learner:
+                warmup: int | None = None, scale_inputs: bool = True) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
@@ -523,6 +543,14 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         the initial inner state and the last ``F`` raw items; the refitted learner
         counts only what the refit replays (a skipped non-finite item is not
         stored, so its skip count starts again).
+      scale_inputs: ``True`` (default); ``False``: the inputs come standardised
+        already by statistics that move (River's ``preprocessing.StandardScaler``
+        in front) and reach the inner learner as given (clipped at ``clip``),
+        only the targets are standardised, and no input run starts a restart or
+        a rebase. Standardising such inputs again amplifies what is left of their
+        variation (a trending input the scaler holds near 1.7 sd), so that the
+        inputs and the targets are no longer in the same coordinates
+        (``benchmarks/RESULTS.md``, "Why River's scaler costs the default").
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
@@ -540,7 +568,9 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         clip = float(clip)
     if warmup is not None:
         warmup = check_int(warmup, "warmup", 1)
-    opts = StandardizeOptions(decay, clip, warmup)
+    if not isinstance(scale_inputs, (bool, np.bool_)):
+        raise TypeError(f"scale_inputs: expected a bool, got {type(scale_inputs).__name__}")
+    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs))
     dd, takes_item = None, True
     if learner.downdate is not None:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3

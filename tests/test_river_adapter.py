@@ -296,3 +296,49 @@ def test_predict_one_returns_the_learners_own_distribution(kind):
     assert back.cdf(far) == d.cdf(far) and back.mu == d.mu
     with pytest.raises(NotImplementedError):
         d.update(1.0)
+
+
+# ------------------------------------------------------------------------ a scaler in front
+def _trump_run(scaled: bool, **kw):
+    """``(MAE, mean log density from item 3, the model)`` of progressive validation on River's TrumpApproval."""
+    from river import datasets, preprocessing
+
+    model = RiverRegressor(**kw)
+    pipe = (preprocessing.StandardScaler() | model) if scaled else model
+    err, lpd = [], []
+    for x, y in datasets.TrumpApproval():
+        dist = pipe.predict_one(x, with_dist=True)
+        err.append(abs(y - dist.mu))
+        lpd.append(dist.log_pdf(y))
+        pipe.learn_one(x, y)
+    return float(np.mean(err)), float(np.mean(lpd[2:])), model
+
+
+def test_the_default_behind_rivers_scaler_learns_as_on_raw_inputs():
+    """River's StandardScaler in front: the default learner sees the pipeline change each item between its
+    prediction and its learning, and takes the inputs as the scaler gives them (``scale_inputs=False``),
+    standardising only the target. Standardised twice, a trending input the scaler holds near 1.7 sd was
+    stretched back to unit spread, and the default's MAE on TrumpApproval was 0.93 against 0.58 on raw inputs."""
+    mae_raw, lpd_raw, raw = _trump_run(False)
+    mae_scaled, lpd_scaled, scaled = _trump_run(True)
+    assert "scale_inputs" not in raw._engine.learner_params
+    assert scaled._engine.learner_params["scale_inputs"] is False
+    assert mae_scaled < 1.05 * mae_raw, (mae_scaled, mae_raw)
+    assert lpd_scaled > lpd_raw - 0.05, (lpd_scaled, lpd_raw)
+    # asked for explicitly, the inputs are standardised again whatever comes in front
+    kept = _trump_run(True, learner_params={"scale_inputs": True})[2]
+    assert kept._engine.learner_params["scale_inputs"] is True
+
+
+def test_a_probe_predicted_before_some_items_is_no_scaler():
+    """A point predicted before an item that is learned without its own prediction shows a changed input, as a
+    scaler does; the learner is rebuilt only after three such items in a row."""
+    X, y = _stream(40, 3)
+    model = RiverRegressor()
+    for i, (xi, yi) in enumerate(zip(X, y)):
+        row = {NAMES[j]: float(v) for j, v in enumerate(xi)}
+        model.predict_one({k: v + 0.5 for k, v in row.items()})  # a probe near the item
+        if i % 3:  # and the item's own prediction, on two items of three
+            model.predict_one(row)
+        model.learn_one(row, float(yi))
+    assert "scale_inputs" not in model._engine.learner_params

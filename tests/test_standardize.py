@@ -12,8 +12,9 @@ from onlinejax.standardize import init as standardize_init
 from conftest import DTYPE, X64, tol
 
 
-def _np_reference(X, y, alpha=1.0, beta=1.0):
-    """float64 numpy: running stats (population), BLR learned on items standardised at their arrival."""
+def _np_reference(X, y, alpha=1.0, beta=1.0, scale_inputs=True):
+    """float64 numpy: running stats (population), BLR learned on items standardised at their arrival
+    (with ``scale_inputs=False`` the targets only)."""
     n, d = X.shape
     P = alpha * np.eye(d)  # posterior precision
     b = np.zeros(d)
@@ -26,7 +27,7 @@ def _np_reference(X, y, alpha=1.0, beta=1.0):
             xm, ym = X[seen].mean(0), y[seen].mean()
             sx = np.where(X[seen].var(0) > 0, X[seen].std(0), 1.0)
             sy = y[seen].std() if y[seen].var() > 0 else 1.0
-        xt = (X[t] - xm) / sx
+        xt = (X[t] - xm) / sx if scale_inputs else X[t]
         S = np.linalg.inv(P)
         mus.append(ym + sy * xt @ S @ b)
         vs.append(sy ** 2 * (1 / beta + xt @ S @ xt))
@@ -34,7 +35,7 @@ def _np_reference(X, y, alpha=1.0, beta=1.0):
         xm, ym = X[sl].mean(0), y[sl].mean()
         sx = np.where(X[sl].var(0) > 1e-300, X[sl].std(0), 1.0)
         sy = y[sl].std() if y[sl].var() > 1e-300 else 1.0
-        xt, yt = (X[t] - xm) / sx, (y[t] - ym) / sy
+        xt, yt = (X[t] - xm) / sx if scale_inputs else X[t], (y[t] - ym) / sy
         P += beta * np.outer(xt, xt)
         b += beta * xt * yt
     return np.array(mus), np.array(vs)
@@ -51,6 +52,26 @@ def test_matches_float64_reference(rng):
     k = 3 if X64 else 10  # a date spread of 1-3 days is 16-48 float32 steps at 7.3e5
     np.testing.assert_allclose(np.asarray(p.mean)[k:], mu[k:], rtol=tol(1e-8, 2e-3), atol=tol(1e-8, 0.5))
     np.testing.assert_allclose(np.asarray(p.var)[k:], v[k:], rtol=tol(1e-7, 5e-2))
+
+
+def test_inputs_standardised_upstream_reach_the_learner_as_given(rng):
+    """``scale_inputs=False`` (River's scaler in front): only the targets are standardised; the inputs are
+    learned as they come, clipped at ``clip``."""
+    n = 80
+    X = np.column_stack([1.7 + 0.01 * rng.normal(size=n), rng.normal(size=n)])  # a trend the scaler holds near 1.7
+    y = 1000 + 300 * X[:, 0] - 20 * X[:, 1] + rng.normal(size=n)
+    lrn = standardize(oj.bayes_linreg(2), scale_inputs=False)
+    p = progressive_validation(lrn, lrn.init(), X, y).predictions
+    mu, v = _np_reference(X, y, scale_inputs=False)
+    np.testing.assert_allclose(np.asarray(p.mean)[2:], mu[2:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 1e-2))
+    np.testing.assert_allclose(np.asarray(p.var)[2:], v[2:], rtol=tol(1e-8, 1e-3))
+    clipped = standardize(oj.bayes_linreg(2), scale_inputs=False, clip=1.0)
+    Xc = X * [1.0, 3.0]
+    q = progressive_validation(clipped, clipped.init(), Xc, y).predictions
+    mu_c, _ = _np_reference(np.clip(Xc, -1.0, 1.0), y, scale_inputs=False)
+    np.testing.assert_allclose(np.asarray(q.mean)[2:], mu_c[2:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 1e-2))
+    with pytest.raises(TypeError, match="scale_inputs"):
+        standardize(oj.bayes_linreg(2), scale_inputs="no")
 
 
 def test_affine_invariance(rng):

@@ -225,7 +225,9 @@ def test_stateful_update_equals_the_functional_update():
 def _river_pair(name="calibrated_bayes_linreg"):
     pytest.importorskip("river")
     from onlinejax.adapters.river import RiverRegressor
-    return RiverRegressor(name, n_features=2, tune_every=0), oj.calibrated_bayes_linreg(2)
+    # scale_inputs given: the adapter keeps the default as it is where the inputs move as behind a scaler
+    return (RiverRegressor(name, {"scale_inputs": True}, n_features=2, tune_every=0),
+            oj.calibrated_bayes_linreg(2, scale_inputs=True))
 
 
 def test_river_learn_one_judges_the_prediction_issued_before_it():

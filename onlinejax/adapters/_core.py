@@ -53,6 +53,18 @@ MAX_ISSUED = 1024
 #: 50 learned items.
 AUTO_TUNE_EVERY = 50
 
+#: The first items the default learner watches for a learning scaler in front (River's
+#: ``preprocessing.StandardScaler``): :data:`SCALER_SIGNS` items in a row each learned right after one
+#: prediction whose inputs it matches nowhere but which it changed (the pipeline transformed the item
+#: again after its scaler learned it), every input at most :data:`SCALED_INPUT_MAX` in size. Seen, the
+#: default learner is built again with ``scale_inputs=False`` and learns the items so far again. (100:
+#: River's ChickWeights starts with 50 items at time 0, which a scaler leaves unchanged.)
+SCALER_WATCH = 100
+#: Items in a row that must show the scaler's signature.
+SCALER_SIGNS = 3
+#: The largest input of an item taken for one a scaler standardised.
+SCALED_INPUT_MAX = 10.0
+
 
 def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
     """``learner`` -> ``factory(n_features, **params) -> Learner``.
@@ -372,6 +384,10 @@ class Engine:
         self._sl: StatefulLearner | None = None  # the state, packed for cheap per-item calls
         self.n_learned = 0
         self._forget_issued()
+        # the default learner's first items, kept to learn again if a scaler in front shows itself
+        self._watched: list | None = [] if learner == DEFAULT_LEARNER and "scale_inputs" not in self.learner_params \
+            else None
+        self._scaler_signs = 0
 
     @property
     def state(self) -> Any:
@@ -450,7 +466,9 @@ class Engine:
     def learn_dict(self, x: Mapping, y) -> None:
         """Learn one item given as a dict of features; its new names take slots only if it is learned."""
         with self._tentative(x.keys(), keep=True) as plan:
-            self.learn(self.slots.vector(x, self._sl._dtype, plan), y)
+            v = self.slots.vector(x, self._sl._dtype, plan)
+            self.learn(v, y)
+            self._watch(v, y)
 
     def predict_dict(self, x: Mapping):
         """The prediction for a dict of features (see :meth:`predict`); takes no slot."""
@@ -496,7 +514,7 @@ class Engine:
         if len(self._issued) > MAX_ISSUED:
             self._issued.popitem(last=False)
         self._n_pending += 1
-        self._last_issued = (self.learner.n_features, pred)
+        self._last_issued = (self.learner.n_features, pred, x)
 
     def _take_issued(self, x: np.ndarray):
         """The prediction issued for the item ``x`` is learned with, or ``None`` (then it is predicted now).
@@ -506,10 +524,42 @@ class Engine:
         for the same item, with ``x`` transformed again in between (a scaler in front has learned).
         """
         pred = self._issued.pop((self.learner.n_features, x.tobytes()), None)
-        if pred is None and self._n_pending == 1 and self._last_issued[0] == self.learner.n_features:
-            pred = self._last_issued[1]
+        moved = False
+        if pred is None and self._n_pending == 1:
+            width, issued, x_issued = self._last_issued
+            if width == self.learner.n_features:
+                pred = issued
+            # the inputs the prediction saw changed (slots a new feature took since are left out)
+            moved = not np.array_equal(x[:len(x_issued)], x_issued)
         self._n_pending, self._last_issued = 0, None
+        self._scaler_signs = self._scaler_signs + 1 if moved and np.all(np.abs(x) <= SCALED_INPUT_MAX) else 0
+        if self._scaler_signs >= SCALER_SIGNS and self._scaled_in_front():
+            return None  # the learner built again issued nothing
         return pred
+
+    def _scaled_in_front(self) -> bool:
+        """Whether the default learner, having seen a scaler's signature (:data:`SCALER_WATCH`), is built again
+        to take its inputs as given; the items it learned so far are learned again."""
+        if self._watched is None:
+            return False
+        watched, self._watched = self._watched, None
+        self.learner_params["scale_inputs"] = False
+        d = self.learner.n_features
+        self.learner, state = self._build(d)
+        self._set_state(state)
+        self.n_learned = 0
+        for xw, yw in watched:  # narrower items (the learner grew since) have 0 in the new slots
+            self.learn(np.pad(xw, (0, d - len(xw))), yw)
+        return True
+
+    def _watch(self, x: np.ndarray, y) -> None:
+        """Keep one of the default learner's first :data:`SCALER_WATCH` items, just learned (see
+        :meth:`_scaled_in_front`)."""
+        if self._watched is not None:
+            if self.n_learned > SCALER_WATCH:
+                self._watched = None
+            else:
+                self._watched.append((np.array(x), y))
 
     # -- learning --------------------------------------------------------------------------
     def learn(self, X: np.ndarray, y) -> None:
@@ -521,9 +571,11 @@ class Engine:
         """
         y = np.asarray(y, dtype=self.dtype)
         if np.ndim(X) == 1:
+            coerce_xy(X, y, self.learner.n_features, self.dtype)  # a bad item changes nothing, not even the watch
             pred = self._take_issued(np.asarray(X))
         else:  # a mini-batch: the predictions issued before it are no longer the pipeline's pending one
             pred, self._n_pending, self._last_issued = None, 0, None
+            self._watched = None
         if pred is not None:
             self._sl.update(X, y, pred)
             self.n_learned += 1
@@ -576,6 +628,8 @@ class Engine:
     def __setstate__(self, d):
         leaves = d.pop("state_leaves")
         d.setdefault("grow", False)  # pickled before learners could widen
+        d.setdefault("_watched", None)  # pickled before the default learner watched for a scaler in front
+        d.setdefault("_scaler_signs", 0)
         self.__dict__.update(d)
         self._forget_issued()
         self.learner, self._sl = None, None
