@@ -273,8 +273,9 @@ class StandardizeOptions(NamedTuple):
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):
-    """:func:`to_inner` under ``options``: with ``scale_inputs=False`` the inputs as given (clipped), the target
-    standardised.
+    """:func:`to_inner` under ``options``: with ``scale_inputs=False`` only the target is standardised.
+
+    The inputs then reach the inner learner as given, clipped at ``options.clip``.
 
     Args:
       options: :class:`StandardizeOptions` (static); s: the statistics; x: ``[d]`` or ``[b, d]``; y: ``None``,

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import Learner, Prediction, coerce_x, coerce_xy, keep_if, state_dtype, tree_repr
+from .base import Learner, Prediction, check_int, coerce_x, coerce_xy, state_dtype, tree_repr
 
 Array = jax.Array
 
@@ -119,12 +119,9 @@ def _compiled(learner: Learner, pk: _Packer):
         return pk.pack(learner.update(pk.unpack(buf), x, y, pred))
 
     def _learn_first(buf, X, Y, n):
-        # the first n rows of a padded block, in order: one program for every n up to the block's length
-        def body(s, ixy):
-            i, x, y = ixy
-            return keep_if(i < n, learner.learn(s, x, y), s), None
-
-        return pk.pack(jax.lax.scan(body, pk.unpack(buf), (jnp.arange(Y.shape[0]), X, Y))[0])
+        # the first n rows of a padded block, in order: one program for every n up to the block's length, and
+        # the padding never learned (a loop whose count is a value; a masked scan would learn every row)
+        return pk.pack(jax.lax.fori_loop(0, n, lambda i, s: learner.learn(s, X[i], Y[i]), pk.unpack(buf)))
 
     def _tune(buf):
         return pk.pack(learner.tune(pk.unpack(buf)))
@@ -229,14 +226,18 @@ class StatefulLearner:
     def learn_padded(self, x, y, size: int) -> "StatefulLearner":
         """Learn a mini-batch of at most ``size`` items, in order, by one compiled call per ``size``.
 
-        The batch is padded to ``size`` rows and the padding is not learned, so
-        batches of every length up to ``size`` share one program (:meth:`learn`
-        compiles one per batch length). Each item goes through ``learn`` one at a
-        time, as a learner's default mini-batch ``learn`` does.
+        The batch is padded to ``size`` rows and the padding is not learned (a
+        loop over the first ``b`` rows, its count a value), so batches of every
+        length up to ``size`` share one program (:meth:`learn` compiles one per
+        batch length). Each item goes through the one-item ``learn``, as a
+        learner's default mini-batch ``learn`` does (a learner with a batch
+        update of its own, :func:`~onlinejax.linear.bayes_linreg`, learns the
+        rows one by one here: equal up to rounding).
 
         Args:
           x: ``[b, d]`` with ``1 <= b <= size``; y: ``[b]``; size: the block's length (static).
         """
+        size = check_int(size, "size", 1)
         x, y = coerce_xy(x, y, self.learner.n_features, self._dtype)
         if x.ndim != 2 or not 1 <= x.shape[0] <= size:
             raise ValueError(f"x: learn_padded takes a batch of 1 to {size} items, got shape {x.shape}")
@@ -248,10 +249,18 @@ class StatefulLearner:
         return self
 
     def tune(self) -> "StatefulLearner":
-        """``learner.tune`` on the held state (default options), one compiled call on the packed state."""
+        """``learner.tune`` on the held state (default options), one compiled call on the packed state.
+
+        A ``tune`` that cannot be traced (a user's, branching in Python on the state's values) runs
+        as it is on the unpacked state.
+        """
         if self._tune is None:
             raise ValueError("tune: this learner has no tune")
-        self._buf = self._tune(self._buf)
+        try:
+            self._buf = self._tune(self._buf)
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError):
+            self._buf = self._packer.pack_jit(self.learner.tune(self.state))
         return self
 
     def update(self, x, y, pred) -> "StatefulLearner":

@@ -5,6 +5,7 @@ matrix, and models given the wider input width from the start."""
 import pickle
 import warnings
 
+import jax
 import numpy as np
 import pytest
 
@@ -321,13 +322,16 @@ def test_the_default_behind_rivers_scaler_learns_as_on_raw_inputs():
     stretched back to unit spread, and the default's MAE on TrumpApproval was 0.93 against 0.58 on raw inputs."""
     mae_raw, lpd_raw, raw = _trump_run(False)
     mae_scaled, lpd_scaled, scaled = _trump_run(True)
-    assert "scale_inputs" not in raw._engine.learner_params
-    assert scaled._engine.learner_params["scale_inputs"] is False
+    assert not raw.inputs_scaled_upstream and "scale_inputs" not in raw._engine.learner_params
+    assert scaled.inputs_scaled_upstream
     assert mae_scaled < 1.05 * mae_raw, (mae_scaled, mae_raw)
     assert lpd_scaled > lpd_raw - 0.05, (lpd_scaled, lpd_raw)
     # asked for explicitly, the inputs are standardised again whatever comes in front
     kept = _trump_run(True, learner_params={"scale_inputs": True})[2]
-    assert kept._engine.learner_params["scale_inputs"] is True
+    assert not kept.inputs_scaled_upstream
+    # pickled, the model keeps what it decided and no training rows
+    again = pickle.loads(pickle.dumps(scaled))
+    assert again.inputs_scaled_upstream and again._engine._watched is None
 
 
 def test_a_probe_predicted_before_some_items_is_no_scaler():
@@ -341,4 +345,29 @@ def test_a_probe_predicted_before_some_items_is_no_scaler():
         if i % 3:  # and the item's own prediction, on two items of three
             model.predict_one(row)
         model.learn_one(row, float(yi))
-    assert "scale_inputs" not in model._engine.learner_params
+    assert not model.inputs_scaled_upstream
+
+
+def test_a_failed_rebuild_leaves_the_default_as_it_was(monkeypatch):
+    """The rebuild for a scaler in front is all or nothing: interrupted, the learner, its state and its
+    parameters are those of before, and it still watches."""
+    X, y = _stream(10, 2)
+    model = RiverRegressor()
+    for i in range(2):
+        row = {NAMES[j]: float(v) for j, v in enumerate(X[i])}
+        model.predict_one({k: v * 0.9 for k, v in row.items()})
+        model.learn_one(row, float(y[i]))
+    before = model.state
+    engine = model._engine
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "_build", interrupted)
+    row = {NAMES[j]: float(v) for j, v in enumerate(X[2])}
+    model.predict_one({k: v * 0.9 for k, v in row.items()})
+    with pytest.raises(KeyboardInterrupt):
+        model.learn_one(row, float(y[2]))
+    assert not model.inputs_scaled_upstream and len(engine._watched) == 2
+    for a, b in zip(jax.tree_util.tree_leaves(model.state), jax.tree_util.tree_leaves(before)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -110,8 +110,10 @@ def test_learn_padded_learns_the_rows_one_by_one_with_one_program(rng):
                                    atol=tol(1e-12, 1e-6))
     assert m._learn_first._cache_size() == 1
     for bad in (X[:0], X[:17]):
-        with pytest.raises(ValueError, match="x"):
+        with pytest.raises(ValueError, match="learn_padded takes a batch of 1 to 16"):
             m.learn_padded(bad, Y[:len(bad)], 16)
+    with pytest.raises(ValueError, match="size"):
+        m.learn_padded(X[:2], Y[:2], 0)
 
 
 def test_stateful_tune_is_the_learners_tune(rng):
@@ -123,5 +125,5 @@ def test_stateful_tune_is_the_learners_tune(rng):
     m.tune()
     for a, b in zip(jax.tree_util.tree_leaves(m.state), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol(1e-12, 1e-5))
-    with pytest.raises(ValueError, match="tune"):
+    with pytest.raises(ValueError, match="this learner has no tune"):
         oj.StatefulLearner(oj.climatology(2)).tune()

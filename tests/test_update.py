@@ -222,11 +222,11 @@ def test_stateful_update_equals_the_functional_update():
 
 
 # ------------------------------------------------------------------------ adapters
-def _river_pair(name="calibrated_bayes_linreg"):
+def _river_pair():
     pytest.importorskip("river")
     from onlinejax.adapters.river import RiverRegressor
     # scale_inputs given: the adapter keeps the default as it is where the inputs move as behind a scaler
-    return (RiverRegressor(name, {"scale_inputs": True}, n_features=2, tune_every=0),
+    return (RiverRegressor("calibrated_bayes_linreg", {"scale_inputs": True}, n_features=2, tune_every=0),
             oj.calibrated_bayes_linreg(2, scale_inputs=True))
 
 

@@ -62,8 +62,9 @@ AUTO_TUNE_EVERY = 50
 SCALER_WATCH = 100
 #: Items in a row that must show the scaler's signature.
 SCALER_SIGNS = 3
-#: The largest input of an item taken for one a scaler standardised.
-SCALED_INPUT_MAX = 10.0
+#: The largest input of an item taken for one a scaler standardised: the clip of the default's
+#: standardised inputs (:func:`~onlinejax.calibration.calibrated`), which it keeps on inputs given as they are.
+SCALED_INPUT_MAX = 5.0
 
 
 def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
@@ -517,7 +518,8 @@ class Engine:
         self._last_issued = (self.learner.n_features, pred, x)
 
     def _take_issued(self, x: np.ndarray):
-        """The prediction issued for the item ``x`` is learned with, or ``None`` (then it is predicted now).
+        """``(the prediction issued for the item x, whether x changed since)``; the prediction ``None`` where
+        there is none (then it is predicted now).
 
         The one issued for this very ``x``; else, when exactly one prediction was issued since the
         last item learned, that one: River's pipelines call ``predict_one`` and then ``learn_one``
@@ -532,29 +534,37 @@ class Engine:
             # the inputs the prediction saw changed (slots a new feature took since are left out)
             moved = not np.array_equal(x[:len(x_issued)], x_issued)
         self._n_pending, self._last_issued = 0, None
-        self._scaler_signs = self._scaler_signs + 1 if moved and np.all(np.abs(x) <= SCALED_INPUT_MAX) else 0
-        if self._scaler_signs >= SCALER_SIGNS and self._scaled_in_front():
-            return None  # the learner built again issued nothing
-        return pred
+        return pred, moved
 
-    def _scaled_in_front(self) -> bool:
-        """Whether the default learner, having seen a scaler's signature (:data:`SCALER_WATCH`), is built again
-        to take its inputs as given; the items it learned so far are learned again."""
-        if self._watched is None:
-            return False
-        watched, self._watched = self._watched, None
-        self.learner_params["scale_inputs"] = False
+    @property
+    def inputs_scaled_upstream(self) -> bool:
+        """Whether the learner takes its inputs as given (``scale_inputs=False``), set by the user or by
+        :meth:`_rebuild_for_scaler_in_front`."""
+        return self.learner_params.get("scale_inputs", True) is False
+
+    def _rebuild_for_scaler_in_front(self) -> None:
+        """The default learner built again with ``scale_inputs=False``, the items learned so far learned again
+        (:data:`SCALER_WATCH`); all or nothing."""
+        watched, params = self._watched, dict(self.learner_params)
         d = self.learner.n_features
-        self.learner, state = self._build(d)
-        self._set_state(state)
-        self.n_learned = 0
-        for xw, yw in watched:  # narrower items (the learner grew since) have 0 in the new slots
-            self.learn(np.pad(xw, (0, d - len(xw))), yw)
-        return True
+        saved = self.learner, self._sl, self.n_learned
+        self.learner_params["scale_inputs"] = False
+        self._watched = None
+        self._forget_issued()  # the old learner's predictions are no longer this learner's
+        try:
+            self.learner, state = self._build(d)
+            self._set_state(state)
+            self.n_learned = 0
+            for xw, yw in watched:  # narrower items (the learner grew since) have 0 in the new slots
+                self.learn(np.pad(xw, (0, d - len(xw))), yw)
+        except BaseException:
+            self.learner, self._sl, self.n_learned = saved
+            self.learner_params, self._watched = params, watched
+            raise
 
     def _watch(self, x: np.ndarray, y) -> None:
         """Keep one of the default learner's first :data:`SCALER_WATCH` items, just learned (see
-        :meth:`_scaled_in_front`)."""
+        :meth:`_rebuild_for_scaler_in_front`)."""
         if self._watched is not None:
             if self.n_learned > SCALER_WATCH:
                 self._watched = None
@@ -572,7 +582,12 @@ class Engine:
         y = np.asarray(y, dtype=self.dtype)
         if np.ndim(X) == 1:
             coerce_xy(X, y, self.learner.n_features, self.dtype)  # a bad item changes nothing, not even the watch
-            pred = self._take_issued(np.asarray(X))
+            pred, moved = self._take_issued(np.asarray(X))
+            signed = moved and np.all(np.abs(X) <= SCALED_INPUT_MAX)
+            self._scaler_signs = self._scaler_signs + 1 if signed else 0
+            if self._scaler_signs >= SCALER_SIGNS and self._watched is not None:
+                self._rebuild_for_scaler_in_front()
+                pred = None  # the learner built again issued nothing
         else:  # a mini-batch: the predictions issued before it are no longer the pipeline's pending one
             pred, self._n_pending, self._last_issued = None, 0, None
             self._watched = None
@@ -592,8 +607,10 @@ class Engine:
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
             k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
-            # padded to the tune interval: one compiled call serves every chunk length
-            self._sl.learn_padded(Xb[start:start + k], yb[start:start + k], self.tune_every)
+            if X.ndim == 1:
+                self._sl.learn(X, y)
+            else:  # padded to the tune interval: one compiled call serves every chunk length
+                self._sl.learn_padded(Xb[start:start + k], yb[start:start + k], self.tune_every)
             self.n_learned += k
             start += k
             if self.n_learned % self.tune_every == 0:
@@ -620,6 +637,7 @@ class Engine:
         d = dict(self.__dict__)
         for k in ("_issued", "_n_pending", "_last_issued"):
             d.pop(k, None)
+        d["_watched"] = None  # no training rows in a pickle: an unpickled default no longer watches for a scaler
         d["learner"] = None
         d.pop("_sl")
         d["state_leaves"] = None if self._sl is None else [np.asarray(v) for v in jax.tree_util.tree_leaves(self.state)]

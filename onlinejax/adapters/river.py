@@ -153,6 +153,15 @@ class RiverRegressor(base.MiniBatchRegressor):
       tune_every: re-estimate the learner's hyperparameters (``learner.tune``) after every this
         many learned items; 0 never does.
 
+    The default learner standardises its inputs itself. Behind a learning scaler
+    (``preprocessing.StandardScaler() | RiverRegressor()``) it would standardise them a
+    second time and its target once, out of step (``docs/for_river_users.md``), so it
+    watches its first 100 items: three in a row learned right after one prediction whose
+    inputs the pipeline changed in between, every input within ±5, and it is built again
+    with ``learner_params={"scale_inputs": False}`` (inputs taken as given, target
+    standardised), the items so far learned again (:attr:`inputs_scaled_upstream` then
+    says so). Give ``scale_inputs`` yourself to decide.
+
     Example::
 
         >>> from onlinejax.adapters.river import RiverRegressor
@@ -185,6 +194,12 @@ class RiverRegressor(base.MiniBatchRegressor):
     def state(self):
         """The learner's state pytree (``None`` before the first item)."""
         return self._engine.state
+
+    @property
+    def inputs_scaled_upstream(self) -> bool:
+        """Whether the learner takes its inputs as given (``scale_inputs=False``): asked for, or the
+        default learner saw a scaler in front (class doc)."""
+        return self._engine.inputs_scaled_upstream
 
     @property
     def n_ignored_features(self) -> int:

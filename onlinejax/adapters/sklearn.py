@@ -211,6 +211,10 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
     def __sklearn_is_fitted__(self) -> bool:
         return "n_seen_" in self.__dict__
 
+    def __setstate__(self, state):
+        state.pop("state_", None)  # a copy kept by models pickled before state_ was read from the learner
+        super().__setstate__(state)
+
 
 def _final_step(estimator, X, what: str):
     """``(final estimator, X passed through the fitted transformers)`` of a ``Pipeline`` (or ``estimator``, ``X``)."""
