@@ -190,6 +190,8 @@ class AdaptiveState(NamedTuple):
         targets' exponentially weighted mean, the last target), updated on
         every item (unused before the first).
       last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
+      phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
+        item's before (``min_moves``).
     """
 
     inner: Any
@@ -210,6 +212,7 @@ class AdaptiveState(NamedTuple):
     naive_mean: Array
     last_y: Array
     last_x: Array
+    phase_moves: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -233,6 +236,8 @@ class AdaptiveOptions(NamedTuple):
       skip_repeats: a learning phase leaves out an item equal to the item before it.
       learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
         new phase's first).
+      min_moves: a learning phase whose input moved on fewer of its items is followed by another
+        learning phase, not a stable one (0: the thesis's machine).
     """
 
     detector: str = "cusum"
@@ -251,6 +256,7 @@ class AdaptiveOptions(NamedTuple):
     naive_alarm: Optional[float] = None
     learn_shock: bool = True
     skip_repeats: bool = False
+    min_moves: int = 0
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -274,6 +280,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features:
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
         naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
+        phase_moves=i0,
     )
 
 
@@ -379,6 +386,16 @@ def _left_out(options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array, z2
     return out
 
 
+def _phase_counts(s: AdaptiveState, alarm: Array, in_phase: Array, left_out: Array, x: Array, abs_err: Array):
+    """The learning phase's counts after the item (an alarm starts a new phase): ``(n_phase, phase_moves,
+    phase_abs_err, phase_n)``."""
+    counted = in_phase & ~left_out
+    n_phase = jnp.where(alarm, 0, s.n_phase) + counted
+    phase_moves = jnp.where(alarm, 0, s.phase_moves) + (counted & jnp.any(x != s.last_x))
+    phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
+    return n_phase, phase_moves, phase_abs, jnp.where(alarm, 0, s.phase_n) + in_phase
+
+
 def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array,
                pred: Prediction) -> AdaptiveState:
     """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
@@ -414,10 +431,10 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     in_phase = mode != STABLE
     learning = (in_phase | options.always_learn) & ~left_out
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
-    n_phase = jnp.where(alarm, 0, s.n_phase) + (in_phase & ~left_out)
-    phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
-    phase_n = jnp.where(alarm, 0, s.phase_n) + in_phase
+    n_phase, phase_moves, phase_abs, phase_n = _phase_counts(s, alarm, in_phase, left_out, x, abs_err)
     end = in_phase & (n_phase >= s.phase_length)
+    # a window of a few distinct inputs (duplicated rows) is no model to freeze: the machine learns on
+    settle = end & (phase_moves >= options.min_moves)
     # a tune asked for from outside (a standardiser's rebase sets tune_pending) runs on the next item
     due, pending = end | s.tune_pending, jnp.zeros_like(s.tune_pending)
     if inner_tune is not None and options.tune_every > 1:
@@ -430,7 +447,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(due, inner)
     new = AdaptiveState(
         inner=inner,
-        mode=jnp.where(end, STABLE, mode).astype(jnp.int32),
+        mode=jnp.where(settle, STABLE, mode).astype(jnp.int32),
         last=jnp.where(end, TUNE, mode).astype(jnp.int32),
         n_phase=jnp.where(end, 0, n_phase),
         phase_length=s.phase_length,
@@ -447,6 +464,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         naive_mean=naive_mean,
         last_y=y,
         last_x=x,
+        phase_moves=jnp.where(end, 0, phase_moves),
     )
     return new
 
@@ -478,7 +496,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
              tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
-             skip_repeats: bool = False) -> Learner:
+             skip_repeats: bool = False, min_moves: int = 0) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -545,6 +563,14 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         learning phase leaves out (neither learns nor counts) an item equal
         in ``x`` and ``y`` to the item before it (module doc), so a stuck
         sensor's run is not frozen into the window.
+      min_moves: ``0`` (default: the thesis's machine), or ``m``: a learning phase
+        in which the input moved (differed from the item's before) on fewer than
+        ``m`` of its learned items ends in its tune but then learns on, as another
+        learning phase, instead of settling into a stable one. A window of one or
+        two distinct inputs (rows duplicated in blocks) is a point, not a model:
+        frozen, it predicts every new input from that point until a detector
+        alarms (tens of items per block); learning on, it takes each new input in
+        as it comes.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -561,6 +587,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     if not float(drift) >= 0.0:
         raise ValueError(f"drift: must be >= 0, got {drift!r}")
     warmup = check_int(warmup, "warmup", 1)
+    min_moves = check_int(min_moves, "min_moves", 0)
     if shock is not None:
         check_positive(shock, "shock")
         if not float(shock) > 1.0:
@@ -579,7 +606,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         naive_alarm = float(naive_alarm)
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
                            always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
-                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats))
+                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
+                           min_moves=min_moves)
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):

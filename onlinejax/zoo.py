@@ -247,6 +247,11 @@ RECOMMENDED_NAIVE_ALARM = 0.7
 #: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
+#: The windowed recommended learners' state machine learns on after a learning phase in which the input
+#: moved on fewer than this many of its items (:func:`~onlinejax.adaptive.adaptive`'s ``min_moves``): a
+#: window of one or two distinct inputs (rows duplicated in blocks) is not frozen.
+RECOMMENDED_MIN_MOVES = 16
+
 
 def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
@@ -281,8 +286,9 @@ def _recommended() -> list[GridLearner]:
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
         # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
         # and a stuck sensor's run adds one item to the window, not a window of copies
+        # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
         return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
-                                   skip_repeats=True), warmup=F)
+                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES), warmup=F)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)

@@ -631,3 +631,25 @@ def test_learn_shock_decides_whether_the_alarming_outlier_enters_the_window(rng,
     assert (1e4 in held) == learn_shock
     # either way the phase learns W items: with the outlier left out it ends one item later
     assert modes[40 + W - (1 if learn_shock else 0)] == TUNE
+
+
+def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(rng):
+    """``min_moves=m``: after a learning phase whose input moved on fewer than ``m`` items (rows repeated in blocks)
+    the machine tunes and learns on, never stable; on inputs that move every item it is the thesis's machine to the
+    last bit."""
+    W, n = 16, 200
+    X = np.repeat(rng.normal(size=(n // 40, 2)), 40, axis=0).astype(DTYPE)  # blocks of 40 identical rows
+    Y = (X @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
+    base = oj.windowed_bayes_linreg(2, W)
+    on, thesis = adaptive(base, W, min_moves=4), adaptive(base, W)
+    r_on = progressive_validation(on, on.init(), X, Y, record=record_mode)
+    r_th = progressive_validation(thesis, thesis.init(), X, Y, record=record_mode)
+    assert not np.any(np.asarray(r_on.records) == STABLE) and np.any(np.asarray(r_th.records) == STABLE)
+    assert int(r_on.state.n_learned) == n and int(r_on.state.n_tunes) == n // W
+    Xm = rng.normal(size=(n, 2)).astype(DTYPE)
+    a = progressive_validation(on, on.init(), Xm, Y, record=record_mode)
+    b = progressive_validation(thesis, thesis.init(), Xm, Y, record=record_mode)
+    np.testing.assert_array_equal(np.asarray(a.records), np.asarray(b.records))
+    np.testing.assert_array_equal(np.asarray(a.predictions.mean), np.asarray(b.predictions.mean))
+    with pytest.raises(ValueError, match="min_moves"):
+        adaptive(base, W, min_moves=-1)
