@@ -391,7 +391,8 @@ def _phase_counts(s: AdaptiveState, alarm: Array, in_phase: Array, left_out: Arr
     phase_abs_err, phase_n)``."""
     counted = in_phase & ~left_out
     n_phase = jnp.where(alarm, 0, s.n_phase) + counted
-    phase_moves = jnp.where(alarm, 0, s.phase_moves) + (counted & jnp.any(x != s.last_x))
+    moved = (s.n_seen == 0) | jnp.any(x != s.last_x)
+    phase_moves = jnp.where(alarm, 0, s.phase_moves) + (counted & moved)
     phase_abs = jnp.where(alarm, 0.0, s.phase_abs_err) + jnp.where(in_phase, abs_err, 0.0)
     return n_phase, phase_moves, phase_abs, jnp.where(alarm, 0, s.phase_n) + in_phase
 
@@ -404,7 +405,9 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     to high error. Cold start / high error (and ``always_learn``): the inner
     learner learns the item; after ``phase_length`` items learned in the
     phase, the inner learner is tuned and the machine becomes stable with a
-    fresh detector and the phase's mean ``|e|`` as the frozen reference.
+    fresh detector and the phase's mean ``|e|`` as the frozen reference
+    (with ``min_moves``, a phase whose input moved on fewer items is followed
+    by another learning phase instead).
     Learning and tuning run through :func:`~onlinejax.batching.cond_if_any`
     (lazy under ``vmap``). The item is assumed finite (the factory's
     boundary skips non-finite items, :func:`~onlinejax.base.skip_nonfinite`).
@@ -434,12 +437,14 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     n_phase, phase_moves, phase_abs, phase_n = _phase_counts(s, alarm, in_phase, left_out, x, abs_err)
     end = in_phase & (n_phase >= s.phase_length)
     # a window of a few distinct inputs (duplicated rows) is no model to freeze: the machine learns on
-    settle = end & (phase_moves >= options.min_moves)
+    # (a phase shorter than min_moves settles once every item moved)
+    settle = end & (phase_moves >= jnp.minimum(options.min_moves, s.phase_length))
     # a tune asked for from outside (a standardiser's rebase sets tune_pending) runs on the next item
     due, pending = end | s.tune_pending, jnp.zeros_like(s.tune_pending)
     if inner_tune is not None and options.tune_every > 1:
         # the phase's window stays as it is while the tune waits (stable items are not learned),
-        # unless an alarm starts a new phase first; under vmap the streams' tunes then share items
+        # unless an alarm starts a new phase first (or min_moves keeps the machine learning); under vmap
+        # the streams' tunes then share items
         want = end | s.tune_pending
         due = want & ((s.n_seen + 1) % options.tune_every == 0)
         pending = want & ~due

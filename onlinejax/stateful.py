@@ -185,6 +185,7 @@ class StatefulLearner:
         (self._packer, self._step, self._learn, self._predict, self._update,
          self._pred_like, self._learn_first, self._tune) = _compiled(learner, _Packer(state, self._dtype))
         self._buf = self._packer.pack_jit(state)
+        self._eager_tune = False
         self._xy = np.empty(self._d + 1, self._dtype)
         self._x_view, self._y_view = self._xy[: self._d], self._xy[self._d:]
 
@@ -256,11 +257,14 @@ class StatefulLearner:
         """
         if self._tune is None:
             raise ValueError("tune: this learner has no tune")
-        try:
-            self._buf = self._tune(self._buf)
-        except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError):
-            self._buf = self._packer.pack_jit(self.learner.tune(self.state))
+        if not self._eager_tune:
+            try:
+                self._buf = self._tune(self._buf)
+                return self
+            except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                    jax.errors.TracerIntegerConversionError, jax.errors.TracerArrayConversionError):
+                self._eager_tune = True  # traced once: not again on every call
+        self._buf = self._packer.pack_jit(self.learner.tune(self.state))
         return self
 
     def update(self, x, y, pred) -> "StatefulLearner":

@@ -249,8 +249,8 @@ RECOMMENDED_PRIOR_FLOOR = 0.01
 
 #: The windowed recommended learners' state machine learns on after a learning phase in which the input
 #: moved on fewer than this many of its items (:func:`~onlinejax.adaptive.adaptive`'s ``min_moves``): a
-#: window of one or two distinct inputs (rows duplicated in blocks) is not frozen.
-RECOMMENDED_MIN_MOVES = 16
+#: window of a few distinct inputs (rows repeated in runs of about ``W/8`` items or more) is not frozen.
+RECOMMENDED_MIN_MOVES = 8
 
 
 def unit_prior_alpha(n_inputs: int) -> float:

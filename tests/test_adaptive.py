@@ -646,10 +646,17 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
     r_th = progressive_validation(thesis, thesis.init(), X, Y, record=record_mode)
     assert not np.any(np.asarray(r_on.records) == STABLE) and np.any(np.asarray(r_th.records) == STABLE)
     assert int(r_on.state.n_learned) == n and int(r_on.state.n_tunes) == n // W
+    # the runner's split-off tune (no record: the deferred step) runs the same machine
+    np.testing.assert_array_equal(np.asarray(progressive_validation(on, on.init(), X, Y).predictions.mean),
+                                  np.asarray(r_on.predictions.mean))
     Xm = rng.normal(size=(n, 2)).astype(DTYPE)
     a = progressive_validation(on, on.init(), Xm, Y, record=record_mode)
     b = progressive_validation(thesis, thesis.init(), Xm, Y, record=record_mode)
     np.testing.assert_array_equal(np.asarray(a.records), np.asarray(b.records))
     np.testing.assert_array_equal(np.asarray(a.predictions.mean), np.asarray(b.predictions.mean))
+    # a phase shorter than min_moves settles once every item moved
+    short = adaptive(base, W, min_moves=4 * W)
+    c = progressive_validation(short, short.init(), Xm, Y, record=record_mode)
+    np.testing.assert_array_equal(np.asarray(c.records), np.asarray(b.records))
     with pytest.raises(ValueError, match="min_moves"):
         adaptive(base, W, min_moves=-1)

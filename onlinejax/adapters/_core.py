@@ -542,12 +542,18 @@ class Engine:
         :meth:`_rebuild_for_scaler_in_front`."""
         return self.learner_params.get("scale_inputs", True) is False
 
-    def _rebuild_for_scaler_in_front(self) -> None:
+    def _rebuild_for_scaler_in_front(self):
         """The default learner built again with ``scale_inputs=False``, the items learned so far learned again
-        (:data:`SCALER_WATCH`); all or nothing."""
-        watched, params = self._watched, dict(self.learner_params)
-        d = self.learner.n_features
-        saved = self.learner, self._sl, self.n_learned
+        (:data:`SCALER_WATCH`). Returns the function that undoes it (all or nothing: a failure here or in
+        learning the item that showed the scaler leaves the engine as it was)."""
+        saved = (self.learner, self._sl, self.n_learned, dict(self.learner_params), self._watched, self._issued,
+                 self._n_pending, self._last_issued, self._scaler_signs)
+
+        def undo():
+            (self.learner, self._sl, self.n_learned, self.learner_params, self._watched, self._issued,
+             self._n_pending, self._last_issued, self._scaler_signs) = saved
+
+        watched, d = self._watched, self.learner.n_features
         self.learner_params["scale_inputs"] = False
         self._watched = None
         self._forget_issued()  # the old learner's predictions are no longer this learner's
@@ -558,9 +564,9 @@ class Engine:
             for xw, yw in watched:  # narrower items (the learner grew since) have 0 in the new slots
                 self.learn(np.pad(xw, (0, d - len(xw))), yw)
         except BaseException:
-            self.learner, self._sl, self.n_learned = saved
-            self.learner_params, self._watched = params, watched
+            undo()
             raise
+        return undo
 
     def _watch(self, x: np.ndarray, y) -> None:
         """Keep one of the default learner's first :data:`SCALER_WATCH` items, just learned (see
@@ -585,12 +591,22 @@ class Engine:
             pred, moved = self._take_issued(np.asarray(X))
             signed = moved and np.all(np.abs(X) <= SCALED_INPUT_MAX)
             self._scaler_signs = self._scaler_signs + 1 if signed else 0
+            undo = None
             if self._scaler_signs >= SCALER_SIGNS and self._watched is not None:
-                self._rebuild_for_scaler_in_front()
+                undo = self._rebuild_for_scaler_in_front()
                 pred = None  # the learner built again issued nothing
-        else:  # a mini-batch: the predictions issued before it are no longer the pipeline's pending one
-            pred, self._n_pending, self._last_issued = None, 0, None
-            self._watched = None
+            try:
+                return self._learn_given(X, y, pred)
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+        # a mini-batch: the predictions issued before it are no longer the pipeline's pending one
+        self._n_pending, self._last_issued, self._watched = 0, None, None
+        self._learn_given(X, y, None)
+
+    def _learn_given(self, X: np.ndarray, y: np.ndarray, pred) -> None:
+        """:meth:`learn` once the issued prediction is known (``None``: predicted now), tuning on schedule."""
         if pred is not None:
             self._sl.update(X, y, pred)
             self.n_learned += 1
