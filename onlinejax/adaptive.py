@@ -238,6 +238,7 @@ class AdaptiveOptions(NamedTuple):
         new phase's first).
       min_moves: a learning phase whose input moved on fewer of its items is followed by another
         learning phase, not a stable one (0: the thesis's machine).
+      tune_unmoved: tune at the end of such a phase too.
     """
 
     detector: str = "cusum"
@@ -257,6 +258,7 @@ class AdaptiveOptions(NamedTuple):
     learn_shock: bool = True
     skip_repeats: bool = False
     min_moves: int = 0
+    tune_unmoved: bool = True
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -440,12 +442,13 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     # (a phase shorter than min_moves settles once every item moved)
     settle = end & (phase_moves >= jnp.minimum(options.min_moves, s.phase_length))
     # a tune asked for from outside (a standardiser's rebase sets tune_pending) runs on the next item
-    due, pending = end | s.tune_pending, jnp.zeros_like(s.tune_pending)
+    tuned_end = end if options.tune_unmoved else settle
+    due, pending = tuned_end | s.tune_pending, jnp.zeros_like(s.tune_pending)
     if inner_tune is not None and options.tune_every > 1:
         # the phase's window stays as it is while the tune waits (stable items are not learned),
         # unless an alarm starts a new phase first (or min_moves keeps the machine learning); under vmap
         # the streams' tunes then share items
-        want = end | s.tune_pending
+        want = tuned_end | s.tune_pending
         due = want & ((s.n_seen + 1) % options.tune_every == 0)
         pending = want & ~due
     if inner_tune is not None and not options.defer_tune:
@@ -501,7 +504,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
              tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
-             skip_repeats: bool = False, min_moves: int = 0) -> Learner:
+             skip_repeats: bool = False, min_moves: int = 0, tune_unmoved: bool = True) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -576,6 +579,10 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         frozen, it predicts every new input from that point until a detector
         alarms (tens of items per block); learning on, it takes each new input in
         as it comes.
+      tune_unmoved: ``True`` (default): a phase that learns on (``min_moves``)
+        still ends in a tune; ``False``: it does not, and the inner learner keeps
+        the hyperparameters it has (a GP's marginal likelihood cannot place a
+        lengthscale on a window of one or two distinct inputs).
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -612,7 +619,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
                            always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
                            naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
-                           min_moves=min_moves)
+                           min_moves=min_moves, tune_unmoved=bool(tune_unmoved))
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):

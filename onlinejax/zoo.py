@@ -282,17 +282,19 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
 def _recommended() -> list[GridLearner]:
     W, F = RECOMMENDED_WINDOW, RECOMMENDED_WARMUP
 
-    def windowed(learner):
+    def windowed(learner, tune_unmoved=True):
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
         # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
         # and a stuck sensor's run adds one item to the window, not a window of copies
         # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
         return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
-                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES), warmup=F)
+                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved),
+                          warmup=F)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)
-        "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average")), 1),
+        # and no tune on a window of a few distinct inputs, where the marginal likelihood cannot place a lengthscale
+        "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average"), tune_unmoved=False), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: windowed(
             bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d),

@@ -658,5 +658,8 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
     short = adaptive(base, W, min_moves=4 * W)
     c = progressive_validation(short, short.init(), Xm, Y, record=record_mode)
     np.testing.assert_array_equal(np.asarray(c.records), np.asarray(b.records))
+    # tune_unmoved=False: the phases that learn on end without a tune
+    quiet = adaptive(base, W, min_moves=4, tune_unmoved=False)
+    assert int(progressive_validation(quiet, quiet.init(), X, Y).state.n_tunes) == 0
     with pytest.raises(ValueError, match="min_moves"):
         adaptive(base, W, min_moves=-1)
