@@ -250,10 +250,16 @@ def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | Non
       ``x̃``, or ``(x̃, ỹ)`` when ``y`` is given.
     """
     sx, sy = scales(s)
-    xt = (x - s.x_mean) / sx
-    if clip is not None:  # a missing (non-finite) input stays missing: clipped, an inf would predict a number
-        xt = jnp.where(jnp.isfinite(xt), jnp.clip(xt, -clip, clip), xt)
+    xt = _clipped((x - s.x_mean) / sx, clip)
     return xt if y is None else (xt, (y - s.y_mean) / sy)
+
+
+def _clipped(xt: Array, clip: float | None) -> Array:
+    """Standardised inputs clipped to ``[-clip, clip]`` (``None``: as they are)."""
+    if clip is None:
+        return xt
+    # a missing (non-finite) input stays missing: clipped, an inf would predict a number
+    return jnp.where(jnp.isfinite(xt), jnp.clip(xt, -clip, clip), xt)
 
 
 class StandardizeOptions(NamedTuple):
@@ -283,9 +289,7 @@ def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: 
     """
     if options.scale_inputs:
         return to_inner(s, x, y, options.clip)
-    xt = x
-    if options.clip is not None:
-        xt = jnp.where(jnp.isfinite(x), jnp.clip(x, -options.clip, options.clip), x)
+    xt = _clipped(x, options.clip)
     return xt if y is None else (xt, to_inner(s, x, y)[1])
 
 
