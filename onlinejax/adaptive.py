@@ -600,6 +600,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         raise ValueError(f"drift: must be >= 0, got {drift!r}")
     warmup = check_int(warmup, "warmup", 1)
     min_moves = check_int(min_moves, "min_moves", 0)
+    if not isinstance(tune_unmoved, bool):
+        raise TypeError(f"tune_unmoved: expected a bool, got {type(tune_unmoved).__name__}")
     if shock is not None:
         check_positive(shock, "shock")
         if not float(shock) > 1.0:

@@ -151,6 +151,11 @@ def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tupl
 
     Each hypothesis learns the item by its ``update`` with the prediction it made
     (:attr:`~onlinejax.base.Learner.update`), so an inner wrapper judges that prediction too.
+
+    Args:
+      state: :class:`BOCPDState`; x: ``[d]``; y: ``[]``; learner: the inner learner (static).
+    Returns:
+      ``(state after the item, the mixture prediction of y made before it)`` (``R + 1`` components).
     """
     p0, pr = _inner_predictions(state, x, learner)
     lw, means, vars = _mixture_parts(state, p0, pr)

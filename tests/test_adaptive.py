@@ -663,3 +663,5 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
     assert int(progressive_validation(quiet, quiet.init(), X, Y).state.n_tunes) == 0
     with pytest.raises(ValueError, match="min_moves"):
         adaptive(base, W, min_moves=-1)
+    with pytest.raises(TypeError, match="tune_unmoved"):
+        adaptive(base, W, min_moves=4, tune_unmoved="no")
