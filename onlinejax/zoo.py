@@ -47,6 +47,11 @@ Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
 over the mapped Bayesian linear model, calibrated the same way: instead of
 forgetting at a fixed rate it keeps 16 run-length hypotheses and restarts
 from the prior where the data say a change happened.
+``RecommendedRandomFeatureGP`` (family ``RandomFeatureGP``, not a member of
+the combination either) is a GP whose memory is not a window: conjugate
+Bayesian linear regression on random Fourier features
+(:func:`onlinejax.linear.random_feature_gp`), averaged over lengthscales and
+forgetting factors by the evidence, calibrated the same way.
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ from .kernel_regression import kernel_regression
 from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed, map_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
+from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
 
 __all__ = [
@@ -231,6 +237,7 @@ RECOMMENDED_MEMBERS = ("RecommendedGP", "RecommendedKernelRegression", "Recommen
                        "RecommendedForgettingLinear")
 RECOMMENDED_COMBINATION = "RecommendedCombination"
 RECOMMENDED_BOCPD = "RecommendedBOCPD"
+RECOMMENDED_RANDOM_FEATURE_GP = "RecommendedRandomFeatureGP"
 CLIMATOLOGY = "Climatology"
 
 
@@ -328,6 +335,11 @@ def _recommended() -> list[GridLearner]:
     out.append(grid_learner(RECOMMENDED_BOCPD, "BOCPD", recommended_bocpd,
                             description="Bayesian online changepoint detection over Bayesian linear regression on "
                                         f"the mapped features (16 run lengths), {calib}"))
+    out.append(grid_learner(RECOMMENDED_RANDOM_FEATURE_GP, "RandomFeatureGP",
+                            lambda d: calibrated(random_feature_gp(d), warmup=F),
+                            description="a GP with unbounded memory: Bayesian linear regression on 64 random Fourier "
+                                        "feature pairs, its noise learned, lengthscale and forgetting averaged over "
+                                        f"12 models by their evidence, {calib}"))
     out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d),
                             description="the baseline: the Student-t posterior predictive of the targets so far "
                                         "(ignores the inputs)"))
@@ -349,9 +361,11 @@ def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
         default combination of the four members).
     Returns:
       :class:`~onlinejax.registry.GridLearner` s, in the order of
-      :data:`RECOMMENDED_MEMBERS`, then ``RecommendedBOCPD``, then the combination.
+      :data:`RECOMMENDED_MEMBERS`, then ``RecommendedBOCPD`` and ``RecommendedRandomFeatureGP``, then the
+      combination.
     """
-    names = RECOMMENDED_MEMBERS + (RECOMMENDED_BOCPD,) + ((RECOMMENDED_COMBINATION,) if include_combination else ())
+    names = (RECOMMENDED_MEMBERS + (RECOMMENDED_BOCPD, RECOMMENDED_RANDOM_FEATURE_GP)
+             + ((RECOMMENDED_COMBINATION,) if include_combination else ()))
     return [configurations()[n] for n in names]
 
 

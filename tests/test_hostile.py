@@ -43,7 +43,7 @@ CASES = {
 ENDING = [k for k, (p, _) in CASES.items() if p in ("constant_start", "constant_middle", "outlier", "covariate_shift",
                                                       "stuck_feature")]
 LEARNERS = ("RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear", "RecommendedForgettingLinear",
-            "RecommendedBOCPD", "calibrated_bayes_linreg")
+            "RecommendedBOCPD", "RecommendedRandomFeatureGP", "calibrated_bayes_linreg")
 
 
 @functools.cache

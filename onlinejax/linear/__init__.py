@@ -2,6 +2,7 @@
 from .bayes import BayesLinRegState, bayes_linreg, forgetting_from_smoothing, forgetting_from_thesis
 from .evidence import SufficientStats, evidence_fixed_point, log_evidence, posterior_from_stats
 from .features import FeatureMap, compose, intercept_features, map_features, thesis_features
+from .random_features import RandomFeatureState, random_feature_gp
 from .windowed import WindowedBayesState, windowed_bayes_linreg, window_stats
 from .sgd import SGDState, sgd_linreg
 from .thesis import (
@@ -29,6 +30,8 @@ __all__ = [
     "bayesian_map_windowed",
     "adhoc_bounds",
     "AdHocState",
+    "random_feature_gp",
+    "RandomFeatureState",
     "FeatureMap",
     "compose",
     "intercept_features",
@@ -44,4 +47,5 @@ __all__ = [
     "thesis",
     "features",
     "evidence",
+    "random_features",
 ]

@@ -1,0 +1,261 @@
+"""A GP with unbounded memory: Bayesian linear regression on random Fourier features.
+
+Model (Rahimi & Recht 2007; Lázaro-Gredilla et al. 2010, sparse-spectrum GP)::
+
+    φ_ℓ(x) = [cos(Ωx/ℓ), sin(Ωx/ℓ)] / √M  ++  x/√d  ++  [1]      Ω: [M, d], Ω_ij ~ N(0, 1)
+    y | x, w, σ² ~ N(φ_ℓ(x)ᵀw, σ²),   w | σ² ~ N(0, σ²/α₀ · I),   σ² ~ InvGamma(a₀, b₀)
+
+``φ_ℓ(x)ᵀφ_ℓ(x')`` is an unbiased estimate of the squared-exponential kernel
+``exp(-|x - x'|²/2ℓ²)`` (plus a linear kernel and a constant), so the posterior
+mean approximates a GP's with ``F = 2M + d + 1`` features, for every item
+ever seen, at ``O(F²)`` per item and a state of fixed size.
+
+The noise variance is learned with the weights: the Normal-inverse-gamma
+prior is conjugate (Bishop eq. 3.112-3.113, Murphy 2012 §7.6.3), and after
+each item ``(x, y)`` with ``f = Wᵀφ``, ``S = WWᵀ`` in units of ``σ²``::
+
+    W, m ← rank-1 update of (S⁻¹ + φφᵀ)⁻¹            (onlinejax.linalg.sqrt_cov_rank1, r = 1)
+    a ← a + 1/2,    b ← b + (y - φᵀm)² / (2(1 + fᵀf))
+
+and the predictive is Student-t: location ``φᵀm``, scale² ``(b/a)(1 + fᵀf)``,
+``2a`` degrees of freedom (Murphy 2012 eq. 7.76).
+
+The lengthscale is learned by Bayesian model averaging: ``K`` such models
+share ``Ω`` at the lengthscales ``ℓ_k``, each scores its prediction of every
+item, and the prediction is their mixture weighted by the models' log
+evidence (the sum of their predictive log densities, exactly the marginal
+likelihood of a conjugate model), discounted by ``δ`` per item so that a
+drift can hand the weight to another lengthscale. The mixture is returned
+as a Student-t with its mean and variance.
+
+Forgetting ``λ < 1`` (optional, static presence) discounts the precision and
+the noise statistics: ``S ← S/λ``, ``a ← λa``, ``b ← λb``, so the model
+follows a drifting function over about ``1/(1 - λ)`` items.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
+                    describe_factory, learnable, make_learner, zero_unusable)
+from ..linalg import cap_variance, sqrt_cov_rank1
+
+Array = jax.Array
+
+__all__ = ["RandomFeatureState", "random_feature_gp", "init", "predict_one", "step_one", "update_one", "features"]
+
+
+class RandomFeatureState(NamedTuple):
+    """State of :func:`random_feature_gp`: ``K`` models of ``F = 2M + d + 1`` features.
+
+    Attributes:
+      freqs: ``[M, d]`` the frequencies ``Ω`` (shared by the models).
+      lengthscale: ``[K]`` each model's lengthscale ``ℓ_k``.
+      mean: ``[K, F]`` posterior means ``m_k``.
+      cov_sqrt: ``[K, F, F]`` ``W_k`` with ``S_k = W_kW_kᵀ`` (in units of the noise variance).
+      a, b: ``[K]`` the noise variance's inverse-gamma posterior.
+      log_weight: ``[K]`` each model's discounted log evidence.
+      prior_precision: ``[]`` ``α₀``.
+      discount: ``[]`` ``δ ∈ (0, 1]``, the log evidence's discount per item.
+      forgetting: ``[K]`` each model's ``λ_k ∈ (0, 1]``.
+      n_seen: ``[]`` int32 items learned.
+      n_skipped: ``[]`` int32 items skipped (non-finite or too large).
+    """
+
+    freqs: Array
+    lengthscale: Array
+    mean: Array
+    cov_sqrt: Array
+    a: Array
+    b: Array
+    log_weight: Array
+    prior_precision: Array
+    discount: Array
+    forgetting: Array
+    n_seen: Array
+    n_skipped: Array
+
+
+def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
+    """``φ_ℓ(x)``: ``[2M + d + 1]`` for ``x: [d]``, ``freqs: [M, d]``, ``lengthscale: []`` (module doc)."""
+    m, d = freqs.shape
+    u = freqs @ x / lengthscale
+    one = jnp.ones((1,), x.dtype)
+    return jnp.concatenate([jnp.cos(u) / m ** 0.5, jnp.sin(u) / m ** 0.5, x / d ** 0.5, one])
+
+
+def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0, noise_var=0.5, prior_df=4.0,
+         discount=0.999, forgetting=1.0, seed: int = 0, dtype=None) -> RandomFeatureState:
+    """The prior state.
+
+    Args:
+      n_inputs: ``d`` (static).
+      n_frequencies: ``M`` (static).
+      lengthscales: ``[L]`` lengthscales, > 0.
+      forgetting: ``[Φ]`` forgetting factors in (0, 1]: the ``K = LΦ`` models are every pair.
+      prior_precision: ``α₀ > 0``: the weights' prior is ``N(0, σ²/α₀)``.
+      noise_var: the noise variance's prior guess ``b₀/a₀``, > 0.
+      prior_df: the prior's degrees of freedom ``2a₀``, > 2 (so the first prediction has a variance).
+      discount: ``δ ∈ (0, 1]``.
+      seed: the frequencies' PRNG seed.
+      dtype: floating dtype; default float32 (float64 when x64 is enabled).
+    """
+    dtype = dtype or default_float_dtype()
+    for v, name in ((lengthscales, "lengthscales"), (prior_precision, "prior_precision"), (noise_var, "noise_var")):
+        check_positive(v, name)
+    check_in_range(prior_df, "prior_df", 2.0, float("inf"))
+    check_in_range(discount, "discount", 0.0, 1.0)
+    check_in_range(forgetting, "forgetting", 0.0, 1.0)
+    d, m = int(n_inputs), int(n_frequencies)
+    ell, lam = (jnp.atleast_1d(jnp.asarray(v, dtype)) for v in (lengthscales, forgetting))
+    ell, lam = jnp.repeat(ell, lam.shape[0]), jnp.tile(lam, ell.shape[0])
+    k, f = ell.shape[0], 2 * m + d + 1
+    alpha = jnp.asarray(prior_precision, dtype)
+    a0 = jnp.asarray(prior_df, dtype) / 2
+    return RandomFeatureState(
+        freqs=jax.random.normal(jax.random.PRNGKey(seed), (m, d), dtype),
+        lengthscale=ell,
+        mean=jnp.zeros((k, f), dtype),
+        cov_sqrt=jnp.broadcast_to(jnp.eye(f, dtype=dtype) * jax.lax.rsqrt(alpha), (k, f, f)),
+        a=jnp.full((k,), a0, dtype),
+        b=jnp.full((k,), a0 * jnp.asarray(noise_var, dtype), dtype),
+        log_weight=jnp.zeros((k,), dtype),
+        prior_precision=alpha,
+        discount=jnp.asarray(discount, dtype),
+        forgetting=lam,
+        n_seen=jnp.zeros((), jnp.int32),
+        n_skipped=jnp.zeros((), jnp.int32),
+    )
+
+
+def _members(state: RandomFeatureState, x: Array):
+    """Each model's features ``[K, F]``, ``f = Wᵀφ`` ``[K, F]`` and Student-t (loc, scale², df) ``[K]`` each."""
+    phi = jax.vmap(features, in_axes=(None, None, 0))(x, state.freqs, state.lengthscale)
+    f = jnp.einsum("kij,ki->kj", state.cov_sqrt, phi)
+    loc = jnp.sum(phi * state.mean, axis=-1)
+    scale2 = state.b / state.a * (1.0 + jnp.sum(f * f, axis=-1))
+    return phi, f, loc, scale2, 2.0 * state.a
+
+
+def _mixture(state: RandomFeatureState, loc, scale2, df) -> StudentTPrediction:
+    """The models' mixture as a Student-t with its mean and variance (``df``: the weighted mean of theirs)."""
+    w = jax.nn.softmax(state.log_weight)
+    var_k = scale2 * df / (df - 2.0)
+    mean = w @ loc
+    var = w @ (var_k + (loc - mean) ** 2)
+    nu = w @ df
+    return StudentTPrediction(mean, jnp.sqrt(var * (nu - 2.0) / nu), nu)
+
+
+def predict_one(state: RandomFeatureState, x: Array) -> StudentTPrediction:
+    """The predictive for ``x: [d]`` (module doc): a Student-t, ``[]`` leaves."""
+    _, _, loc, scale2, df = _members(state, x)
+    return _mixture(state, loc, scale2, df)
+
+
+def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bool) -> RandomFeatureState:
+    """Absorb ``(x, y)`` given :func:`_members`' ``members`` (module doc's recursion, every model at once)."""
+    ok = learnable(x, y)
+    phi, f, loc, scale2, df = members
+    _, y = zero_unusable(x, ok, y, ok)
+    log_p = jax.vmap(lambda l, s2, v: StudentTPrediction(l, jnp.sqrt(s2), v).log_prob(y))(loc, scale2, df)
+    W, m, a, b = state.cov_sqrt, state.mean, state.a, state.b
+    if forget:
+        lam = jnp.where(ok, state.forgetting, 1.0)
+        cap = jax.lax.rsqrt(jnp.finfo(W.dtype).eps) / state.prior_precision
+        W = jax.vmap(lambda w, l: cap_variance(w, jnp.full(w.shape[:1], cap), jax.lax.rsqrt(l)))(W, lam)
+        f = jnp.einsum("kij,ki->kj", W, phi)
+        a, b = lam * a, lam * b
+    resid = y - loc
+    W_new, m_new = jax.vmap(lambda w, mm, p, ff: sqrt_cov_rank1(w, mm, p, y, 1.0, 1.0, f=ff))(W, m, phi, f)
+    b_new = b + 0.5 * resid ** 2 / (1.0 + jnp.sum(f * f, axis=-1))
+    new = state._replace(
+        cov_sqrt=W_new, mean=m_new, a=a + 0.5, b=b_new,
+        log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
+        n_seen=state.n_seen + 1)
+    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, state._replace(n_skipped=state.n_skipped + 1))
+
+
+def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
+    """:func:`predict_one`, then learn ``(x, y)``, the models' predictions computed once."""
+    members = _members(state, x)
+    return _learn(state, x, y, members, forget=forget), _mixture(state, *members[2:])
+
+
+def update_one(state: RandomFeatureState, x: Array, y: Array, pred=None, *, forget: bool = False) -> RandomFeatureState:
+    """Learn ``(x, y)`` (``pred``, the mixture issued for it, carries nothing the models' updates need)."""
+    return _learn(state, x, y, _members(state, x), forget=forget)
+
+
+#: Default lengthscales, in units of ``√d`` standardised input standard deviations.
+LENGTHSCALES = (0.25, 0.5, 1.0, 2.0)
+
+#: Default forgetting factors: no forgetting (unbounded memory) and memories of about 100 and 20 items.
+FORGETTING = (1.0, 0.99, 0.95)
+
+
+@describe_factory
+def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: Optional[Sequence[float]] = None,
+                      forgetting: Optional[Sequence[float]] = FORGETTING, prior_precision=0.1, noise_var=0.5,
+                      discount=0.99, seed: int = 0, dtype=None) -> Learner:
+    """A GP with unbounded memory on standardised data: random Fourier features, noise and lengthscale learned.
+
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
+    averaged by their discounted evidence (module doc). Meant for inputs and
+    targets of unit spread: wrap it in :func:`onlinejax.calibration.calibrated`
+    with a warm-up (the frequencies are fixed, so the coordinates must be too).
+
+    Args:
+      n_inputs: ``d`` (static).
+      n_frequencies: ``M`` (static): ``F = 2M + d + 1`` features, ``O(KF²)`` per item.
+      lengthscales: ``[L]`` (static count); default :data:`LENGTHSCALES` times ``√d``.
+      forgetting: ``[Φ]`` (static count) factors in (0, 1], default :data:`FORGETTING`;
+        ``None`` (static): no forgetting, the cheaper path.
+      prior_precision: ``α₀ > 0``, the weights' prior precision in units of the noise variance.
+      noise_var: the noise variance's prior guess (on the standardised scale).
+      discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item.
+      seed: the frequencies' default seed.
+      dtype: default floating dtype.
+    Returns:
+      A :class:`Learner` whose ``init(**overrides)`` takes :func:`init`'s keywords.
+
+    Example::
+
+        from onlinejax.calibration import calibrated
+        learner = calibrated(random_feature_gp(2), warmup=32)   # raw data: standardise, calibrate
+        state = learner.init()
+        state, pred = learner.step(state, [0.3, 1.2], 0.7)
+    """
+    d = check_int(n_inputs, "n_inputs", 1)
+    m = check_int(n_frequencies, "n_frequencies", 1)
+    ell = tuple(LENGTHSCALES) if lengthscales is None else tuple(float(v) for v in lengthscales)
+    if lengthscales is None:
+        ell = tuple(v * d ** 0.5 for v in ell)
+    forget = forgetting is not None
+    defaults = dict(lengthscales=ell, prior_precision=prior_precision, noise_var=noise_var, discount=discount,
+                    forgetting=tuple(forgetting) if forget else 1.0, seed=seed, dtype=dtype)
+    init(d, m, **defaults)  # the defaults are checked now, naming the argument
+    n_models = len(defaults["lengthscales"]) * (len(defaults["forgetting"]) if forget else 1)
+
+    def _init(**overrides):
+        unknown = (set(overrides) - set(defaults)) | (set() if forget else {"forgetting"} & set(overrides))
+        if unknown:
+            raise TypeError(f"init: unexpected keyword(s) {sorted(unknown)}")
+        state = init(d, m, **{**defaults, **overrides})
+        if state.lengthscale.shape[0] != n_models:  # the model count is static: it sets the state's shapes
+            raise ValueError(f"lengthscales, forgetting: must give {n_models} models as built, "
+                             f"got {state.lengthscale.shape[0]}")
+        return state
+
+    return make_learner(
+        init=_init,
+        learn_one=lambda s, x, y: update_one(s, x, y, forget=forget),
+        predict_one=predict_one,
+        step_one=partial(step_one, forget=forget),
+        update_one=partial(update_one, forget=forget),
+        n_features=d,
+    )

@@ -1,0 +1,165 @@
+"""The random-feature GP (onlinejax.linear.random_features) against float64 NumPy/SciPy closed forms."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from onlinejax.calibration import calibrated
+from onlinejax.linear.random_features import random_feature_gp
+from conftest import tol
+
+
+def _phi(x, freqs, ell):
+    m, d = freqs.shape
+    u = freqs @ x / ell
+    return np.concatenate([np.cos(u) / np.sqrt(m), np.sin(u) / np.sqrt(m), x / np.sqrt(d), [1.0]])
+
+
+def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
+    """Each model's predictive from the λ-weighted batch closed form (Normal-inverse-gamma, prior discounted
+    like the data), then the evidence-weighted mixture's mean, variance and degrees of freedom, per item."""
+    models = [(e, l) for e in ells for l in lams]
+    log_w = np.zeros(len(models))
+    out = []
+    for t in range(len(y)):
+        locs, scales, dfs = [], [], []
+        for ell, lam in models:
+            F = 2 * freqs.shape[0] + freqs.shape[1] + 1
+            P = np.array([_phi(X[i], freqs, ell) for i in range(t)]).reshape(t, F)
+            wts = lam ** np.arange(t - 1, -1, -1.0)
+            prec = lam ** t * alpha0 * np.eye(F) + (P.T * wts) @ P
+            S = np.linalg.inv(prec)
+            m = S @ (P.T @ (wts * y[:t]))
+            a = lam ** t * a0 + 0.5 * wts.sum()
+            b = lam ** t * b0 + 0.5 * (wts @ y[:t] ** 2 - m @ prec @ m)
+            q = _phi(X[t], freqs, ell)
+            locs.append(q @ m)
+            scales.append(np.sqrt(b / a * (1.0 + q @ S @ q)))
+            dfs.append(2.0 * a)
+        locs, scales, dfs = map(np.array, (locs, scales, dfs))
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+        mean = w @ locs
+        var = w @ (scales ** 2 * dfs / (dfs - 2.0) + (locs - mean) ** 2)
+        out.append((mean, var, w @ dfs))
+        log_w = discount * log_w + stats.t.logpdf(y[t], dfs, locs, scales)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("forgetting", [None, (1.0, 0.9)])
+def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting):
+    d, n = 2, 30
+    X = rng.normal(size=(n, d))
+    y = np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=n)
+    ells = (0.6, 2.0)
+    lrn = random_feature_gp(d, 6, lengthscales=ells, forgetting=forgetting, prior_precision=0.5, noise_var=0.4,
+                            discount=0.95, seed=3)
+    state = lrn.init()
+    got = []
+    for x, t in zip(X, y):
+        state, p = lrn.step(state, x, t)
+        got.append((float(p.mean), float(p.var), float(p.df)))
+    ref = _reference(X, y, np.asarray(state.freqs, np.float64), ells, forgetting or (1.0,), 0.5, 2.0, 0.8, 0.95)
+    got = np.array(got)
+    assert np.max(np.abs(got[:, 0] - ref[:, 0]) / np.sqrt(ref[:, 1])) < tol(1e-9, 2e-3)
+    assert np.max(np.abs(got[:, 1] / ref[:, 1] - 1.0)) < tol(1e-9, 2e-3)
+    assert np.max(np.abs(got[:, 2] - ref[:, 2])) < tol(1e-9, 1e-3)
+
+
+def test_the_features_estimate_the_squared_exponential_kernel():
+    """φ(x)ᵀφ(x') → exp(-|x - x'|²/2ℓ²) + x·x'/d + 1 as M grows (Rahimi & Recht 2007), with error ~ 1/√M."""
+    from onlinejax.linear.random_features import features
+    rng = np.random.default_rng(0)
+    x, x2 = rng.normal(size=3), rng.normal(size=3)
+    freqs = jax.random.normal(jax.random.PRNGKey(1), (20000, 3))
+    ell = 1.5
+    k = float(features(jnp.asarray(x), freqs, ell) @ features(jnp.asarray(x2), freqs, ell))
+    exact = np.exp(-np.sum((x - x2) ** 2) / (2 * ell ** 2)) + x @ x2 / 3 + 1.0
+    assert abs(k - exact) < 0.03
+
+
+def test_the_evidence_picks_the_lengthscale_that_fits(rng):
+    """On a function of lengthscale ~0.3 the short-lengthscale model ends with nearly all the weight."""
+    n = 400
+    X = rng.uniform(-2, 2, size=(n, 1))
+    y = np.sin(5.0 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    lrn = random_feature_gp(1, 64, lengthscales=(0.25, 4.0), forgetting=None)
+    state = lrn.learn(lrn.init(), X, y)
+    w = np.asarray(jax.nn.softmax(state.log_weight))
+    assert w[0] > 0.99
+
+
+def test_forgetting_follows_a_change_that_memory_would_average(rng):
+    n = 600
+    X = rng.uniform(-1, 1, size=(n, 1))
+    y = np.where(np.arange(n) < 300, 2.0, -2.0) * X[:, 0] + 0.1 * rng.normal(size=n)
+    errs = {}
+    for forgetting in (None, (1.0, 0.95)):
+        lrn = random_feature_gp(1, 16, forgetting=forgetting)
+        _, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (jnp.asarray(X), jnp.asarray(y)))
+        errs[forgetting is None] = float(np.mean((np.asarray(p.mean)[400:] - y[400:]) ** 2))
+    assert errs[False] < 0.1 < errs[True]
+
+
+def test_vmapped_streams_equal_one_at_a_time(rng):
+    lrn = calibrated(random_feature_gp(2, 8), warmup=8)
+    X = rng.normal(size=(3, 40, 2)).astype(np.float32)
+    Y = (X[..., 0] - X[..., 1] ** 2).astype(np.float32)
+
+    def run(X, Y):
+        return jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y))[1]
+
+    batched = jax.jit(jax.vmap(run))(X, Y)
+    for i in range(3):
+        one = jax.jit(run)(X[i], Y[i])
+        np.testing.assert_allclose(np.asarray(batched.mean[i]), np.asarray(one.mean), rtol=1e-5, atol=1e-5)
+
+
+def test_a_nonfinite_item_is_skipped_and_counted_inside_jit(rng):
+    lrn = random_feature_gp(2, 4)
+    s = lrn.learn(lrn.init(), rng.normal(size=(5, 2)), rng.normal(size=5))
+    with pytest.raises(ValueError, match="x"):  # outside jit: an error naming the argument
+        lrn.learn(s, [np.nan, 1.0], 1.0)
+    s2 = jax.jit(lrn.learn)(s, jnp.asarray([np.nan, 1.0]), 1.0)
+    s3 = jax.jit(lrn.learn)(s, jnp.asarray([1.0, 1.0]), jnp.inf)
+    for t in (s2, s3):
+        assert int(t.n_skipped) == 1 and int(t.n_seen) == 5
+        np.testing.assert_array_equal(np.asarray(t.mean), np.asarray(s.mean))
+
+
+@pytest.mark.float32_only
+def test_float32_long_run_stays_finite_and_calibrated():
+    """20,000 float32 items of a stationary stream: no NaN, no variance <= 0, 95 % coverage and the noise's MSE."""
+    rng = np.random.default_rng(5)
+    n = 20000
+    X = rng.uniform(0, 1, size=(n, 2)).astype(np.float32)
+    y = (3.0 * X[:, 1] + np.sin(2 * np.pi * X[:, 0]) + rng.normal(size=n)).astype(np.float32)
+    lrn = calibrated(random_feature_gp(2), warmup=32)
+    _, p = jax.jit(lambda X, Y: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y)))(X, y)
+    mean, var = np.asarray(p.mean), np.asarray(p.var)
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    lo, hi = map(np.asarray, p.interval(0.95))
+    assert 0.93 <= np.mean((y[1000:] >= lo[1000:]) & (y[1000:] <= hi[1000:])) <= 0.97
+    assert np.mean((mean[10000:] - y[10000:]) ** 2) < 1.1  # the noise variance is 1
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"lengthscales": (1.0, -1.0)}, "lengthscales"),
+    ({"prior_precision": 0.0}, "prior_precision"),
+    ({"noise_var": float("nan")}, "noise_var"),
+    ({"discount": 1.5}, "discount"),
+    ({"forgetting": (1.0, 0.0)}, "forgetting"),
+])
+def test_bad_hyperparameters_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        random_feature_gp(2, **kwargs)
+
+
+def test_init_keeps_the_models_count_and_refuses_forgetting_when_built_without():
+    lrn = random_feature_gp(2, 4, lengthscales=(0.5, 1.0), forgetting=(1.0, 0.9))
+    assert lrn.init(lengthscales=(0.7, 2.0)).lengthscale.shape == (4,)
+    with pytest.raises(ValueError, match="lengthscales"):
+        lrn.init(lengthscales=(0.7, 2.0, 3.0))
+    with pytest.raises(TypeError, match="forgetting"):
+        random_feature_gp(2, 4, forgetting=None).init(forgetting=0.9)
