@@ -29,6 +29,8 @@ additionally rebuild their factor from pure updates every window, see
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
@@ -141,7 +143,8 @@ def sqrt_cov_batch_update(W: Array, m: Array, X: Array, Y: Array, prec: Array):
     return W_new, m_new
 
 
-def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
+def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0, headroom: float | None = None,
+                 max_batch: int | None = None) -> Array:
     """Return a square root of ``scale²·WWᵀ`` with its marginal variances capped (a windup guard).
 
     With exponential forgetting a direction the inputs stop exciting has its
@@ -149,7 +152,7 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
     variance of ``S = scale²·WWᵀ`` exceeds ``cap``, ``S`` is clamped in the
     basis whitened by the cap: with ``C = diag(cap)``,
     ``C^{-1/2} S C^{-1/2} = UΣ²Uᵀ`` becomes ``U min(Σ², h) Uᵀ`` (``h`` =
-    :data:`CAP_HEADROOM`), so every marginal variance is at most its cap
+    ``headroom``, default :data:`CAP_HEADROOM`), so every marginal variance is at most its cap
     (``diag(S) <= cap``) and the directions the data keeps tight keep their
     variance and orientation. The clamp is not differentiated (its inputs
     pass through ``stop_gradient``), so a learner that forgets stays
@@ -166,6 +169,10 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
     Args:
       W: ``[d, d]``; cap: ``[d]`` largest allowed marginal variances;
       scale: ``[]`` factor applied to ``W`` first (``λ^{-1/2}`` when forgetting).
+      headroom: static ``h`` in (0, 1]: a smaller one clamps further below the cap, so the next clamp
+        is further away (``log(1/h)/log(1/λ)`` items).
+      max_batch: static; under ``vmap`` the clamp runs on this many of the ``W`` that need it at a time
+        (default :data:`CAP_BATCH`; 1 where clamps seldom coincide).
     """
     scale = jnp.asarray(scale, W.dtype)
     r = jnp.sqrt(jnp.minimum(jnp.asarray(cap, W.dtype), jnp.finfo(W.dtype).max))  # an infinite cap: no NaN rows
@@ -173,7 +180,8 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0) -> Array:
     # the clamp is not differentiated (cond_if_any has no reverse-mode rule, and an SVD's gradient is undefined
     # at the equal singular values a clamp leaves): gradients flow through every item it leaves alone
     frozen = jax.lax.stop_gradient((W, scale, r))
-    Wc = cond_if_any(_clamp_whitened, max_batch=CAP_BATCH)(over, frozen)[0]
+    h = CAP_HEADROOM if headroom is None else float(headroom)
+    Wc = cond_if_any(partial(_clamp_whitened, headroom=h), max_batch=max_batch or CAP_BATCH)(over, frozen)[0]
     return jnp.where(over, Wc, W * jnp.where(jnp.isfinite(scale), scale, 1.0))
 
 
@@ -185,11 +193,11 @@ CAP_HEADROOM = 0.25
 CAP_BATCH = 4
 
 
-def _clamp_whitened(Wsr):
-    """``(W', scale, r)``: ``W' = r·U·min(scale·Σ, √h)`` from the SVD ``W/r = UΣVᵀ``, ``h`` = :data:`CAP_HEADROOM`."""
+def _clamp_whitened(Wsr, headroom: float):
+    """``(W', scale, r)``: ``W' = r·U·min(scale·Σ, √h)`` from the SVD ``W/r = UΣVᵀ``, ``h`` = ``headroom``."""
     W, scale, r = Wsr
     U, sig, _ = jnp.linalg.svd(W / r[:, None])
-    top = jnp.where(sig > 0, jnp.minimum(scale * sig, CAP_HEADROOM ** 0.5), 0.0)
+    top = jnp.where(sig > 0, jnp.minimum(scale * sig, headroom ** 0.5), 0.0)
     return r[:, None] * U * top[None, :], scale, r
 
 

@@ -18,7 +18,8 @@ def _phi(x, freqs, ell):
 
 def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
     """Each model's predictive from the λ-weighted batch closed form (Normal-inverse-gamma, prior discounted
-    like the data), then the evidence-weighted mixture's mean, variance and degrees of freedom, per item."""
+    like the data, every learned item discounted once before the next prediction), then the evidence-weighted
+    mixture's mean, variance and degrees of freedom, per item."""
     models = [(e, l) for e in ells for l in lams]
     log_w = np.zeros(len(models))
     out = []
@@ -27,7 +28,7 @@ def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
         for ell, lam in models:
             F = 2 * freqs.shape[0] + freqs.shape[1] + 1
             P = np.array([_phi(X[i], freqs, ell) for i in range(t)]).reshape(t, F)
-            wts = lam ** np.arange(t - 1, -1, -1.0)
+            wts = lam ** np.arange(t, 0, -1.0)
             prec = lam ** t * alpha0 * np.eye(F) + (P.T * wts) @ P
             S = np.linalg.inv(prec)
             m = S @ (P.T @ (wts * y[:t]))
