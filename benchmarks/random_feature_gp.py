@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--river-only", action="store_true")
     a = ap.parse_args()
     names = a.learners.split(",")
-    print(f"machine: {_machine.describe()}")
+    print(_machine.describe())
     if not a.river_only:
         grid_sample(names, a.per_cell, a.seed)
     if not a.grid_only:
