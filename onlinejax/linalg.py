@@ -181,7 +181,10 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0, headroom: flo
     # at the equal singular values a clamp leaves): gradients flow through every item it leaves alone
     frozen = jax.lax.stop_gradient((W, scale, r))
     h = CAP_HEADROOM if headroom is None else float(headroom)
-    Wc = cond_if_any(partial(_clamp_whitened, headroom=h), max_batch=max_batch or CAP_BATCH)(over, frozen)[0]
+    if not 0.0 < h <= 1.0:  # above 1 a clamped variance would exceed its cap
+        raise ValueError(f"headroom: must lie in (0, 1], got {headroom!r}")
+    Wc = cond_if_any(partial(_clamp_whitened, headroom=h),
+                     max_batch=CAP_BATCH if max_batch is None else max_batch)(over, frozen)[0]
     return jnp.where(over, Wc, W * jnp.where(jnp.isfinite(scale), scale, 1.0))
 
 

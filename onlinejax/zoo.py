@@ -87,6 +87,7 @@ __all__ = [
     "RECOMMENDED_MEMBERS",
     "RECOMMENDED_COMBINATION",
     "RECOMMENDED_BOCPD",
+    "RECOMMENDED_RANDOM_FEATURE_GP",
     "CLIMATOLOGY",
     "recommended_bocpd",
     "configurations",

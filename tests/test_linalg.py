@@ -156,11 +156,11 @@ def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
     u /= np.linalg.norm(u)
     S = 50.0 * (np.eye(d) - np.outer(u, u)) + 1e-3 * np.outer(u, u)  # wide, except along u
     W = np.linalg.cholesky(S)
-    for scale in (1.0, 2.0):
-        Wc = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), scale), np.float64)
+    for scale, headroom in ((1.0, None), (2.0, None), (2.0, 0.01)):
+        Wc = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), scale, headroom=headroom), np.float64)
         r = np.sqrt(cap)
         lam, U = np.linalg.eigh((scale ** 2 * S) / np.outer(r, r))
-        ref = np.outer(r, r) * ((U * np.minimum(lam, h)) @ U.T)
+        ref = np.outer(r, r) * ((U * np.minimum(lam, h if headroom is None else headroom)) @ U.T)
         Sc = Wc @ Wc.T
         np.testing.assert_allclose(Sc, ref, rtol=tol(1e-9, 2e-4), atol=tol(1e-12, 1e-5))
         assert np.all(np.diag(Sc) <= cap * (1 + tol(1e-12, 1e-5)))
@@ -168,6 +168,9 @@ def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
         assert u @ Sc @ u < 1e-2
     Winf = np.asarray(cap_variance(jnp.asarray(W), jnp.asarray(cap), jnp.inf), np.float64)
     np.testing.assert_allclose(Winf @ Winf.T, h * np.diag(cap), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="headroom"):
+            cap_variance(jnp.asarray(W), jnp.asarray(cap), headroom=bad)
 
 
 def test_cap_variance_under_vmap_equals_one_stream_at_a_time(rng):

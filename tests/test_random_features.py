@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from onlinejax.calibration import calibrated
-from onlinejax.linear.random_features import random_feature_gp
+from onlinejax.linear.random_features import _members, random_feature_gp
 from conftest import tol
 
 
@@ -17,9 +17,10 @@ def _phi(x, freqs, ell):
 
 
 def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
-    """Each model's predictive from the λ-weighted batch closed form (Normal-inverse-gamma, prior discounted
-    like the data, every learned item discounted once before the next prediction), then the evidence-weighted
-    mixture's mean, variance and degrees of freedom, per item."""
+    """Each model's predictive from the λ-weighted batch closed form (Normal-inverse-gamma; the weights' prior
+    precision and ``b₀`` discounted like the data, the prior count ``a₀`` kept; every learned item discounted once
+    before the next prediction), then the evidence-weighted mixture's mean, variance and degrees of freedom, and
+    each model's (location, scale, df), per item."""
     models = [(e, l) for e in ells for l in lams]
     log_w = np.zeros(len(models))
     out = []
@@ -32,7 +33,7 @@ def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
             prec = lam ** t * alpha0 * np.eye(F) + (P.T * wts) @ P
             S = np.linalg.inv(prec)
             m = S @ (P.T @ (wts * y[:t]))
-            a = lam ** t * a0 + 0.5 * wts.sum()
+            a = a0 + 0.5 * wts.sum()
             b = lam ** t * b0 + 0.5 * (wts @ y[:t] ** 2 - m @ prec @ m)
             q = _phi(X[t], freqs, ell)
             locs.append(q @ m)
@@ -43,29 +44,38 @@ def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
         w /= w.sum()
         mean = w @ locs
         var = w @ (scales ** 2 * dfs / (dfs - 2.0) + (locs - mean) ** 2)
-        out.append((mean, var, w @ dfs))
+        out.append((mean, var, w @ dfs, locs, scales, dfs))
         log_w = discount * log_w + stats.t.logpdf(y[t], dfs, locs, scales)
-    return np.array(out)
+    return out
 
 
-@pytest.mark.parametrize("forgetting", [None, (1.0, 0.9)])
+@pytest.mark.parametrize("forgetting", [None, (1.0, 0.6)])
 def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting):
-    d, n = 2, 30
+    """Every item: the mixture's mean, variance and df, and each model's Student-t (λ = 0.6: below 2/3, where a
+    forgotten prior count would leave no variance; 15 items, before an unexcited direction's variance reaches
+    its float32 cap, 0.6⁻¹⁶ ≈ 1/√eps times the prior's, and the windup clamp departs from the closed form)."""
+    d, n = 2, 30 if forgetting is None else 15
     X = rng.normal(size=(n, d))
     y = np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=n)
     ells = (0.6, 2.0)
     lrn = random_feature_gp(d, 6, lengthscales=ells, forgetting=forgetting, prior_precision=0.5, noise_var=0.4,
                             discount=0.95, seed=3)
     state = lrn.init()
-    got = []
+    got, models = [], []
     for x, t in zip(X, y):
+        _, _, loc, scale2, df = _members(state, jnp.asarray(x, state.mean.dtype))
+        models.append(np.stack([loc, np.sqrt(scale2), df]))
         state, p = lrn.step(state, x, t)
         got.append((float(p.mean), float(p.var), float(p.df)))
     ref = _reference(X, y, np.asarray(state.freqs, np.float64), ells, forgetting or (1.0,), 0.5, 2.0, 0.8, 0.95)
-    got = np.array(got)
-    assert np.max(np.abs(got[:, 0] - ref[:, 0]) / np.sqrt(ref[:, 1])) < tol(1e-9, 2e-3)
-    assert np.max(np.abs(got[:, 1] / ref[:, 1] - 1.0)) < tol(1e-9, 2e-3)
-    assert np.max(np.abs(got[:, 2] - ref[:, 2])) < tol(1e-9, 1e-3)
+    got, mix = np.array(got), np.array([r[:3] for r in ref])
+    assert np.max(np.abs(got[:, 0] - mix[:, 0]) / np.sqrt(mix[:, 1])) < tol(1e-9, 2e-3)
+    assert np.max(np.abs(got[:, 1] / mix[:, 1] - 1.0)) < tol(1e-9, 2e-3)
+    assert np.max(np.abs(got[:, 2] - mix[:, 2])) < tol(1e-9, 1e-3)
+    for g, r in zip(models, ref):
+        assert np.max(np.abs(g[0] - r[3]) / r[4]) < tol(1e-9, 2e-3)  # locations, in scales
+        assert np.max(np.abs(g[1] / r[4] - 1.0)) < tol(1e-9, 2e-3)
+        assert np.max(np.abs(g[2] - r[5])) < tol(1e-9, 1e-3)
 
 
 def test_the_features_estimate_the_squared_exponential_kernel():
@@ -103,18 +113,26 @@ def test_forgetting_follows_a_change_that_memory_would_average(rng):
     assert errs[False] < 0.1 < errs[True]
 
 
-def test_vmapped_streams_equal_one_at_a_time(rng):
-    lrn = calibrated(random_feature_gp(2, 8), warmup=8)
-    X = rng.normal(size=(3, 40, 2)).astype(np.float32)
-    Y = (X[..., 0] - X[..., 1] ** 2).astype(np.float32)
+def test_vmapped_streams_equal_one_at_a_time_through_the_windup_clamps(rng):
+    """λ = 0.8 on a 1-d input: the long lengthscale's features span few directions, so its unexcited variance
+    reaches the cap within ~50 items and is clamped back to the prior's, on different items in different streams."""
+    lrn = calibrated(random_feature_gp(1, 8, lengthscales=(0.3, 3.0), forgetting=(1.0, 0.8)), warmup=8)
+    X = rng.normal(size=(3, 300, 1))
+    Y = np.sin(2.0 * X[..., 0]) + 0.1 * rng.normal(size=(3, 300))
 
     def run(X, Y):
-        return jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y))[1]
+        return jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y))
 
-    batched = jax.jit(jax.vmap(run))(X, Y)
+    batched_state, batched = jax.jit(jax.vmap(run))(X, Y)
     for i in range(3):
-        one = jax.jit(run)(X[i], Y[i])
-        np.testing.assert_allclose(np.asarray(batched.mean[i]), np.asarray(one.mean), rtol=1e-5, atol=1e-5)
+        state, one = jax.jit(run)(X[i], Y[i])
+        for a, b in ((batched.mean[i], one.mean), (batched.var[i], one.var)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+    # the clamp ran: no model's variance is above its cap, and a clamped one sits at the prior's
+    inner = state.inner.inner
+    var = np.sum(np.asarray(inner.cov_sqrt, np.float64) ** 2, axis=-1)  # [K, F] marginal variances / σ²
+    assert np.max(var) <= float(np.finfo(inner.cov_sqrt.dtype).eps) ** -0.5 / float(inner.prior_precision) * 1.01
+    assert np.max(var[3]) > 0.5 / float(inner.prior_precision)  # long lengthscale, λ = 0.8: back near the prior
 
 
 def test_a_nonfinite_item_is_skipped_and_counted_inside_jit(rng):
@@ -126,7 +144,27 @@ def test_a_nonfinite_item_is_skipped_and_counted_inside_jit(rng):
     s3 = jax.jit(lrn.learn)(s, jnp.asarray([1.0, 1.0]), jnp.inf)
     for t in (s2, s3):
         assert int(t.n_skipped) == 1 and int(t.n_seen) == 5
-        np.testing.assert_array_equal(np.asarray(t.mean), np.asarray(s.mean))
+        for a, b in zip(jax.tree.leaves(t._replace(n_skipped=s.n_skipped)), jax.tree.leaves(s)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_gradients_stay_finite_after_a_skipped_item(rng):
+    lrn = random_feature_gp(2, 4)
+    X = jnp.asarray(rng.normal(size=(20, 2))).at[5, 0].set(jnp.nan)
+    Y = jnp.asarray(rng.normal(size=20))
+
+    def loss(noise_var):
+        _, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(noise_var=noise_var), (X, Y))
+        return jnp.nansum(p.log_prob(Y))
+
+    assert np.isfinite(float(jax.grad(loss)(0.5)))
+
+
+def test_a_constant_target_never_gives_a_variance_at_or_below_zero():
+    lrn = random_feature_gp(1, 4)
+    X = jnp.linspace(0.0, 1.0, 3000)[:, None]
+    _, p = jax.jit(lambda X, Y: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y)))(X, jnp.zeros(3000))
+    assert np.all(np.asarray(p.var) > 0) and np.all(np.isfinite(np.asarray(p.var)))
 
 
 @pytest.mark.float32_only
@@ -151,6 +189,9 @@ def test_float32_long_run_stays_finite_and_calibrated():
     ({"noise_var": float("nan")}, "noise_var"),
     ({"discount": 1.5}, "discount"),
     ({"forgetting": (1.0, 0.0)}, "forgetting"),
+    ({"forgetting": ()}, "forgetting"),
+    ({"lengthscales": []}, "lengthscales"),
+    ({"prior_df": 2.0}, "prior_df"),
 ])
 def test_bad_hyperparameters_name_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -164,3 +205,5 @@ def test_init_keeps_the_models_count_and_refuses_forgetting_when_built_without()
         lrn.init(lengthscales=(0.7, 2.0, 3.0))
     with pytest.raises(TypeError, match="forgetting"):
         random_feature_gp(2, 4, forgetting=None).init(forgetting=0.9)
+    one = random_feature_gp(2, 4, lengthscales=0.5, forgetting=0.9)  # scalars: one model
+    assert one.init().lengthscale.shape == (1,) and float(one.init(prior_df=6.0).a[0]) == 3.0

@@ -23,15 +23,19 @@ and the predictive is Student-t: location ``φᵀm``, scale² ``(b/a)(1 + fᵀf)
 The lengthscale is learned by Bayesian model averaging: ``K`` such models
 share ``Ω`` at the lengthscales ``ℓ_k``, each scores its prediction of every
 item, and the prediction is their mixture weighted by the models' log
-evidence (the sum of their predictive log densities, exactly the marginal
-likelihood of a conjugate model), discounted by ``δ`` per item so that a
-drift can hand the weight to another lengthscale. The mixture is returned
-as a Student-t with its mean and variance.
+evidence (the sum of their predictive log densities: with ``δ = 1`` and no
+forgetting, exactly the marginal likelihood of a conjugate model),
+discounted by ``δ`` per item so that a drift can hand the weight to another
+lengthscale. The mixture is returned as a Student-t with its mean and
+variance (floored at :func:`onlinejax.linalg.variance_floor` of the mean).
 
 Forgetting ``λ < 1`` (optional, static presence) discounts the precision and
 the noise statistics after each item, before the next is predicted (the
-step of a state-space model): ``S ← S/λ``, ``a ← λa``, ``b ← λb``, so the
-model follows a drifting function over about ``1/(1 - λ)`` items. A direction that
+step of a state-space model): ``S ← S/λ``, ``a ← λa + (1 - λ)a₀``, ``b ← λb``,
+so the model follows a drifting function over about ``1/(1 - λ)`` items.
+The noise's prior count ``a₀`` is not forgotten, so that the degrees of
+freedom stay above ``2a₀ > 2`` (with ``a ← λa`` they would settle at
+``λ/(1 - λ)``, at most 2 for ``λ <= 2/3``: no variance). A direction that
 no recent item excited would have its variance grow without bound; once its
 variance reaches ``1/√eps`` times the prior's it is set back to the prior's
 (:func:`onlinejax.linalg.cap_variance`, which then leaves it alone for
@@ -45,9 +49,11 @@ from typing import NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+import numpy as np
+
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, learnable, make_learner, zero_unusable)
-from ..linalg import cap_variance, sqrt_cov_rank1
+                    describe_factory, make_learner)
+from ..linalg import cap_variance, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
 
@@ -65,6 +71,7 @@ class RandomFeatureState(NamedTuple):
       a, b: ``[K]`` the noise variance's inverse-gamma posterior.
       log_weight: ``[K]`` each model's discounted log evidence.
       prior_precision: ``[]`` ``α₀``.
+      prior_a: ``[]`` ``a₀``, the noise's prior count (kept by forgetting).
       discount: ``[]`` ``δ ∈ (0, 1]``, the log evidence's discount per item.
       forgetting: ``[K]`` each model's ``λ_k ∈ (0, 1]``.
       n_seen: ``[]`` int32 items learned.
@@ -79,6 +86,7 @@ class RandomFeatureState(NamedTuple):
     b: Array
     log_weight: Array
     prior_precision: Array
+    prior_a: Array
     discount: Array
     forgetting: Array
     n_seen: Array
@@ -100,14 +108,19 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
     Args:
       n_inputs: ``d`` (static).
       n_frequencies: ``M`` (static).
-      lengthscales: ``[L]`` lengthscales, > 0.
-      forgetting: ``[Φ]`` forgetting factors in (0, 1]: the ``K = LΦ`` models are every pair.
+      lengthscales: ``[L]`` lengthscales (or one), > 0.
+      forgetting: ``[Φ]`` forgetting factors (or one) in (0, 1]: the ``K = LΦ`` models are every pair.
       prior_precision: ``α₀ > 0``: the weights' prior is ``N(0, σ²/α₀)``.
       noise_var: the noise variance's prior guess ``b₀/a₀``, > 0.
       prior_df: the prior's degrees of freedom ``2a₀``, > 2 (so the first prediction has a variance).
       discount: ``δ ∈ (0, 1]``.
       seed: the frequencies' PRNG seed.
       dtype: floating dtype; default float32 (float64 when x64 is enabled).
+    Returns:
+      The :class:`RandomFeatureState` of ``K`` models at the prior.
+    Raises:
+      ValueError: naming the argument, for out-of-range concrete values or an empty ``lengthscales`` or
+        ``forgetting``.
     """
     dtype = dtype or default_float_dtype()
     for v, name in ((lengthscales, "lengthscales"), (prior_precision, "prior_precision"), (noise_var, "noise_var")):
@@ -116,7 +129,10 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
     check_in_range(discount, "discount", 0.0, 1.0)
     check_in_range(forgetting, "forgetting", 0.0, 1.0)
     d, m = int(n_inputs), int(n_frequencies)
-    ell, lam = (jnp.atleast_1d(jnp.asarray(v, dtype)) for v in (lengthscales, forgetting))
+    ell, lam = (jnp.ravel(jnp.asarray(v, dtype)) for v in (lengthscales, forgetting))
+    for v, name in ((ell, "lengthscales"), (lam, "forgetting")):
+        if v.shape[0] == 0:
+            raise ValueError(f"{name}: must hold at least one value")
     ell, lam = jnp.repeat(ell, lam.shape[0]), jnp.tile(lam, ell.shape[0])
     k, f = ell.shape[0], 2 * m + d + 1
     alpha = jnp.asarray(prior_precision, dtype)
@@ -130,6 +146,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
         b=jnp.full((k,), a0 * jnp.asarray(noise_var, dtype), dtype),
         log_weight=jnp.zeros((k,), dtype),
         prior_precision=alpha,
+        prior_a=a0,
         discount=jnp.asarray(discount, dtype),
         forgetting=lam,
         n_seen=jnp.zeros((), jnp.int32),
@@ -153,6 +170,7 @@ def _mixture(state: RandomFeatureState, loc, scale2, df) -> StudentTPrediction:
     mean = w @ loc
     var = w @ (var_k + (loc - mean) ** 2)
     nu = w @ df
+    var = jnp.maximum(var, variance_floor(mean * mean))
     return StudentTPrediction(mean, jnp.sqrt(var * (nu - 2.0) / nu), nu)
 
 
@@ -163,10 +181,11 @@ def predict_one(state: RandomFeatureState, x: Array) -> StudentTPrediction:
 
 
 def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bool) -> RandomFeatureState:
-    """Absorb ``(x, y)`` given :func:`_members`' ``members`` (module doc's recursion, every model at once)."""
-    ok = learnable(x, y)
+    """Absorb ``(x, y)`` given :func:`_members`' ``members`` (module doc's recursion, every model at once).
+
+    A finite item: :func:`~onlinejax.base.make_learner`'s boundary skips the others (``skip_nonfinite``).
+    """
     phi, f, loc, scale2, df = members
-    _, y = zero_unusable(x, ok, y, ok)
     log_p = jax.vmap(lambda l, s2, v: StudentTPrediction(l, jnp.sqrt(s2), v).log_prob(y))(loc, scale2, df)
     W, m = jax.vmap(lambda w, mm, p, ff: sqrt_cov_rank1(w, mm, p, y, 1.0, 1.0, f=ff))(state.cov_sqrt, state.mean,
                                                                                    phi, f)
@@ -178,22 +197,25 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
         cap = jnp.full(W.shape[1:2], eps ** -0.5 / state.prior_precision)
         # the models reach their caps on different items: clamp one at a time
         W = jax.vmap(lambda w, l: cap_variance(w, cap, jax.lax.rsqrt(l), headroom=eps ** 0.5, max_batch=1))(W, lam)
-        a, b = lam * a, lam * b
-    new = state._replace(
-        cov_sqrt=W, mean=m, a=a, b=b,
-        log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
-        n_seen=state.n_seen + 1)
-    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, state._replace(n_skipped=state.n_skipped + 1))
+        a, b = lam * a + (1.0 - lam) * state.prior_a, lam * b
+    return state._replace(cov_sqrt=W, mean=m, a=a, b=b,
+                          log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
+                          n_seen=state.n_seen + 1)
 
 
 def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
-    """:func:`predict_one`, then learn ``(x, y)``, the models' predictions computed once."""
+    """:func:`predict_one`, then learn ``(x, y)`` (``x: [d]``, ``y: []``), the models' predictions computed once.
+
+    ``forget`` (static) applies the state's forgetting factors; the factory sets it (built without
+    forgetting, it is off and ``λ`` unused).
+    """
     members = _members(state, x)
     return _learn(state, x, y, members, forget=forget), _mixture(state, *members[2:])
 
 
 def update_one(state: RandomFeatureState, x: Array, y: Array, pred=None, *, forget: bool = False) -> RandomFeatureState:
-    """Learn ``(x, y)`` (``pred``, the mixture issued for it, carries nothing the models' updates need)."""
+    """Learn ``(x, y)`` (``x: [d]``, ``y: []``; ``pred``, the mixture issued for it, carries nothing the models'
+    updates need; ``forget`` as in :func:`step_one`)."""
     return _learn(state, x, y, _members(state, x), forget=forget)
 
 
@@ -207,7 +229,7 @@ FORGETTING = (1.0, 0.99, 0.95)
 @describe_factory
 def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: Optional[Sequence[float]] = None,
                       forgetting: Optional[Sequence[float]] = FORGETTING, prior_precision=0.1, noise_var=0.5,
-                      discount=0.99, seed: int = 0, dtype=None) -> Learner:
+                      prior_df=4.0, discount=0.99, seed: int = 0, dtype=None) -> Learner:
     """A GP with unbounded memory on standardised data: random Fourier features, noise and lengthscale learned.
 
     ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
@@ -223,6 +245,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: O
         ``None`` (static): no forgetting, the cheaper path.
       prior_precision: ``α₀ > 0``, the weights' prior precision in units of the noise variance.
       noise_var: the noise variance's prior guess (on the standardised scale).
+      prior_df: the noise prior's degrees of freedom ``2a₀ > 2``.
       discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item.
       seed: the frequencies' default seed.
       dtype: default floating dtype.
@@ -238,12 +261,10 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: O
     """
     d = check_int(n_inputs, "n_inputs", 1)
     m = check_int(n_frequencies, "n_frequencies", 1)
-    ell = tuple(LENGTHSCALES) if lengthscales is None else tuple(float(v) for v in lengthscales)
-    if lengthscales is None:
-        ell = tuple(v * d ** 0.5 for v in ell)
+    ell = tuple(v * d ** 0.5 for v in LENGTHSCALES) if lengthscales is None else _values(lengthscales)
     forget = forgetting is not None
-    defaults = dict(lengthscales=ell, prior_precision=prior_precision, noise_var=noise_var, discount=discount,
-                    forgetting=tuple(forgetting) if forget else 1.0, seed=seed, dtype=dtype)
+    defaults = dict(lengthscales=ell, prior_precision=prior_precision, noise_var=noise_var, prior_df=prior_df,
+                    discount=discount, forgetting=_values(forgetting) if forget else (1.0,), seed=seed, dtype=dtype)
     init(d, m, **defaults)  # the defaults are checked now, naming the argument
     n_models = len(defaults["lengthscales"]) * (len(defaults["forgetting"]) if forget else 1)
 
@@ -264,4 +285,10 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: O
         step_one=partial(step_one, forget=forget),
         update_one=partial(update_one, forget=forget),
         n_features=d,
+        skip_nonfinite=True,
     )
+
+
+def _values(v) -> tuple:
+    """A scalar or a sequence of numbers as a tuple of floats (the model count is static)."""
+    return tuple(float(u) for u in np.ravel(np.asarray(v, dtype=float)))
