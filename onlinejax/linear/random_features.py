@@ -186,11 +186,11 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     A finite item: :func:`~onlinejax.base.make_learner`'s boundary skips the others (``skip_nonfinite``).
     """
     phi, f, loc, scale2, df = members
-    log_p = jax.vmap(lambda l, s2, v: StudentTPrediction(l, jnp.sqrt(s2), v).log_prob(y))(loc, scale2, df)
+    log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
     W, m = jax.vmap(lambda w, mm, p, ff: sqrt_cov_rank1(w, mm, p, y, 1.0, 1.0, f=ff))(state.cov_sqrt, state.mean,
                                                                                    phi, f)
     a, b = state.a + 0.5, state.b + 0.5 * (y - loc) ** 2 / (1.0 + jnp.sum(f * f, axis=-1))
-    if forget:  # the step to the next item: S ← S/λ, a ← λa, b ← λb
+    if forget:  # the step to the next item: S ← S/λ, a ← λa + (1 - λ)a₀, b ← λb
         lam = state.forgetting
         # a direction no recent item excited goes back to its prior variance once it reaches 1/√eps times it
         eps = float(jnp.finfo(W.dtype).eps)
