@@ -24,7 +24,7 @@ from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, Suffici
                      adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
                      forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
-                     random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
+                     nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
 from .schedule import TunePlan
 from .standardize import standardize
 from .hedge import with_climatology
@@ -39,7 +39,7 @@ __all__ = [
     # learners
     "bayes_linreg", "windowed_bayes_linreg", "sgd_linreg", "bayesian_mle_forgetting", "bayesian_map_forgetting",
     "bayesian_mle_windowed", "bayesian_map_windowed", "adhoc_bounds", "forgetting_from_smoothing",
-    "forgetting_from_thesis", "window_stats", "climatology", "bocpd", "random_feature_gp",
+    "forgetting_from_thesis", "window_stats", "climatology", "bocpd", "random_feature_gp", "nig_linreg",
     # features and evidence
     "FeatureMap", "compose", "intercept_features", "map_features", "thesis_features", "SufficientStats",
     "evidence_fixed_point", "log_evidence", "posterior_from_stats",

@@ -1,7 +1,8 @@
-"""Linear learners: conjugate Bayesian (forgetting, windowed), the thesis's MLE/MAP, SGD."""
+"""Linear learners: conjugate Bayesian (forgetting, windowed, learning the noise), the thesis's MLE/MAP, SGD."""
 from .bayes import BayesLinRegState, bayes_linreg, forgetting_from_smoothing, forgetting_from_thesis
 from .evidence import SufficientStats, evidence_fixed_point, log_evidence, posterior_from_stats
 from .features import FeatureMap, compose, intercept_features, map_features, thesis_features
+from .nig import NIGState, nig_linreg
 from .random_features import RandomFeatureState, random_feature_gp
 from .windowed import WindowedBayesState, windowed_bayes_linreg, window_stats
 from .sgd import SGDState, sgd_linreg
@@ -30,6 +31,8 @@ __all__ = [
     "bayesian_map_windowed",
     "adhoc_bounds",
     "AdHocState",
+    "nig_linreg",
+    "NIGState",
     "random_feature_gp",
     "RandomFeatureState",
     "FeatureMap",
@@ -48,4 +51,5 @@ __all__ = [
     "features",
     "evidence",
     "random_features",
+    "nig",
 ]

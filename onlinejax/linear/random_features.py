@@ -53,7 +53,9 @@ import numpy as np
 
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
-from ..linalg import cap_variance, sqrt_cov_rank1, variance_floor
+from ..linalg import variance_floor
+from .nig import absorb, predictive
+from .nig import forget as _forget
 
 Array = jax.Array
 
@@ -125,7 +127,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
     dtype = dtype or default_float_dtype()
     for v, name in ((lengthscales, "lengthscales"), (prior_precision, "prior_precision"), (noise_var, "noise_var")):
         check_positive(v, name)
-    check_in_range(prior_df, "prior_df", 2.0, float("inf"))
+    check_in_range(prior_df, "prior_df", 2.0, float("inf"), hi_open=True)
     check_in_range(discount, "discount", 0.0, 1.0)
     check_in_range(forgetting, "forgetting", 0.0, 1.0)
     d, m = int(n_inputs), int(n_frequencies)
@@ -157,10 +159,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
 def _members(state: RandomFeatureState, x: Array):
     """Each model's features ``[K, F]``, ``f = Wᵀφ`` ``[K, F]`` and Student-t (loc, scale², df) ``[K]`` each."""
     phi = jax.vmap(features, in_axes=(None, None, 0))(x, state.freqs, state.lengthscale)
-    f = jnp.einsum("kij,ki->kj", state.cov_sqrt, phi)
-    loc = jnp.sum(phi * state.mean, axis=-1)
-    scale2 = state.b / state.a * (1.0 + jnp.sum(f * f, axis=-1))
-    return phi, f, loc, scale2, 2.0 * state.a
+    return (phi, *jax.vmap(predictive)(state.mean, state.cov_sqrt, state.a, state.b, phi))
 
 
 def _mixture(state: RandomFeatureState, loc, scale2, df) -> StudentTPrediction:
@@ -187,17 +186,11 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     """
     phi, f, loc, scale2, df = members
     log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
-    W, m = jax.vmap(lambda w, mm, p, ff: sqrt_cov_rank1(w, mm, p, y, 1.0, 1.0, f=ff))(state.cov_sqrt, state.mean,
-                                                                                   phi, f)
-    a, b = state.a + 0.5, state.b + 0.5 * (y - loc) ** 2 / (1.0 + jnp.sum(f * f, axis=-1))
-    if forget:  # the step to the next item: S ← S/λ, a ← λa + (1 - λ)a₀, b ← λb
-        lam = state.forgetting
-        # a direction no recent item excited goes back to its prior variance once it reaches 1/√eps times it
-        eps = float(jnp.finfo(W.dtype).eps)
-        cap = jnp.full(W.shape[1:2], eps ** -0.5 / state.prior_precision)
-        # the models reach their caps on different items: clamp one at a time
-        W = jax.vmap(lambda w, l: cap_variance(w, cap, jax.lax.rsqrt(l), headroom=eps ** 0.5, max_batch=1))(W, lam)
-        a, b = lam * a + (1.0 - lam) * state.prior_a, lam * b
+    m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
+                                                                       state.b, phi, y, f, loc)
+    if forget:  # the step to the next item; the models reach their windup clamps on different items: one at a time
+        W, a, b = jax.vmap(partial(_forget, max_batch=1), in_axes=(0, 0, 0, 0, None, None))(
+            W, a, b, state.forgetting, state.prior_a, state.prior_precision)
     return state._replace(cov_sqrt=W, mean=m, a=a, b=b,
                           log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
                           n_seen=state.n_seen + 1)
