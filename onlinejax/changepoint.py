@@ -14,9 +14,9 @@ probability of a change at any item):
 
   of the prior's predictive (a change now) and each run's predictive, with
   ``w_r = P(r_{t-1} = r | data)``; every component is the inner learner's
-  predictive ``N(μ, σ²)`` (moment-matched when it is not Gaussian), and the
-  result is a :class:`~onlinejax.combination.MixturePrediction` — uncertainty
-  that widens at a change instead of a hard reset.
+  predictive, issued as ``N(μ, σ²)`` (moment-matched when it is not Gaussian) in a
+  :class:`~onlinejax.combination.MixturePrediction` — uncertainty that widens at
+  a change instead of a hard reset.
 * **learn** (A&M eq. 3–4 and the run-length recursion of Algorithm 1): the
   joint of each hypothesis and ``y_t`` is its mixture weight times its
   predictive density; the change hypothesis's state learns ``(x_t, y_t)`` from
@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from .base import Learner, check_in_range, check_int, describe_factory, keep_if, make_learner, state_dtype
-from .combination.distribution import MixturePrediction, gaussian_log_density, mixture_prediction
+from .combination.distribution import MixturePrediction, mixture_prediction
 
 Array = jax.Array
 
@@ -159,7 +159,9 @@ def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tupl
     """
     p0, pr = _inner_predictions(state, x, learner)
     lw, means, vars = _mixture_parts(state, p0, pr)
-    joint = lw + gaussian_log_density(y, means, vars)
+    # each hypothesis's own predictive density (a Student-t run model's heavy tails too); the issued mixture
+    # holds their moments
+    joint = lw + jnp.concatenate([jnp.reshape(p0.log_prob(y), (1,)), pr.log_prob(y)])
     joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
     grown = jax.vmap(learner.update, in_axes=(0, None, None, 0))(state.runs, x, y, pr)
     fresh = learner.update(state.prior, x, y, p0)
@@ -192,7 +194,11 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
 
     Args:
       learner: the inner learner, e.g. :func:`~onlinejax.linear.bayes_linreg` (each run-length
-        hypothesis keeps its own state, so a conjugate, non-windowed learner is the natural choice).
+        hypothesis keeps its own state, so a conjugate, non-windowed learner is the natural choice);
+        :func:`~onlinejax.linear.nig_linreg` for runs that learn their noise level (and, with its
+        ``trend=`` and ``forgetting=``, their level and slope: a series that wanders or trends is then
+        not read as a stream of changes). A run's clock starts at its start; an item :func:`bocpd`
+        skips (non-finite) does not reach the runs.
       n_runs: ``R >= 2`` hypotheses kept (static): memory ``R`` inner states, time ``R + 1``
         inner steps per item. The ``R`` most probable run lengths are kept, not the ``R``
         shortest, so ``R`` need not cover the expected run length ``1/h``: a few tens

@@ -22,22 +22,40 @@ def _blr_predictive(X, Y, x):
     return float(m @ x), float(1.0 / BETA + x @ S @ x)
 
 
-def reference(X, Y, h):
+def _nig_predictive(X, Y, x, alpha0=0.5, a0=2.0, b0=1.0):
+    """Closed-form Normal-inverse-gamma regression on a run's items (Murphy 2012 eq. 7.69-7.76), float64:
+    the Student-t's ``(mean, variance, frozen scipy distribution)``."""
+    prec = alpha0 * np.eye(x.shape[0]) + X.T @ X
+    S = np.linalg.inv(prec)
+    m = S @ X.T @ Y
+    a, b = a0 + 0.5 * len(Y), b0 + 0.5 * (Y @ Y - m @ prec @ m)
+    t = stats.t(2 * a, float(m @ x), np.sqrt(b / a * (1.0 + x @ S @ x)))
+    return float(m @ x), float(t.var()), t
+
+
+def _gaussian_predictive(X, Y, x):
+    mu, var = _blr_predictive(X, Y, x)
+    return mu, var, stats.norm(mu, np.sqrt(var))
+
+
+def reference(X, Y, h, predictive=_gaussian_predictive):
     """Every run-length hypothesis kept: ``(log_weight, item indices of its run)``; per item the mixture
-    moments, ``log p(y_t | data)`` and ``P(change at t | data)``."""
+    moments, ``log p(y_t | data)`` of the issued (moment-matched Gaussian) mixture and
+    ``P(change at t | data)``; the run-length recursion weighs each run by its own ``predictive``'s density."""
     hyps = [(0.0, [])]
     out = []
     for t in range(len(Y)):
         comps = [(np.log(h), [])] + [(np.log1p(-h) + lw, run) for lw, run in hyps]
-        pred = [_blr_predictive(X[run].reshape(-1, X.shape[1]), Y[run], X[t]) for _, run in comps]
+        pred = [predictive(X[run].reshape(-1, X.shape[1]), Y[run], X[t]) for _, run in comps]
         lw = np.array([c[0] for c in comps])
         mu = np.array([p[0] for p in pred])
         var = np.array([p[1] for p in pred])
         w = np.exp(lw - logsumexp(lw))
         mean = w @ mu
-        joint = lw + stats.norm.logpdf(Y[t], mu, np.sqrt(var))
+        joint = lw + np.array([p[2].logpdf(Y[t]) for p in pred])
         ev = logsumexp(joint)
-        out.append((mean, w @ (var + (mu - mean) ** 2), ev, np.exp(joint[0] - ev)))
+        issued = logsumexp(lw + stats.norm.logpdf(Y[t], mu, np.sqrt(var))) - logsumexp(lw)
+        out.append((mean, w @ (var + (mu - mean) ** 2), issued, np.exp(joint[0] - ev)))
         hyps = [(j - ev, run + [t]) for j, (_, run) in zip(joint, comps)]
     return np.array(out), hyps
 
@@ -53,13 +71,20 @@ def _stream(rng, n, change=None):
     return X, f + rng.normal(size=n) / np.sqrt(BETA)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_exact_recursion_while_nothing_is_pruned(seed):
+@pytest.mark.parametrize("seed,runs", [(0, "gaussian"), (1, "gaussian"), (2, "nig")])
+def test_exact_recursion_while_nothing_is_pruned(seed, runs):
+    """Runs of fixed noise (Gaussian predictives) and runs that learn their noise (Student-t predictives,
+    :func:`~onlinejax.linear.nig_linreg`), each weighed by its own density."""
     rng = np.random.default_rng(seed)
     n, h = 14, 0.2
     X, Y = _stream(rng, n, change=7)
-    ref, hyps = reference(X, Y, h)
-    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=n + 2, hazard=h)
+    if runs == "nig":
+        ref, hyps = reference(X, Y, h, _nig_predictive)
+        inner = oj.nig_linreg(2, prior_precision=0.5, noise_var=0.5, prior_df=4.0)
+    else:
+        ref, hyps = reference(X, Y, h)
+        inner = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False)
+    L = bocpd(inner, n_runs=n + 2, hazard=h)
     res = progressive_validation(L, L.init(), X, Y, record=changepoint_probability)
     rtol = tol(1e-9, 2e-4)
     np.testing.assert_allclose(np.asarray(res.predictions.mean), ref[:, 0], rtol=rtol, atol=tol(1e-9, 1e-4))
