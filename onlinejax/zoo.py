@@ -44,9 +44,10 @@ default combination rule and calibrates the mixture the same way
 (:func:`calibrate_combination`).
 ``RecommendedBOCPD`` (family ``BOCPD``, not a member of the combination) is
 Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
-over the mapped Bayesian linear model, calibrated the same way: instead of
-forgetting at a fixed rate it keeps 16 run-length hypotheses and restarts
-from the prior where the data say a change happened.
+over runs that learn their noise, level and slope (a Normal-inverse-gamma
+linear model on the mapped features, forgetting slowly), calibrated the same
+way: besides following a slow drift it keeps 16 run-length hypotheses and
+restarts from the prior where the data say a change happened.
 ``RecommendedRandomFeatureGP`` (family ``RandomFeatureGP``, not a member of
 the combination either) is a GP whose memory is not a window: conjugate
 Bayesian linear regression on random Fourier features
@@ -65,8 +66,8 @@ from .combination import bma, combine, ewa_squared_error, fixed_share, mean_corr
 from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
-from .linear import (bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
-                     bayesian_mle_windowed, map_features, thesis_features)
+from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
+                     map_features, nig_linreg, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
@@ -273,17 +274,22 @@ def unit_prior_alpha(n_inputs: int) -> float:
     return float(thesis_features(n_inputs).n_out)
 
 
-def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 250, beta: float = 10.0):
-    """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over the mapped Bayesian linear model, calibrated.
+def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 1000, forgetting: float = 0.995,
+                      trend: float = 50.0, noise_var: float = 0.1):
+    """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
 
-    Each run-length hypothesis is a Bayesian linear regression on the thesis's features
-    (:func:`~onlinejax.linear.thesis_features`) with an intercept and the unit prior
-    (:func:`unit_prior_alpha`); ``beta = 10``: noise of about a third of the standardised
-    target's spread, the scale a change is judged at; the calibration wrapper then fixes the
-    intervals' scale.
+    Each run-length hypothesis is a Normal-inverse-gamma linear regression
+    (:func:`~onlinejax.linear.nig_linreg`) on the thesis's features
+    (:func:`~onlinejax.linear.thesis_features`) with the unit prior (:func:`unit_prior_alpha`), a
+    level and a slope in time (``trend`` items per unit), and forgetting ``λ = 0.995`` (about 200 items): each run
+    learns its noise level (prior guess ``noise_var``, a tenth of the standardised target's
+    variance, 4 degrees of freedom) and follows a wandering level and relation, so that a trend or
+    a random walk is not read as a stream of changes, and a change is judged against the run's own
+    noise. The calibration wrapper then fixes the intervals' scale.
     """
     fm = thesis_features(n_features)
-    inner = bayes_linreg(fm.n_out, alpha=unit_prior_alpha(n_features), beta=beta, tunable=False, intercept=True)
+    inner = nig_linreg(fm.n_out, prior_precision=unit_prior_alpha(n_features) * noise_var, noise_var=noise_var,
+                       prior_df=4.0, forgetting=forgetting, trend=trend)
     return calibrated(bocpd(map_features(fm, inner), n_runs, hazard=hazard))
 
 
@@ -334,8 +340,9 @@ def _recommended() -> list[GridLearner]:
     out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined,
                             description="the four recommended members mixed by the default rule, calibrated again"))
     out.append(grid_learner(RECOMMENDED_BOCPD, "BOCPD", recommended_bocpd,
-                            description="Bayesian online changepoint detection over Bayesian linear regression on "
-                                        f"the mapped features (16 run lengths), {calib}"))
+                            description="Bayesian online changepoint detection over runs that learn their noise, "
+                                        "level and slope (Normal-inverse-gamma linear regression on the mapped "
+                                        f"features, forgetting; 16 run lengths), {calib}"))
     out.append(grid_learner(RECOMMENDED_RANDOM_FEATURE_GP, "RandomFeatureGP",
                             lambda d: calibrated(random_feature_gp(d), warmup=F),
                             description="a GP with unbounded memory: Bayesian linear regression on 64 random Fourier "
