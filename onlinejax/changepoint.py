@@ -14,9 +14,10 @@ probability of a change at any item):
 
   of the prior's predictive (a change now) and each run's predictive, with
   ``w_r = P(r_{t-1} = r | data)``; every component is the inner learner's
-  predictive, issued as ``N(μ, σ²)`` (moment-matched when it is not Gaussian) in a
-  :class:`~onlinejax.combination.MixturePrediction` — uncertainty that widens at
-  a change instead of a hard reset.
+  predictive; the result is a :class:`~onlinejax.combination.MixturePrediction`
+  of Gaussians (moment-matched when the inner predictive is neither Gaussian nor
+  Student-t) or, for Student-t runs, a :class:`~onlinejax.student_mixture.StudentTMixture`
+  — uncertainty that widens at a change instead of a hard reset.
 * **learn** (A&M eq. 3–4 and the run-length recursion of Algorithm 1): the
   joint of each hypothesis and ``y_t`` is its mixture weight times its
   predictive density; the change hypothesis's state learns ``(x_t, y_t)`` from
@@ -44,8 +45,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, check_in_range, check_int, describe_factory, keep_if, make_learner, state_dtype
+from .base import (Learner, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if, make_learner,
+                   state_dtype)
 from .combination.distribution import MixturePrediction, mixture_prediction
+from .student_mixture import StudentTMixture
 
 Array = jax.Array
 
@@ -125,9 +128,19 @@ def components(state: BOCPDState, x: Array, *, learner: Learner) -> tuple[Array,
     return _mixture_parts(state, *_inner_predictions(state, x, learner))
 
 
-def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePrediction:
+def _issued(lw: Array, means: Array, vars: Array, p0, pr) -> MixturePrediction | StudentTMixture:
+    """The predictive mixture: of the runs' Student-t's when they are Student-t, else of Gaussians (their moments)."""
+    if isinstance(p0, StudentTPrediction):
+        return StudentTMixture(lw - jax.nn.logsumexp(lw), means,
+                               jnp.concatenate([jnp.reshape(p0.scale, (1,)), pr.scale]),
+                               jnp.concatenate([jnp.reshape(p0.df, (1,)), pr.df]))
+    return mixture_prediction(lw, means, vars)
+
+
+def predict_one(state: BOCPDState, x: Array, *, learner: Learner) -> MixturePrediction | StudentTMixture:
     """``p(y | x, data)``: the mixture over a change now and the kept run lengths (module doc)."""
-    return mixture_prediction(*components(state, x, learner=learner))
+    p0, pr = _inner_predictions(state, x, learner)
+    return _issued(*_mixture_parts(state, p0, pr), p0, pr)
 
 
 def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOCPDState:
@@ -146,7 +159,8 @@ def learn_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> BOC
     return step_one(state, x, y, learner=learner)[0]
 
 
-def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tuple[BOCPDState, MixturePrediction]:
+def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner
+             ) -> tuple[BOCPDState, MixturePrediction | StudentTMixture]:
     """:func:`predict_one`, then :func:`learn_one` on the same inner predictions (each hypothesis predicts once).
 
     Each hypothesis learns the item by its ``update`` with the prediction it made
@@ -159,8 +173,7 @@ def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tupl
     """
     p0, pr = _inner_predictions(state, x, learner)
     lw, means, vars = _mixture_parts(state, p0, pr)
-    # each hypothesis's own predictive density (a Student-t run model's heavy tails too); the issued mixture
-    # holds their moments
+    # each hypothesis's own predictive density (a Student-t run model's heavy tails too)
     joint = lw + jnp.concatenate([jnp.reshape(p0.log_prob(y), (1,)), pr.log_prob(y)])
     joint = jnp.where(jnp.isnan(joint), -jnp.inf, joint)
     grown = jax.vmap(learner.update, in_axes=(0, None, None, 0))(state.runs, x, y, pr)
@@ -174,7 +187,7 @@ def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner) -> tupl
     new = state._replace(runs=jax.tree_util.tree_map(lambda a: a[idx], cand),
                          log_weights=top - jax.nn.logsumexp(top), run_length=length[idx],
                          cp_prob=jnp.exp(joint[0] - log_evidence), n_seen=state.n_seen + 1)
-    return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1)), mixture_prediction(lw, means, vars)
+    return keep_if(ok, new, state._replace(n_skipped=state.n_skipped + 1)), _issued(lw, means, vars, p0, pr)
 
 
 def changepoint_probability(state: BOCPDState) -> Array:
@@ -207,7 +220,9 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
       hazard: default ``h ∈ (0, 1)`` for ``init``; an array in the state (``init(hazard=)``).
     Returns:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
-      :class:`~onlinejax.combination.MixturePrediction`. Non-finite items are skipped
+      :class:`~onlinejax.student_mixture.StudentTMixture` of the runs' predictives when they are
+      Student-t (:func:`~onlinejax.linear.nig_linreg`), else a
+      :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite items are skipped
       (``n_skipped``); record the changepoint probabilities with
       ``progressive_validation(..., record=changepoint_probability)``.
 

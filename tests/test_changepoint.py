@@ -40,8 +40,8 @@ def _gaussian_predictive(X, Y, x):
 
 def reference(X, Y, h, predictive=_gaussian_predictive):
     """Every run-length hypothesis kept: ``(log_weight, item indices of its run)``; per item the mixture
-    moments, ``log p(y_t | data)`` of the issued (moment-matched Gaussian) mixture and
-    ``P(change at t | data)``; the run-length recursion weighs each run by its own ``predictive``'s density."""
+    moments, ``log p(y_t | data)`` (a mixture of the runs' own ``predictive`` distributions) and
+    ``P(change at t | data)``."""
     hyps = [(0.0, [])]
     out = []
     for t in range(len(Y)):
@@ -54,8 +54,7 @@ def reference(X, Y, h, predictive=_gaussian_predictive):
         mean = w @ mu
         joint = lw + np.array([p[2].logpdf(Y[t]) for p in pred])
         ev = logsumexp(joint)
-        issued = logsumexp(lw + stats.norm.logpdf(Y[t], mu, np.sqrt(var))) - logsumexp(lw)
-        out.append((mean, w @ (var + (mu - mean) ** 2), issued, np.exp(joint[0] - ev)))
+        out.append((mean, w @ (var + (mu - mean) ** 2), ev - logsumexp(lw), np.exp(joint[0] - ev)))
         hyps = [(j - ev, run + [t]) for j, (_, run) in zip(joint, comps)]
     return np.array(out), hyps
 
@@ -92,6 +91,7 @@ def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     np.testing.assert_allclose(np.asarray(res.predictions.log_prob(jnp.asarray(Y, res.predictions.mean.dtype))),
                                ref[:, 2], rtol=rtol, atol=tol(1e-9, 1e-4))
     np.testing.assert_allclose(np.asarray(res.records), ref[:, 3], rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
+    assert isinstance(res.predictions, oj.StudentTMixture if runs == "nig" else oj.MixturePrediction)
     # the final run-length posterior: by run length, as the reference's hypotheses
     s = res.state
     got, want = {}, {}  # two hypotheses of one length (a change at the first item, or none) add up
