@@ -221,8 +221,9 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
     Returns:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
       :class:`~onlinejax.student_mixture.StudentTMixture` of the runs' predictives when they are
-      Student-t (:func:`~onlinejax.linear.nig_linreg`), else a
-      :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite items are skipped
+      Student-t (:func:`~onlinejax.linear.nig_linreg`; its CRPS sums quadratures over the ``O(R²)``
+      pairs of runs), else a :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite
+      items are skipped
       (``n_skipped``); record the changepoint probabilities with
       ``progressive_validation(..., record=changepoint_probability)``.
 

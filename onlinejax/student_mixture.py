@@ -62,13 +62,14 @@ class StudentTMixture(NamedTuple):
     def mean(self) -> Array:
         """``[...]`` ``Σ w_m μ_m`` (components of weight 0 left out)."""
         w = self.weights
-        return jnp.sum(jnp.where(w > 0, w * self.means, 0.0), axis=-1)
+        # a weight of 0 leaves its component out; a NaN weight (an item skipped at a boundary) stays NaN
+        return jnp.sum(jnp.where(w != 0, w * self.means, 0.0), axis=-1)
 
     @property
     def var(self) -> Array:
         """``[...]`` ``Σ w_m (Var_m + (μ_m - mean)²)`` (law of total variance); ``+inf`` if a weighted ``ν_m <= 2``."""
         w = self.weights
-        on = w > 0
+        on = w != 0
         comp = StudentTPrediction(self.means, self.scales, self.dfs).var
         dev = self.means - self.mean[..., None]
         return jnp.sum(jnp.where(on, w * (comp + dev * dev), 0.0), axis=-1)
@@ -89,13 +90,13 @@ class StudentTMixture(NamedTuple):
         y = jnp.asarray(y, self.means.dtype)[..., None]
         c = StudentTPrediction(self.means, self.scales, self.dfs).cdf(y)
         w = self.weights
-        return jnp.sum(jnp.where(w > 0, w * c, 0.0), axis=-1)
+        return jnp.sum(jnp.where(w != 0, w * c, 0.0), axis=-1)
 
     def log_prob(self, y: Array) -> Array:
         """``log Σ_m w_m t_{ν_m}(y; μ_m, s_m)`` by log-sum-exp, shape of ``mean``."""
         y = jnp.asarray(y, self.means.dtype)[..., None]
         lp = StudentTPrediction(self.means, self.scales, self.dfs).log_prob(y)
-        return jax.nn.logsumexp(jnp.where(self.log_weights > -jnp.inf, self.log_weights + lp, -jnp.inf), axis=-1)
+        return jax.nn.logsumexp(jnp.where(self.log_weights != -jnp.inf, self.log_weights + lp, -jnp.inf), axis=-1)
 
     def crps(self, y: Array) -> Array:
         """CRPS at ``y`` (:func:`student_t_mixture_crps`), shape of ``mean``; ``+inf`` if a weighted ``ν_m <= 1``."""
@@ -183,7 +184,7 @@ def student_t_mixture_crps(weights: Array, means: Array, scales: Array, dfs: Arr
     """
     dt = means.dtype
     s = jnp.maximum(scales, jnp.sqrt(jnp.finfo(dt).tiny))
-    on = weights > 0
+    on = weights != 0
     M = means.shape[-1]
     j, k = np.triu_indices(M, 1)
     # integrate over the narrower of the two (the other's E|X - t| is smooth on its scale), unless only

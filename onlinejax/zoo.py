@@ -281,9 +281,10 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     Each run-length hypothesis is a Normal-inverse-gamma linear regression
     (:func:`~onlinejax.linear.nig_linreg`) on the thesis's features
     (:func:`~onlinejax.linear.thesis_features`) with the unit prior (:func:`unit_prior_alpha`), a
-    level and a slope in time (``trend`` items per unit), and forgetting ``λ = 0.995`` (about 200 items): each run
-    learns its noise level (prior guess ``noise_var``, a tenth of the standardised target's
-    variance, 4 degrees of freedom) and follows a wandering level and relation, so that a trend or
+    level and a slope in time (``trend`` items per unit), and forgetting ``λ`` (``forgetting``, 0.995:
+    about 200 items): each run learns its noise level (prior guess ``noise_var``, a tenth of the
+    standardised target's variance, 4 degrees of freedom; given the noise, the weights' prior is the
+    unit prior in units of it) and follows a wandering level and relation, so that a trend or
     a random walk is not read as a stream of changes, and a change is judged against the run's own
     noise. The calibration wrapper then fixes the intervals' scale.
     """

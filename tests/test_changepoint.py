@@ -33,6 +33,13 @@ def _nig_predictive(X, Y, x, alpha0=0.5, a0=2.0, b0=1.0):
     return float(m @ x), float(t.var()), t
 
 
+def _nig_trend_predictive(X, Y, x, tau=5.0):
+    """:func:`_nig_predictive` on ``[x, 1, k/τ]``, ``k`` the item's index in its run (the run's own clock)."""
+    n = len(Y)
+    Z = np.column_stack([X, np.ones(n), np.arange(1, n + 1) / tau]) if n else np.zeros((0, X.shape[1] + 2))
+    return _nig_predictive(Z, Y, np.concatenate([x, [1.0, (n + 1) / tau]]))
+
+
 def _gaussian_predictive(X, Y, x):
     mu, var = _blr_predictive(X, Y, x)
     return mu, var, stats.norm(mu, np.sqrt(var))
@@ -70,7 +77,7 @@ def _stream(rng, n, change=None):
     return X, f + rng.normal(size=n) / np.sqrt(BETA)
 
 
-@pytest.mark.parametrize("seed,runs", [(0, "gaussian"), (1, "gaussian"), (2, "nig")])
+@pytest.mark.parametrize("seed,runs", [(0, "gaussian"), (1, "gaussian"), (2, "nig"), (3, "nig-trend")])
 def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     """Runs of fixed noise (Gaussian predictives) and runs that learn their noise (Student-t predictives,
     :func:`~onlinejax.linear.nig_linreg`), each weighed by its own density."""
@@ -80,6 +87,9 @@ def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     if runs == "nig":
         ref, hyps = reference(X, Y, h, _nig_predictive)
         inner = oj.nig_linreg(2, prior_precision=0.5, noise_var=0.5, prior_df=4.0)
+    elif runs == "nig-trend":  # every run's clock starts at its start
+        ref, hyps = reference(X, Y, h, _nig_trend_predictive)
+        inner = oj.nig_linreg(2, prior_precision=0.5, noise_var=0.5, prior_df=4.0, trend=5.0)
     else:
         ref, hyps = reference(X, Y, h)
         inner = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False)
@@ -91,7 +101,7 @@ def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     np.testing.assert_allclose(np.asarray(res.predictions.log_prob(jnp.asarray(Y, res.predictions.mean.dtype))),
                                ref[:, 2], rtol=rtol, atol=tol(1e-9, 1e-4))
     np.testing.assert_allclose(np.asarray(res.records), ref[:, 3], rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
-    assert isinstance(res.predictions, oj.StudentTMixture if runs == "nig" else oj.MixturePrediction)
+    assert isinstance(res.predictions, oj.StudentTMixture if runs.startswith("nig") else oj.MixturePrediction)
     # the final run-length posterior: by run length, as the reference's hypotheses
     s = res.state
     got, want = {}, {}  # two hypotheses of one length (a change at the first item, or none) add up
@@ -172,6 +182,20 @@ def test_nonfinite_items_are_skipped_and_inputs_checked():
         bocpd(oj.bayes_linreg(2), n_runs=1)
     with pytest.raises(TypeError, match="^learner: "):
         bocpd("bayes_linreg")
+
+
+def test_a_skipped_item_issues_a_nan_student_t_mixture():
+    """Over Student-t runs the issued StudentTMixture of an item with a non-finite input is NaN, as ``predict``'s,
+    not a mixture whose NaN weights read as absent components (mean 0, variance 0)."""
+    L = bocpd(oj.nig_linreg(2, intercept=True), n_runs=4)
+    s = L.learn(L.init(), np.ones(2), 1.0)
+    x = jnp.array([np.nan, 1.0])
+    _, p = jax.jit(L.step)(s, x, 1.0)
+    q = jax.jit(L.predict)(s, x)
+    for pred in (p, q):
+        assert isinstance(pred, oj.StudentTMixture)
+        for v in (pred.mean, pred.var, pred.cdf(1.0), pred.log_prob(1.0), pred.crps(1.0), *pred.interval(0.9)):
+            assert np.isnan(float(v))
 
 
 def test_scale_runs_recursion_matches_a_numpy_reference():

@@ -636,8 +636,9 @@ class Engine:
         """The learner's own predictive distribution of ``X: [d]`` or ``[b, d]``, leaves NumPy arrays.
 
         Its kind is the learner's: a :class:`~onlinejax.base.Prediction`, a
-        :class:`~onlinejax.base.StudentTPrediction` (the calibrated default learner) or a
-        :class:`~onlinejax.combination.MixturePrediction`, so its ``interval``, ``cdf``,
+        :class:`~onlinejax.base.StudentTPrediction` (the calibrated default learner), a
+        :class:`~onlinejax.combination.MixturePrediction` or a
+        :class:`~onlinejax.student_mixture.StudentTMixture`, so its ``interval``, ``cdf``,
         ``log_prob`` and ``crps`` are the learner's, not those of a Gaussian of its variance.
         The leaves keep the state's dtype, so the distribution's methods compute in it.
         """

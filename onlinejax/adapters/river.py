@@ -39,7 +39,7 @@ class PredictiveDistribution(proba.Gaussian):
     quantiles are those of the prediction itself: a
     :class:`~onlinejax.base.Prediction` (Gaussian), a
     :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners'), a
-    :class:`~onlinejax.student_mixture.StudentTMixture` (the recommended learners') or a
+    :class:`~onlinejax.student_mixture.StudentTMixture` (a hedged learner's, or ``bocpd`` over Student-t runs) or a
     :class:`~onlinejax.combination.MixturePrediction`, whose tails a Gaussian
     of the same variance would misstate by many nats per item.
 

@@ -143,7 +143,7 @@ class DelayedResult(NamedTuple):
     """Attributes:
       state: final learner state (every label learned).
       predictions: the learner's prediction type (a ``Prediction``,
-        ``StudentTPrediction`` or ``MixturePrediction``) with ``[n]``-leading
+        ``StudentTPrediction``, ``MixturePrediction`` or ``StudentTMixture``) with ``[n]``-leading
         leaves, in item order, each made at the item's question time.
       metrics: final values of the accumulator (scored in answer order), or None.
     """
