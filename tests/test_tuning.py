@@ -24,6 +24,13 @@ LEARNERS = {
     "bayes_linreg": (lambda: oj.bayes_linreg(2, forgetting=0.95), {"forgetting": 0.9, "beta": 10.0}),
     "windowed_bayes_linreg": (lambda: oj.windowed_bayes_linreg(2, 16), {"beta": 10.0, "alpha": 2.0}),
     "gp_window": (lambda: gp_window(2, 8), {"noise_std": 0.3, "lengthscale": 1.5}),
+    "nig_linreg": (lambda: oj.nig_linreg(2, intercept=True), {"noise_var": 0.5, "prior_precision": 1.0, "prior_df": 5.0}),
+}
+
+#: Learners whose skipped items are not absent items (time passes in a gap: forgetting, a trend's level).
+GAP_LEARNERS = {
+    "nig_linreg, forgetting and trend": (lambda: oj.nig_linreg(2, forgetting=0.95, trend=30.0),
+                                         {"forgetting": 0.9, "noise_var": 0.5, "time_scale": 30.0}),
 }
 
 
@@ -37,10 +44,10 @@ def _central_differences(f, params, h):
     return out
 
 
-@pytest.mark.parametrize("name", sorted(LEARNERS))
+@pytest.mark.parametrize("name", sorted(LEARNERS) + sorted(GAP_LEARNERS))
 @pytest.mark.parametrize("score", ["log", "crps"])
 def test_gradient_matches_central_differences(name, score):
-    make, params = LEARNERS[name]
+    make, params = {**LEARNERS, **GAP_LEARNERS}[name]
     lrn = make()
     X, Y = _stream(0, n=60)
     f = jax.jit(lambda p: prequential_score(lrn, p, X, Y, score, burn_in=5))

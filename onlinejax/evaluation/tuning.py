@@ -80,6 +80,7 @@ BIJECTIONS = {
     "log": Bijection(jnp.log, jnp.exp, "(0, inf)"),
     "logit": Bijection(jax.scipy.special.logit, jax.nn.sigmoid, "(0, 1)"),
     "identity": Bijection(lambda v: v, lambda u: u, "(-inf, inf)"),
+    "log_above_2": Bijection(lambda v: jnp.log(v - 2.0), lambda u: 2.0 + jnp.exp(u), "(2, inf)"),
 }
 
 #: Default bijection per ``init`` keyword of the library's learners: ``log``
@@ -90,6 +91,8 @@ DEFAULT_TRANSFORMS = {
     "prior_var": "log", "noise_var": "log",                           # kernel_regression, climatology; sgd_linreg
     "forgetting": "logit", "decay": "logit", "residual_forgetting": "logit",
     "hazard": "logit",                                                # bocpd: a probability per item
+    "prior_precision": "log", "time_scale": "log", "lengthscales": "log",  # nig_linreg, random_feature_gp
+    "prior_df": "log_above_2", "discount": "logit",                   # degrees of freedom > 2 (a variance)
 }
 
 #: :func:`tune_prequential` calls a run converged when its last tenth of the steps raised the best score
