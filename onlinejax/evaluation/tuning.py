@@ -305,10 +305,12 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
       X: ``[n, d]`` inputs, or ``[S, n, d]`` for ``S`` streams (their mean score is maximised);
         Y: ``[n]`` or ``[S, n]``. Non-finite items are skipped by the learner and not scored.
       score: ``"log"`` or ``"crps"``.
-      transforms: ``{name: "log" | "logit" | "identity" | Bijection}`` overriding
+      transforms: ``{name: "log" | "logit" | "identity" | "log_above_2" | Bijection}`` overriding
         :data:`DEFAULT_TRANSFORMS` (``log`` for ``alpha``, ``beta``, ``signal_std``,
-        ``noise_std``, ``lengthscale``, ``prior_var``, ``noise_var``; ``logit`` for
-        ``forgetting``, ``decay``, ``residual_forgetting``, ``hazard``); required for other names.
+        ``noise_std``, ``lengthscale``, ``prior_var``, ``noise_var``, ``prior_precision``,
+        ``time_scale``, ``lengthscales``; ``logit`` for ``forgetting``, ``decay``,
+        ``residual_forgetting``, ``hazard``, ``discount``; ``log_above_2`` for ``prior_df``);
+        required for other names.
       steps: optimizer steps (>= 1).
       learning_rate: of the default Adam (default 0.05); give it or ``optimizer``, not both.
       optimizer: any ``optax.GradientTransformation`` (pass the same object again to reuse the
