@@ -47,7 +47,7 @@ import jax.numpy as jnp
 
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..linalg import cap_variance, sqrt_cov_rank1
+from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1
 
 Array = jax.Array
 
@@ -149,7 +149,7 @@ def init(n_inputs: int, *, prior_precision=1.0, noise_var=1.0, prior_df=4.0, for
         raise ValueError("n_inputs: with neither an intercept nor a trend, must be >= 1")
     alpha = jnp.asarray(prior_precision, dtype)
     tau = jnp.asarray(time_scale, dtype)
-    W = jnp.eye(n, dtype=dtype) * jax.lax.rsqrt(alpha)
+    W = prior_sqrt_cov(jnp.broadcast_to(alpha, (n,)))
     if trend:
         W = _advance(W, tau)
     a0 = jnp.asarray(prior_df, dtype) / 2
