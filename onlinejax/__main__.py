@@ -21,14 +21,17 @@ import tempfile
 import sys
 import threading
 import time
+from statistics import NormalDist
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 
-def default_learners():
-    """The learners of the main job: ``{name: Learner}`` (2 inputs: ``[1, u]``)."""
+def drift_learners():
+    """The learners of the ``drift`` command: ``{name: Learner}`` (2 inputs: ``[1, u]``)."""
+    import optax
+
     from . import linear as L
 
     lam, b = L.forgetting_from_smoothing(0.8, 25.0)
@@ -41,12 +44,12 @@ def default_learners():
         "BayesianMAPForgetting_FF0.05": L.bayesian_map_forgetting(2, forgetting_factor=0.05, alpha=2.0, beta=25.0),
         "BayesianMLEWindowed_WS64": L.bayesian_mle_windowed(2, 64),
         "BayesianMAPWindowedMapped_WS64": L.bayesian_map_windowed(2, 64, mapped=True, alpha=2.0, beta=25.0),
-        "SGD(adam 0.05)": L.sgd_linreg(2, __import__("optax").adam(0.05), intercept=False),
+        "SGD(adam 0.05)": L.sgd_linreg(2, optax.adam(0.05), intercept=False),
     }
 
 
 def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95) -> list[dict]:
-    """The main job: every :func:`default_learners` entry on ``streams`` drifting streams, one program each."""
+    """The ``drift`` command: every :func:`drift_learners` entry on ``streams`` drifting streams, one program each."""
     from .data import drifting_linear_stream
     from .evaluation import evaluate_streams, running_metrics
 
@@ -54,7 +57,7 @@ def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95
     keys = jax.random.split(jax.random.key(seed), streams)
     Xs, Ys, _ = jax.vmap(lambda k: drifting_linear_stream(k, first, trans, n - first - trans))(keys)
     rows, curves = [], {}
-    for name, lrn in default_learners().items():
+    for name, lrn in drift_learners().items():
         t0 = time.perf_counter()
         res = evaluate_streams(lrn, Xs, Ys, level=level, keep_predictions=True)
         secs = time.perf_counter() - t0
@@ -207,9 +210,10 @@ def grid_plots(res, groups, out: str, window: int = 100) -> list:
     m, v = (np.asarray(a, np.float64) for a in res.predictions[(lab, name)][:2])
     lo_i = max(0, (cp if cp >= 0 else len(y) // 2) - 150)
     sl = slice(lo_i, lo_i + 300)
-    half = 1.959963984540054 * np.sqrt(v[sl])
+    # the run keeps each prediction's moments, so the band is their Gaussian 95 % interval, titled as such
+    half = NormalDist().inv_cdf(0.975) * np.sqrt(v[sl])
     paths.append(plot_intervals(y[sl], m[sl], m[sl] - half, m[sl] + half, os.path.join(out, "grid_intervals.png"),
-                                start=lo_i, drift_at=cp, title=f"{lab}: mean and 95% interval\n{what}"))
+                                start=lo_i, drift_at=cp, title=f"{lab}: mean ± 1.96 sd\n{what}"))
     # calibration: PIT histograms per learner over every stream of the run
     # the predictions' own CDFs at the targets (a Student-t or mixture is not its moment-matched Gaussian)
     pits = {lab: np.concatenate([np.asarray(p[2], np.float64) for (l2, _), p in res.predictions.items() if l2 == lab])

@@ -540,10 +540,9 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       split_tune: also give the learner a :class:`~onlinejax.base.DeferredStep`
         (``Learner.deferred``), so that progressive validation of one stream
         tunes between item loops instead of carrying the tune's branch in every
-        step. Which is faster depends on the compiled program: on XLA:CPU it
-        made kernel regression 3-6x cheaper per item and a zero- or
-        average-mean GP about 1.3x, but a GP with an OLS mean 10-30 % dearer
-        (``benchmarks/state_machine.py``); the results are the same to rounding.
+        step. Which is faster depends on the learner and the device
+        (``benchmarks/state_machine.py`` measures both); the results are the
+        same to rounding.
       tune_every: run the tune that ends a learning phase only on the next
         item whose count (``n_seen``, from 1) is a multiple of ``tune_every``
         (static int >= 1; default 1: on the phase's last item, the thesis's

@@ -10,10 +10,10 @@ pytestmark = pytest.mark.float32_only  # the commands' plumbing; the numerics ar
 def test_main_job_small(tmp_path, capsys, restore_compilation_cache, monkeypatch):
     import onlinejax.__main__ as cli
 
-    every = cli.default_learners()
+    every = cli.drift_learners()
     assert len(every) == 9
     keep = ("BayesLinReg", "BayesLinReg-window64")  # the command's plumbing with two of its learners (CI time)
-    monkeypatch.setattr(cli, "default_learners", lambda: {k: every[k] for k in keep})
+    monkeypatch.setattr(cli, "drift_learners", lambda: {k: every[k] for k in keep})
     cache = tmp_path / "xla"
     assert main(["drift", "--streams", "2", "--n", "120", "--out", str(tmp_path), "--compile-cache", str(cache)]) == 0
     import jax

@@ -619,7 +619,7 @@ def test_package_keeps_every_name_and_imports_one_way():
     names = ("MixturePrediction mixture_prediction mixture_quantile mixture_crps CombinationState MixState WeightRule "
              "bma fixed_share stacking ewa_squared_error combine mix_init mix_step replay gaussian_log_density "
              "mean_correction MeanCorrection MeanCorrectionState RECALIBRATION_CLIP RECALIBRATION_VAR_CAP "
-             "BMAState FixedShareState EWASquaredErrorState _informative").split()
+             "BMAState FixedShareState EWASquaredErrorState").split()
     assert [n for n in names if not hasattr(C, n)] == []
     assert set(C.__all__) <= set(dir(C))
     allowed = {"distribution": set(), "rules": {"distribution"}, "correction": {"distribution"},

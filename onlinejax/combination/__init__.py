@@ -42,7 +42,6 @@ but dominates the moment-matched one.
 """
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP
 from .correction import MeanCorrection, MeanCorrectionState, mean_correction
-from .distribution import _informative  # noqa: F401  (shared convention; importable from here as before)
 from .distribution import MixturePrediction, gaussian_log_density, mixture_crps, mixture_prediction, mixture_quantile
 from .learner import CombinationOptions  # noqa: F401
 from .learner import CombinationState, MixState, combine, mix_init, mix_step, replay

@@ -117,7 +117,6 @@ def gaussian_log_density(y: Array, mean: Array, var: Array) -> Array:
 
 #: Members that take part in a prediction (finite mean, variance in (0, sqrt(finfo.max))); shared with
 #: :mod:`onlinejax.calibration`.
-_informative = is_informative
 
 
 def mixture_prediction(log_weights: Array, means: Array, vars: Array) -> MixturePrediction:
@@ -137,7 +136,7 @@ def mixture_prediction(log_weights: Array, means: Array, vars: Array) -> Mixture
       :class:`MixturePrediction` with ``[...]`` moments and ``[..., M]`` members.
     """
     usable = jnp.isfinite(means) & jnp.isfinite(vars) & (vars > 0)
-    inf_ = _informative(means, vars)
+    inf_ = is_informative(means, vars)
     # abstainers are left out while someone informs; if nobody does, every usable member counts
     ok = jnp.where(jnp.any(inf_, axis=-1, keepdims=True), inf_, usable)
     any_ok = jnp.any(ok, axis=-1)

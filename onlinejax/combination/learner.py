@@ -30,7 +30,8 @@ import numpy as np
 from ..base import Learner, check_in_range, check_int, describe_factory, keep_if, learnable, make_learner, state_dtype
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
-from .distribution import MixturePrediction, _informative, gaussian_log_density, mixture_prediction
+from ..calibration import is_informative
+from .distribution import MixturePrediction, gaussian_log_density, mixture_prediction
 from .rules import WeightRule, ewa_squared_error
 
 Array = jax.Array
@@ -116,7 +117,7 @@ def _scaled_vars(ms: MixState, means: Array, vars: Array) -> Array:
     # E_m = 0 (exact so far) or inf (no error seen, or no recalibration) leaves the variance uncapped
     v = capped_variance(vars, ms.var_scale, ms.sq_err, RECALIBRATION_VAR_CAP)
     # an abstaining member keeps its "no information" variance whatever its scale
-    return jnp.where(_informative(means, vars), v, vars)
+    return jnp.where(is_informative(means, vars), v, vars)
 
 
 def _log_scores(pred0: MixturePrediction, means: Array, v: Array, y: Array) -> Array:
@@ -129,8 +130,8 @@ def _log_scores(pred0: MixturePrediction, means: Array, v: Array, y: Array) -> A
     ell = jnp.where(broken, bad, ell)
     # an abstaining member (variance at the "no information" cap) is scored like the mixture of
     # the others, so abstaining neither costs nor earns weight
-    abstain = ~broken & ~_informative(means, v)
-    return jnp.where(abstain & jnp.any(_informative(means, v)), pred0.log_prob(y), ell)
+    abstain = ~broken & ~is_informative(means, v)
+    return jnp.where(abstain & jnp.any(is_informative(means, v)), pred0.log_prob(y), ell)
 
 
 def _recalibrated(ms: MixState, recalibrate: float, means: Array, vars: Array, y: Array) -> tuple[Array, Array]:
@@ -140,7 +141,7 @@ def _recalibrated(ms: MixState, recalibrate: float, means: Array, vars: Array, y
     # collapsed variance multiplies c_m by at most ρ + 25(1 - ρ) instead of resetting it
     e2 = (y - means) ** 2
     new = scale_update(ms.var_scale, e2, vars, recalibrate, RECALIBRATION_CLIP)
-    upd = jnp.isfinite(new) & _informative(means, vars)
+    upd = jnp.isfinite(new) & is_informative(means, vars)
     scale = jnp.where(upd, jnp.maximum(new, jnp.finfo(dt).tiny), ms.var_scale)
     sq_err = jnp.where(jnp.isfinite(e2), sq_err_update(ms.sq_err, e2, recalibrate), ms.sq_err)
     return scale, sq_err

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import check_in_range, check_int, check_positive, reuse_equal_calls
-from .distribution import _informative, mixture_crps, mixture_prediction
+from ..calibration import is_informative
+from .distribution import mixture_crps, mixture_prediction
 
 Array = jax.Array
 
@@ -147,7 +148,7 @@ def _charged_sq_errors(log_w: Array, means: Array, vars: Array, y: Array) -> Arr
     dt = means.dtype
     e2 = (y - means) ** 2
     ok = jnp.isfinite(e2) & jnp.isfinite(vars) & (vars > 0)
-    informative = ok & _informative(means, vars)
+    informative = ok & is_informative(means, vars)
     # the mixture this item was predicted with leaves abstainers out while anyone informs
     others = mixture_prediction(log_w, means, vars).mean
     e2 = jnp.where(ok & ~informative & jnp.any(informative), (y - others) ** 2, e2)

@@ -33,7 +33,7 @@ The factor
 ----------
 The thesis kept the explicit inverse of ``K + σ_n²I`` and updated it with
 block-inverse formulas; in float32 that is silently wrong once the kernel
-matrix is ill-conditioned (issue 3). Here the window is kept in **time
+matrix is ill-conditioned. Here the window is kept in **time
 order** (oldest first, empty slots as decoupled identity rows at the front)
 with the **inverse Cholesky factor** ``R = L⁻¹`` of ``K_y = K + σ_n²I = LLᵀ``
 (so ``K_y⁻¹ = RᵀR`` and every solve is a matrix-vector product, which on a
@@ -80,7 +80,7 @@ Scale-free uncertainty
 ----------------------
 The default hyperparameters (1, 0.1, 1) are unit-scale guesses, and a tune
 fits one window; three mechanisms made tuned windows on raw data
-overconfident (issue 23), each handled here without knowing the data's scale
+overconfident, each handled here without knowing the data's scale
 in advance:
 
 * until the first tune, and while a new concept fills the window after a
