@@ -85,3 +85,42 @@ def test_cross_validate_linear_and_aic(rng):
     assert cv.aic_linear(rss, 120, 3) == pytest.approx(120 * np.log(rss / 120) + 6)
     with pytest.raises(ValueError, match="splits"):
         cv.cross_validate(cv.linear_fit, cv.linear_predict, X, y, [(np.arange(5), np.arange(3, 8))])
+
+
+def _held_out_scores(X, y, splits, loss):
+    """Each split's held-out score: least squares with an intercept (``lstsq``) fitted on train, scored on test."""
+    out = []
+    for tr, te in splits:
+        Z = np.column_stack([X, np.ones(len(X))])
+        coef = np.linalg.lstsq(Z[tr], y[tr], rcond=None)[0]
+        out.append(loss(y[te], Z[te] @ coef))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("make_splits", [lambda n: cv.kfold(n, 5, shuffle=True, seed=1),
+                                         lambda n: cv.expanding_window(n, 40, horizon=10, step=10),
+                                         lambda n: cv.hblock_kfold(n, 4, 3)], ids=["kfold", "expanding", "hblock"])
+def test_cross_validate_equals_a_held_out_loop(rng, make_splits):
+    """Scores, mean and SE equal a hand-written fit-on-train, score-on-test loop, for the default and a given loss."""
+    n = 100
+    X = rng.normal(size=(n, 3))
+    y = X @ [1.0, -1.0, 0.5] + 0.5 + 0.3 * rng.standard_t(3, size=n)
+    mse = lambda a, b: np.mean((a - b) ** 2)
+    mae = lambda a, b: np.mean(np.abs(a - b))
+    for loss, want_loss in ((None, mse), (mae, mae)):
+        res = cv.cross_validate(cv.linear_fit, cv.linear_predict, X, y, make_splits(n), loss=loss)
+        want = _held_out_scores(X, y, list(make_splits(n)), want_loss)
+        np.testing.assert_allclose(res.scores, want, rtol=1e-9)
+        assert res.mean == pytest.approx(np.mean(want), rel=1e-9)
+        assert res.se == pytest.approx(np.std(want, ddof=1) / np.sqrt(len(want)), rel=1e-7)
+
+
+def test_linear_fit_with_a_ridge_is_the_penalised_normal_equations(rng):
+    """``linear_fit(ridge=λ)`` solves ``(ZᵀZ + λI) β = Zᵀy``, ``Z = [X, 1]`` (the intercept penalised too)."""
+    X = rng.normal(size=(30, 4))
+    y = X @ [2.0, 0.0, -1.0, 0.5] + 3.0 + 0.2 * rng.normal(size=30)
+    Z = np.column_stack([X, np.ones(30)])
+    for lam in (0.0, 0.7, 50.0):
+        want = np.linalg.solve(Z.T @ Z + lam * np.eye(5), Z.T @ y)
+        np.testing.assert_allclose(cv.linear_fit(X, y, ridge=lam), want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(cv.linear_predict(want, X[:7]), Z[:7] @ want, rtol=1e-12)
