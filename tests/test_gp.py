@@ -44,25 +44,66 @@ def _np_scale(Xw, Yw, sv, nv, ls, kernel="se", coef=None, p=0):
     return max(c, 1.0)
 
 
+def _np_mean_coef(Xw, Yw, mean, d):
+    """float64 ``[d + 1]`` coefficients of the window's mean function ``[x, 1]·c``: zero, the average target, or
+    least squares with intercept (``np.linalg.lstsq``: minimum norm while the window has fewer than d + 1 points)."""
+    coef = np.zeros(d + 1)
+    if len(Yw) and mean == "average":
+        coef[-1] = Yw.mean()
+    elif len(Yw) and mean == "ols":
+        coef = np.linalg.lstsq(np.column_stack([Xw, np.ones(len(Yw))]), Yw, rcond=None)[0]
+    return coef
+
+
+def _np_window_predictive(Xw, Yw, x, hyp, kernel="se", mean="zero"):
+    """float64 predictive ``(mean, observed variance, ĉ)`` at ``x`` of the GP on the window ``(Xw, Yw)``.
+
+    The mean function fitted on the window (plug-in, :func:`_np_mean_coef`) plus the GP on its residuals (R&W
+    eq. 2.25–2.26, a direct solve); the variance ``ĉ·(latent + σ_n²)`` with :func:`_np_scale`'s window scale,
+    whose degrees of freedom lose the mean's coefficient count (0 zero, 1 average, d + 1 OLS).
+    """
+    sv, nv, ls = hyp
+    d = len(x)
+    coef = _np_mean_coef(Xw, Yw, mean, d)
+    rm, rv = gp_predict(Xw, Yw, x, sv, nv, ls, kernel, coef)
+    c = _np_scale(Xw, Yw, sv, nv, ls, kernel, coef, {"zero": 0, "average": 1, "ols": d + 1}[mean])
+    return rm[0], c * (rv[0] + nv), c
+
+
+def _worst_errors(pred, X, Y, windows, hyp, kernel="se", mean="zero", start=0):
+    """Worst errors of ``pred`` (item ``start + i`` predicted from the window ``X[lo:hi]``, ``(lo, hi) = windows[i]``)
+    against :func:`_np_window_predictive`: ``(mean's abs error, variance's abs error / ĉ, variance's relative
+    error, largest reference ĉ)``."""
+    mu, var = np.asarray(pred.mean, np.float64), np.asarray(pred.var, np.float64)
+    worst_m = worst_v = worst_rel = c_max = 0.0
+    for i, (lo, hi) in enumerate(windows):
+        rm, rvar, c = _np_window_predictive(X[lo:hi], Y[lo:hi], X[start + i], hyp, kernel, mean)
+        worst_m = max(worst_m, abs(mu[i] - rm))
+        worst_v = max(worst_v, abs(var[i] - rvar) / c)
+        worst_rel = max(worst_rel, abs(var[i] / rvar - 1.0))
+        c_max = max(c_max, c)
+    return worst_m, worst_v, worst_rel, c_max
+
+
+def _every_step_errors(lrn, state, X, Y, W, hyp, kernel="se", mean="zero", start=0, freeze=False):
+    """Run ``lrn`` from ``state`` over items ``start:`` (the window then holds the ``W`` items before ``start``, or
+    all of them if fewer) and compare each prediction with :func:`_np_window_predictive` on its window;
+    ``freeze``: the window stops at the first ``W`` items (``gp_window(freeze_when_full=True)``).
+
+    Returns:
+      ``(worst errors of`` :func:`_worst_errors` ``, progressive_validation's result)``.
+    """
+    res = progressive_validation(lrn, state, X[start:], Y[start:])
+    ts = range(start, len(Y))
+    windows = [(0, min(t, W)) if freeze else (max(0, t - W), t) for t in ts]
+    return _worst_errors(res.predictions, X, Y, windows, hyp, kernel, mean, start), res
+
+
 def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
     """Predictions made before each item vs a float64 direct solve on the window (variance times the reference
     window scale ``ĉ``); returns the worst abs errors (the variance's relative to ``ĉ``)."""
-    res = progressive_validation(lrn, lrn.init(), X, Y)
-    dt = res.predictions.mean.dtype
-    nv = nv_user + noise_floor_rel(dt) * sv
-    mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
-    worst_m = worst_v = 0.0
-    for t in range(len(Y)):
-        lo = max(0, t - W)
-        Xw, Yw = X[lo:t], Y[lo:t]
-        coef = None
-        if mean == "average" and t > 0:
-            coef = np.zeros(X.shape[1] + 1)
-            coef[-1] = Yw.mean()
-        rm, rv = gp_predict(Xw, Yw, X[t], sv, nv, ls, kernel, coef)
-        c = _np_scale(Xw, Yw, sv, nv, ls, kernel, coef, {"zero": 0, "average": 1}[mean])
-        worst_m = max(worst_m, abs(mu[t] - rm[0]))
-        worst_v = max(worst_v, abs(var[t] - c * (rv[0] + nv)) / c)
+    nv = nv_user + noise_floor_rel(lrn.init().y.dtype) * sv
+    (worst_m, worst_v, _, _), res = _every_step_errors(lrn, lrn.init(), X, Y, W, (sv, nv, ls), kernel, mean)
     return worst_m, worst_v, res
 
 
@@ -82,6 +123,65 @@ def test_average_mean_variant(rng):
     lrn = gp_window(2, W, mean="average", lengthscale=1.0, noise_std=0.2)
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.04, 1.0, mean="average")
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
+
+
+def _np_hyp(state):
+    """float64 ``(σ_f², σ_n², ℓ)`` of a state's stored logs, the noise with the dtype's floor of ``σ_f²``."""
+    p = state.params
+    sv = np.exp(2.0 * float(p.log_signal_std))
+    nv = np.exp(2.0 * float(p.log_noise_std)) + noise_floor_rel(state.y.dtype) * sv
+    return sv, nv, np.exp(np.asarray(p.log_lengthscale, np.float64))
+
+
+def _trend_stream(rng, n, amplitude=3.0):
+    """``_stream``'s inputs; targets a linear trend plus ``amplitude`` times the stream's wiggle, noise sd 0.5:
+    the defaults (signal 1, noise 0.2) under-explain them, so the window scale ``ĉ`` stays above 1."""
+    X, Y = _stream(rng, n, noise=0.5)
+    return X, amplitude * Y + X @ [2.0, -1.0] + 3.0
+
+
+def test_ols_mean_variance_every_step(rng):
+    """OLS mean: the predictive mean and variance before every item equal the float64 GP on the window's OLS
+    residuals, the variance scaled by ``ĉ`` with the mean's ``d + 1`` coefficients off its degrees of freedom."""
+    W = 20
+    X, Y = _trend_stream(rng, 120)
+    lrn = gp_window(2, W, mean="ols", lengthscale=1.0, noise_std=0.2)
+    s0 = lrn.init()
+    (wm, _, wrel, c_max), _ = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean="ols")
+    assert c_max > 1.5, c_max  # the scale is exercised
+    assert wm < tol(1e-8, 1e-3) * np.std(Y), wm
+    assert wrel < tol(1e-8, 1e-3), wrel
+
+
+@pytest.mark.parametrize("mean", ["average", "ols"])
+def test_freeze_when_full_variance_every_step(rng, mean):
+    """``freeze_when_full``: every prediction, mean and variance (with ``ĉ``), is the float64 GP on the items seen
+    so far, and once the window is full on the first ``W`` items."""
+    W = 16
+    X, Y = _trend_stream(rng, 60)
+    lrn = gp_window(2, W, mean=mean, freeze_when_full=True, lengthscale=1.0, noise_std=0.2)
+    s0 = lrn.init()
+    (wm, _, wrel, c_max), res = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean=mean, freeze=True)
+    assert int(res.state.n_seen) == W and c_max > 1.5, c_max
+    assert wm < tol(1e-8, 1e-3) * np.std(Y), wm
+    assert wrel < tol(1e-8, 1e-3), wrel
+
+
+@pytest.mark.parametrize("mean", ["average", "ols"])
+def test_tuned_window_variance_every_step(rng, mean):
+    """After a tune, every later prediction (the first one from the rebuilt factor included) is the float64 GP
+    with the tuned hyperparameters read from the state; the targets' amplitude then doubles, so ``ĉ`` grows."""
+    W, n0 = 24, 40
+    X, Y = _trend_stream(rng, n0 + 60)
+    Y[n0:] += Y[n0:] - X[n0:] @ [2.0, -1.0] - 3.0  # wiggle and noise twice as large
+    lrn = gp_window(2, W, mean=mean, lengthscale=1.0, noise_std=0.2)
+    t = lrn.tune(lrn.learn(lrn.init(), X[:n0], Y[:n0]))
+    hyp = _np_hyp(t)
+    assert int(t.n_tunes) == 1 and not np.allclose(np.hstack(hyp), np.hstack(_np_hyp(lrn.init())))  # it tuned
+    (wm, _, wrel, c_max), _ = _every_step_errors(lrn, t, X, Y, W, hyp, mean=mean, start=n0)
+    assert c_max > 1.5, c_max
+    assert wm < tol(1e-8, 1e-3) * np.std(Y), wm
+    assert wrel < tol(1e-8, 1e-3), wrel
 
 
 def test_ols_mean_variant_matches_windowed_least_squares(rng):
