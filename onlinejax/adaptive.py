@@ -48,8 +48,11 @@ single outliers raise most alarms — each one a needless tune, and a model
 refitted to the few items after the outlier. A real drift saturates ``r`` at
 ``clip``, so it is still caught within about three items.
 Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
-a calibrated learner (``z² ~ χ²₁``) raises a false alarm about once per
-``exp(drift·threshold)`` stable items (≈ 2·10⁴ at the defaults), while a
+for a calibrated learner (``z² ~ χ²₁``) the mean run length to a false
+alarm is at least ``exp(θ·threshold)`` stable items, with ``θ > 0`` the root
+of ``E[exp(θ(r - 1 - drift))] = 1`` (Lorden 1971; about 340 items at the
+defaults, a guaranteed minimum: the Gaussian approximation
+``exp(drift·threshold)`` ≈ 2·10⁴ overstates it for χ²₁ residuals), while a
 drift that multiplies the squared error by ``k`` is detected after about
 ``threshold/(k - 1 - drift)`` items. Because the test is relative to the
 phase's own mean, a learner whose intervals are too wide or too narrow by a
@@ -192,6 +195,9 @@ class AdaptiveState(NamedTuple):
       last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
       phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
         item's before (``min_moves``).
+      x_lo, x_hi: ``[d]`` the smallest and largest input learned (``±inf`` before the first).
+      beyond_run: ``[d]`` int32 per input, items in a row on which it lay more than ``follow_inputs``
+        outside ``[x_lo, x_hi]``.
     """
 
     inner: Any
@@ -213,6 +219,9 @@ class AdaptiveState(NamedTuple):
     last_y: Array
     last_x: Array
     phase_moves: Array
+    x_lo: Array
+    x_hi: Array
+    beyond_run: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -239,6 +248,9 @@ class AdaptiveOptions(NamedTuple):
       min_moves: a learning phase whose input moved on fewer of its items is followed by another
         learning phase, not a stable one (0: the thesis's machine).
       tune_unmoved: tune at the end of such a phase too.
+      follow_inputs: ``None``, or a margin: a stable machine learns an item on which an input lies more
+        than the margin outside the range of that input's learned values, as it did on the item before
+        (a trending input).
     """
 
     detector: str = "cusum"
@@ -259,6 +271,7 @@ class AdaptiveOptions(NamedTuple):
     skip_repeats: bool = False
     min_moves: int = 0
     tune_unmoved: bool = True
+    follow_inputs: Optional[float] = None
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
@@ -282,7 +295,8 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features:
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
         naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
-        phase_moves=i0,
+        phase_moves=i0, x_lo=jnp.full((n_features,), jnp.inf, dt), x_hi=jnp.full((n_features,), -jnp.inf, dt),
+        beyond_run=jnp.zeros((n_features,), jnp.int32),
     )
 
 
@@ -404,8 +418,9 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
 
     Stable: the detector (:func:`detect`) sees the residual; an alarm switches
-    to high error. Cold start / high error (and ``always_learn``): the inner
-    learner learns the item; after ``phase_length`` items learned in the
+    to high error. Cold start / high error (and ``always_learn``, and with
+    ``follow_inputs`` a stable item whose input trends out of the learned
+    range): the inner learner learns the item; after ``phase_length`` items learned in the
     phase, the inner learner is tuned and the machine becomes stable with a
     fresh detector and the phase's mean ``|e|`` as the frozen reference
     (with ``min_moves``, a phase whose input moved on fewer items is followed
@@ -434,7 +449,13 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     det = keep_if(stable, det, s.detector)
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
-    learning = (in_phase | options.always_learn) & ~left_out
+    if options.follow_inputs is None:
+        beyond, follow = jnp.zeros((), bool), jnp.zeros((), bool)
+    else:  # a stable window would extrapolate a trending input further with every item: it learns on
+        # per input: lagged values take turns at a new extreme, one item each, and are no trend
+        beyond = (x < s.x_lo - options.follow_inputs) | (x > s.x_hi + options.follow_inputs)
+        follow = ~in_phase & jnp.any(beyond & (s.beyond_run > 0))
+    learning = (in_phase | options.always_learn | follow) & ~left_out
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
     n_phase, phase_moves, phase_abs, phase_n = _phase_counts(s, alarm, in_phase, left_out, x, abs_err)
     end = in_phase & (n_phase >= s.phase_length)
@@ -473,6 +494,9 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         last_y=y,
         last_x=x,
         phase_moves=jnp.where(end, 0, phase_moves),
+        x_lo=jnp.where(learning, jnp.minimum(s.x_lo, x), s.x_lo),
+        x_hi=jnp.where(learning, jnp.maximum(s.x_hi, x), s.x_hi),
+        beyond_run=jnp.where(beyond, s.beyond_run + 1, 0),
     )
     return new
 
@@ -504,7 +528,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
              clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
              tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
              tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
-             skip_repeats: bool = False, min_moves: int = 0, tune_unmoved: bool = True) -> Learner:
+             skip_repeats: bool = False, min_moves: int = 0, tune_unmoved: bool = True,
+             follow_inputs: float | None = None) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -582,6 +607,16 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         still ends in a tune; ``False``: it does not, and the inner learner keeps
         the hyperparameters it has (a GP's marginal likelihood cannot place a
         lengthscale on a window of one or two distinct inputs).
+      follow_inputs: ``None`` (default: the thesis's machine), or a margin
+        ``m >= 0`` in the inner learner's input units (standard deviations
+        behind :func:`~onlinejax.calibration.calibrated`): a stable machine
+        learns an item on which an input lies more than ``m`` outside the
+        range of the values of that input it learned, as it did on the item
+        before. A trending input leaves a frozen window's range a little
+        more with every item, so the window would extrapolate ever further
+        until a detector alarms; learning on, it slides along. Inputs that
+        stay within the range, a creep by less than ``m`` and a new extreme
+        that lagged inputs pass on (one input per item) learn nothing.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -601,6 +636,10 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     min_moves = check_int(min_moves, "min_moves", 0)
     if not isinstance(tune_unmoved, bool):
         raise TypeError(f"tune_unmoved: expected a bool, got {type(tune_unmoved).__name__}")
+    if follow_inputs is not None:
+        if not float(follow_inputs) >= 0.0:
+            raise ValueError(f"follow_inputs: must be None or >= 0, got {follow_inputs!r}")
+        follow_inputs = float(follow_inputs)
     if shock is not None:
         check_positive(shock, "shock")
         if not float(shock) > 1.0:
@@ -620,7 +659,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
                            always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
                            naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
-                           min_moves=min_moves, tune_unmoved=bool(tune_unmoved))
+                           min_moves=min_moves, tune_unmoved=bool(tune_unmoved), follow_inputs=follow_inputs)
     runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):

@@ -1164,7 +1164,7 @@ def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, sat
 @describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
                recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None,
-               scale_inputs: bool = True) -> Learner:
+               scale_inputs: bool = True, keep: Optional[int] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",
@@ -1187,10 +1187,12 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
         stops learning while stable).
       scale_inputs: see :func:`~onlinejax.standardize.standardize` (``False``:
         inputs standardised upstream by statistics that move, River's scaler).
+      keep: see :func:`~onlinejax.standardize.standardize` (with ``warmup``:
+        the items a rebase refits on; give a window learner's window).
     """
     from .standardize import standardize
 
-    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs)
+    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs, keep=keep)
     # conformal's own defaults for what this recipe does not set (one place holds them: its signature)
     defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
                 if p.default is not inspect.Parameter.empty}

@@ -62,6 +62,11 @@ covariate shift is ``F`` such items in a row (with any input's history);
 then :func:`rebase` takes the statistics of the last ``F`` items, all of
 them in the new range, and refits and tunes the inner learner on them
 (like a restart, but on items already seen instead of the next ``F``).
+A trending input leaves the fixed range step by step instead, each item
+within :data:`DRIFT_STEP` standard deviations of the one before: after
+:data:`DRIFT_RUN` such items the statistics are rebased on every item kept
+(``keep=K``: a window learner's whole window), and the inner learner is
+refitted on the kept items within the new range.
 
 The module's anatomy: the statistics (:class:`ScalerState`,
 :func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
@@ -156,6 +161,10 @@ class StandardizeState(NamedTuple):
         shift (without a warm-up, its items are held out of its statistics
         and the run can start them again), not an input that has just appeared.
       last_x: ``[d]`` the last finite item's input.
+      drifting: ``[d]`` bool per input, with ``warmup``: its current run
+        outside the statistics' range is a drift, every item of it within
+        :data:`DRIFT_STEP` standard deviations of the item before (a trending
+        input), not a jump.
     """
 
     inner: Any
@@ -168,6 +177,7 @@ class StandardizeState(NamedTuple):
     spread_items: Array
     shifting: Array
     last_x: Array
+    drifting: Array
 
 
 #: ``freeze_after`` of statistics that never stop changing.
@@ -183,6 +193,11 @@ SHIFT_RUN = 32
 OUTLIER_Z = 10.0
 #: ... and the ``OUTLIER_RUN``-th such target in a row a level shift: the statistics start again.
 OUTLIER_RUN = 3
+#: With a warm-up: an input whose run outside the statistics' range moved by at most this many of its
+#: standard deviations per item, from the item before the run on, is drifting ...
+DRIFT_STEP = 1.0
+#: ... and its statistics are rebased after this many such items (a jump waits for ``F``).
+DRIFT_RUN = 4
 #: Items the statistics need before they judge a target an outlier.
 GATE_MIN = 8
 
@@ -270,12 +285,14 @@ class StandardizeOptions(NamedTuple):
       clip: ``None`` or the clip of the standardised inputs.
       warmup: ``None`` or the number ``F`` of items whose statistics are kept.
       scale_inputs: whether the inputs are standardised (``False``: given standardised already).
+      keep: with ``warmup``: the number ``K >= F`` of last items kept for a rebase's refit (``None``: ``F``).
     """
 
     decay: float = 1.0
     clip: Optional[float] = None
     warmup: Optional[int] = None
     scale_inputs: bool = True
+    keep: Optional[int] = None
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):
@@ -309,10 +326,10 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
     i0, id_ = jnp.zeros((), jnp.int32), jnp.zeros((d,), jnp.int32)
-    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt))
+    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt), jnp.zeros((d,), bool))
     if warmup is None:
         return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, *runs)
-    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(warmup, d, dt), *runs)
+    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(options.keep or warmup, d, dt), *runs)
 
 
 def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
@@ -322,11 +339,15 @@ def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeSta
     return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
 
 
-def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState) -> StandardizeState:
-    """The inner learner refitted from its initial state on the items ``kept`` (a full buffer, oldest in slot 0)."""
+def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState, use: Array) -> StandardizeState:
+    """The inner learner refitted from its initial state on the items ``kept`` (oldest first) where ``use`` (``[K]``)."""
     xt, yt = inner_coordinates(options, s.scaler, s.kept.x, s.kept.y)
-    inner = jax.lax.scan(lambda st, xy: (learner.learn(st, *xy), None), s.initial, (xt, yt))[0]
-    return s._replace(inner=inner)
+
+    def learn(st, item):
+        x, y, u = item
+        return keep_if(u, learner.learn(st, x, y), st), None
+
+    return s._replace(inner=jax.lax.scan(learn, s.initial, (xt, yt, use))[0])
 
 
 def _cleared(sc: ScalerState) -> ScalerState:
@@ -347,37 +368,51 @@ def restart(s: StandardizeState) -> StandardizeState:
     kept = None if s.kept is None else jax.tree_util.tree_map(jnp.zeros_like, s.kept)
     return s._replace(inner=s.initial, scaler=sc, kept=kept,
                       outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run),
-                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting))
+                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting),
+                      drifting=jnp.zeros_like(s.drifting))
 
 
-def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array) -> StandardizeState:
-    """With ``warmup=F``: the statistics of the last ``F`` items, fixed, and the inner learner refitted on them.
+def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array,
+           drifted: Array) -> StandardizeState:
+    """With ``warmup=F``: the statistics fixed, and the inner learner refitted on the items kept.
 
     At the end of the warm-up (``moved`` false) the items kept are the
     warm-up's, and the statistics stay those accumulated while they came.
-    After an input left the fixed statistics' range for ``F`` items in a row
-    (``moved``: a covariate shift) every item kept lies in the new range,
-    and a window learner held them anyway: the statistics are computed
-    again from them, and the inner learner, :func:`refit` from its initial
-    state, is then also tuned, as its hyperparameters were those of the old
-    coordinates. An inner state with a ``tune_pending`` flag (the state
-    machine of :func:`~onlinejax.adaptive.adaptive`) tunes on its next item
-    (its own tune: a program holds one copy of it), another inner learner
-    with a ``tune`` is tuned now. One function for
-    both cases, so that a program holds one copy of the refit.
+    After an input left the fixed statistics' range (``moved``) the
+    statistics are computed again: after a jump (``F`` items in a row beyond
+    the range, a covariate shift) from the last ``F`` items, all of them
+    after it; after a drift (``drifted``: an input that left the range step
+    by step, a trend) from every item kept. The inner learner is then
+    :func:`refit` from its initial state on the kept items within the new
+    range (those before a jump lie beyond it), and also tuned, as its
+    hyperparameters were those of the old coordinates. An inner state with a
+    ``tune_pending`` flag (the state machine of
+    :func:`~onlinejax.adaptive.adaptive`) tunes on its next item (its own
+    tune: a program holds one copy of it), another inner learner with a
+    ``tune`` is tuned now. One function for every case, so that a program
+    holds one copy of the refit.
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
-      s: :class:`StandardizeState` (``kept`` full); moved: ``[]`` bool.
+      s: :class:`StandardizeState`; moved, drifted: ``[]`` bool.
     """
     k = s.kept
-    order = (jnp.arange(options.warmup) + k.head) % options.warmup  # oldest first (the buffer is full)
-    k = k._replace(x=k.x[order], y=k.y[order], head=jnp.zeros_like(k.head))
-    again = jax.lax.scan(lambda c, xy: (scaler_update(c, *xy), None), _cleared(s.scaler), (k.x, k.y))[0]
+    K = k.y.shape[0]
+    order = (jnp.arange(K) + k.head) % K  # oldest first; a buffer not yet full has its empty slots first
+    k = k._replace(x=k.x[order], y=k.y[order], valid=k.valid[order], head=jnp.zeros_like(k.head))
+    recent = k.valid & ((jnp.arange(K) >= K - options.warmup) | drifted)
+
+    def count(c, item):
+        x, y, u = item
+        return keep_if(u, scaler_update(c, x, y), c), None
+
+    # every recent item counts (a drift's may be more than F); fixed again afterwards (seen >= freeze_after)
+    again = jax.lax.scan(count, _cleared(s.scaler)._replace(freeze_after=jnp.full_like(s.scaler.seen, NEVER)),
+                         (k.x, k.y, recent))[0]._replace(freeze_after=s.scaler.freeze_after)
     zero = jnp.zeros_like
     s = s._replace(scaler=keep_if(moved, again, s.scaler), kept=k, outside=zero(s.outside),
-                   shifting=zero(s.shifting), far_run=jnp.where(moved, 0, s.far_run))
-    s = refit(learner, options, s)
+                   shifting=zero(s.shifting), drifting=zero(s.drifting), far_run=jnp.where(moved, 0, s.far_run))
+    s = refit(learner, options, s, k.valid & ~(moved & jnp.any(_beyond_range(options, s.scaler, k.x), axis=-1)))
     if hasattr(s.inner, "tune_pending"):  # AdaptiveState (not imported: adaptive imports the combination's types)
         return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | moved))
     if learner.tune is None:
@@ -431,7 +466,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     warmup = options.warmup
     # with a warm-up: once its statistics are fixed; a withheld item is neither stored nor counted
     counting = ok & ~withhold & known & (s.scaler.seen >= (warmup or 0))
-    outside, shifting, hold = _input_runs(options, s, x, counting)
+    outside, shifting, hold, drifting = _input_runs(options, s, x, counting)
     new_sc = scaler_update(s.scaler, x, y)
     new_sc = new_sc._replace(x_mean=jnp.where(hold, s.scaler.x_mean, new_sc.x_mean),
                              x_var=jnp.where(hold, s.scaler.x_var, new_sc.x_var))
@@ -444,6 +479,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     spread_items = jnp.where(ok, jnp.where(spread, jnp.minimum(s.spread_items + 1, SHIFT_RUN), 0), s.spread_items)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
                      n_withheld=s.n_withheld + withhold, spread_items=spread_items, shifting=shifting,
+                     drifting=drifting,
                      last_x=jnp.where(ok, x, s.last_x))
     shifted = far_run >= OUTLIER_RUN
     if warmup is None:
@@ -454,10 +490,21 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     out = out._replace(kept=keep_if(store, ring_push(s.kept, x, y), s.kept))
     done = new & (sc.seen == warmup)
     spread = _has_spread(sc.y_var, sc.y_mean)
-    moved = jnp.any(outside >= warmup)
-    out = cond_if_any(lambda sm: (rebase(learner, options, *sm), sm[1]))((done & spread) | moved, (out, moved))[0]
+    jumped = jnp.any(outside >= warmup)
+    moved = jumped | jnp.any(drifting & (outside >= DRIFT_RUN))
+    out = cond_if_any(lambda sma: (rebase(learner, options, *sma), *sma[1:]))((done & spread) | moved,
+                                                                            (out, moved, moved & ~jumped))[0]
     stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
     return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
+
+
+def _beyond_range(options: StandardizeOptions, sc: ScalerState, x: Array) -> Array:
+    """``[..., d]`` bool: each input beyond the statistics' range, the clip (else :data:`SHIFT_Z` sd) from their mean.
+
+    Inputs given standardised already (``scale_inputs=False``) are never beyond it: not this wrapper's to follow.
+    """
+    limit = SHIFT_Z if options.clip is None else options.clip
+    return (jnp.abs(x - sc.x_mean) > limit * scales(sc)[0]) & options.scale_inputs
 
 
 def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, counting: Array):
@@ -485,16 +532,16 @@ def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, coun
       are held out of their statistics.
     """
     no_warmup = options.warmup is None
-    limit = SHIFT_Z if options.clip is None else options.clip
-    # inputs given standardised already (scale_inputs=False) are not this wrapper's to follow
-    far = counting & (jnp.abs(x - s.scaler.x_mean) > limit * scales(s.scaler)[0]) & options.scale_inputs
+    far = counting & _beyond_range(options, s.scaler, x)
     begins = far & (s.outside == 0)
     shifting = jnp.where(counting, jnp.where(begins, s.spread_items >= SHIFT_RUN, s.shifting & far), s.shifting)
     # a far input repeated (a stuck sensor, duplicated rows) loses nothing to the clip: it extends no run
     moved = begins | (x != s.last_x)
     outside = jnp.where(counting, jnp.where(far, s.outside + moved, 0), s.outside)
     hold = far & shifting & moved & (s.outside > 0)  # a run's first item is taken: a rare binary's ones are no shift
-    return outside, shifting, hold if no_warmup else jnp.zeros_like(far)
+    step_ok = jnp.abs(x - s.last_x) <= DRIFT_STEP * scales(s.scaler)[0]
+    drifting = jnp.where(counting, far & step_ok & (begins | s.drifting), s.drifting)
+    return outside, shifting, hold if no_warmup else jnp.zeros_like(far), drifting
 
 
 def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> StandardizeState:
@@ -520,7 +567,7 @@ def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeS
 
 @describe_factory
 def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
-                warmup: int | None = None, scale_inputs: bool = True) -> Learner:
+                warmup: int | None = None, scale_inputs: bool = True, keep: int | None = None) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
@@ -556,6 +603,12 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         variation (a trending input the scaler holds near 1.7 sd), so that the
         inputs and the targets are no longer in the same coordinates
         (``benchmarks/RESULTS.md``, "Why River's scaler costs the default").
+      keep: ``None`` (``F``), or ``K >= F`` (static, needs ``warmup``): the
+        last ``K`` items are kept, and a rebase refits the inner learner on
+        those of them within the new range (a window learner's whole window
+        when ``K`` is its window). A trending input leaves the fixed range
+        step by step (module doc): its statistics are rebased after
+        :data:`DRIFT_RUN` such items, computed from all ``K``.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
@@ -575,7 +628,11 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         warmup = check_int(warmup, "warmup", 1)
     if not isinstance(scale_inputs, (bool, np.bool_)):
         raise TypeError(f"scale_inputs: expected a bool, got {type(scale_inputs).__name__}")
-    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs))
+    if keep is not None:
+        if warmup is None:
+            raise ValueError("keep: needs a warmup")
+        keep = check_int(keep, "keep", warmup)
+    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs), warmup if keep is None else keep)
     dd, takes_item = None, True
     if learner.downdate is not None:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3

@@ -262,6 +262,14 @@ RECOMMENDED_PRIOR_FLOOR = 0.01
 RECOMMENDED_MIN_MOVES = 8
 
 
+#: The windowed recommended learners learn a stable item whose standardised input lies more than this
+#: (in standard deviations) beyond every input learned, the second such item in a row
+#: (:func:`~onlinejax.adaptive.adaptive`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
+#: of a W-item window per item, while a slow creep to a new low (a river's recession, 1e-4 sd per item)
+#: is no extrapolation.
+RECOMMENDED_FOLLOW_MARGIN = 0.01
+
+
 def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
 
@@ -302,9 +310,11 @@ def _recommended() -> list[GridLearner]:
         # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
         # and a stuck sensor's run adds one item to the window, not a window of copies
         # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
+        # and a trending input is followed: learned while stable, rebased step by step on the whole window
         return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
-                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved),
-                          warmup=F)
+                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
+                                   follow_inputs=RECOMMENDED_FOLLOW_MARGIN),
+                          warmup=F, keep=W)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)

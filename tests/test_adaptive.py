@@ -665,3 +665,39 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
         adaptive(base, W, min_moves=-1)
     with pytest.raises(TypeError, match="tune_unmoved"):
         adaptive(base, W, min_moves=4, tune_unmoved="no")
+
+
+
+def _stable_learned(lrn, X, Y):
+    """``([n] bool, [n] bool)``: the items a stable machine learned (``follow_inputs``), and the stable items."""
+    res = progressive_validation(lrn, lrn.init(), X, Y, record=lambda s: (s.mode, s.n_learned))
+    mode, n_learned = (np.asarray(a) for a in res.records)
+    learned = np.diff(np.concatenate([[0], n_learned])) > 0
+    stable = np.concatenate([[False], mode[:-1] == STABLE]) & (mode == STABLE)
+    return learned & stable, stable
+
+
+def test_a_stable_machine_follows_a_trending_input_but_not_a_creep_or_a_lagged_extreme(rng):
+    """``follow_inputs=margin``: a stable machine learns an item on which an input lies more than the margin beyond
+    its learned values, as it did on the item before (a trend: every stable item); not a creep to new values by less
+    than the margin, nor a new extreme that lagged inputs pass on, one input per item. ``None``: the thesis's machine."""
+    W, n = 16, 160
+    base = oj.windowed_bayes_linreg(2, W)
+    follow, thesis = adaptive(base, W, tune=False, follow_inputs=0.01), adaptive(base, W, tune=False)
+    cycle = np.resize(rng.uniform(-2.0, 2.0, W), n + 1)  # an input that repeats the first phase's values
+    trend = np.column_stack([np.linspace(0.0, 8.0, n), cycle[:n]]).astype(DTYPE)
+    y = (trend @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
+    learned, stable = _stable_learned(follow, trend, y)
+    assert stable.sum() > n // 2 and np.array_equal(learned, stable)
+    assert not _stable_learned(thesis, trend, y)[0].any()
+    creep = trend.copy()
+    creep[:, 0] = rng.uniform(0.0, 1.0, n)
+    creep[40:, 0] = creep[:40, 0].min() - 1e-5 * np.arange(1, n - 39)  # new lows, 1.2e-3 below them in all
+    assert not _stable_learned(follow, creep, y)[0].any()
+    assert _stable_learned(adaptive(base, W, tune=False, follow_inputs=0.0), creep, y)[0].any()
+    v = cycle.copy()
+    v[100] = 10.0  # one new extreme, passed from lag 0 to lag 1
+    lagged = np.column_stack([v[1:], v[:-1]]).astype(DTYPE)
+    assert not _stable_learned(follow, lagged, y)[0].any()
+    with pytest.raises(ValueError, match="follow_inputs"):
+        adaptive(base, W, follow_inputs=-1.0)

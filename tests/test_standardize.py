@@ -186,7 +186,7 @@ def _windowed_reference(X, y, window, alpha=1.0, beta=1.0):
     mus = []
     for t in range(len(X)):
         lo = max(0, t - window)
-        P = alpha * np.eye(Z.shape[1]) + beta * Z[lo:t].T @ Z[lo:t]
+        P = np.diag(np.broadcast_to(alpha, Z.shape[1]).astype(float)) + beta * Z[lo:t].T @ Z[lo:t]
         mus.append(Z[t] @ np.linalg.solve(P, beta * Z[lo:t].T @ y[lo:t]))
     return np.array(mus)
 
@@ -294,6 +294,49 @@ def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items():
     m = np.asarray(res.predictions.mean)
     # a learner that saw feature 0 clipped at 5 would miss 3 x0's variation: MSE about 0.75 (noise: 0.01)
     assert np.mean((m[350:450] - y[350:450]) ** 2) < 0.03 and np.mean((m[500:] - y[500:]) ** 2) < 0.03
+
+
+def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
+    """A trend leaves the fixed range step by step: ``DRIFT_RUN`` items beyond the clip rebase the statistics on
+    all ``keep`` items kept (a jump waits for ``F`` and takes the last ``F``), and the inner learner is refitted on
+    them (and tuned): the next prediction is a float64 window fit on the kept items in the new coordinates."""
+    from onlinejax.standardize import DRIFT_RUN
+
+    r = np.random.default_rng(5)
+    n, F, K, clip = 400, 16, 48, 5.0
+    X = np.column_stack([np.linspace(0.0, 4.0, n), r.uniform(0.0, 1.0, n)])
+    y = (2.0 * X[:, 0] - X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
+    X = X.astype(DTYPE)
+    rec = lambda s: (s.scaler.x_mean, s.scaler.x_var, s.scaler.y_mean, s.scaler.y_var, s.inner.alpha,  # noqa: E731
+                     s.inner.beta)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, K, intercept=True), warmup=F, keep=K, clip=clip)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=rec)
+    x_mean, x_var, y_mean, y_var, alpha, beta = (np.asarray(a, np.float64) for a in res.records)
+    Xd, yd = X.astype(np.float64), y.astype(np.float64)
+    changes = np.flatnonzero(np.any(x_mean[1:] != x_mean[:-1], axis=1)) + 1
+    first, second = changes[changes >= F][:2]  # the first two rebases after the warm-up: the buffer is then full
+    assert first < K <= second
+    old = slice(0, F)
+    for t in (first, second):
+        # the DRIFT_RUN items up to t lay beyond the clip of the statistics before, the one before them did not
+        z0 = (Xd[:, 0] - Xd[old, 0].mean()) / Xd[old, 0].std()
+        assert np.all(z0[t - DRIFT_RUN + 1:t + 1] > clip) and z0[t - DRIFT_RUN] <= clip
+        kept = old = slice(max(0, t - K + 1), t + 1)
+        np.testing.assert_allclose(x_mean[t], Xd[kept].mean(0), rtol=tol(1e-9, 1e-5))
+        np.testing.assert_allclose(x_var[t], Xd[kept].var(0), rtol=tol(1e-9, 1e-4))
+        np.testing.assert_allclose([y_mean[t], y_var[t]], [yd[kept].mean(), yd[kept].var()], rtol=tol(1e-9, 1e-4))
+        xm, xs, ym, ys = Xd[kept].mean(0), Xd[kept].std(0), yd[kept].mean(), yd[kept].std()
+        window = slice(kept.start, t + 2)  # the kept items, then the next one
+        # refitted, then tuned (the evidence's alpha and beta, as the state holds them after item t)
+        ref = ym + ys * _windowed_reference((Xd[window] - xm) / xs, (yd[window] - ym) / ys, K, alpha[t], beta[t])[-1]
+        got = float(res.predictions.mean[t + 1])
+        assert got == pytest.approx(ref, rel=tol(1e-9, 1e-4), abs=tol(1e-8, 1e-3)), (t, got, ref)
+    # then the trend keeps being followed: the last item is within the clip of the last statistics
+    assert abs(Xd[-1, 0] - x_mean[-1, 0]) <= clip * np.sqrt(x_var[-1, 0])
+    with pytest.raises(ValueError, match="keep"):
+        oj.standardize(oj.bayes_linreg(2), keep=8)
+    with pytest.raises(ValueError, match="keep"):
+        oj.standardize(oj.bayes_linreg(2), warmup=16, keep=8)
 
 
 def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_but_a_new_input_does_not():
