@@ -195,7 +195,7 @@ class AdaptiveState(NamedTuple):
       last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
       phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
         item's before (``min_moves``).
-      x_lo, x_hi: ``[d]`` the smallest and largest input learned (``±inf`` before the first).
+      x_lo, x_hi: ``[d]`` the smallest and largest input learned since the last alarm (``±inf`` before the first).
       beyond_run: ``[d]`` int32 per input, items in a row on which it lay more than ``follow_inputs``
         outside ``[x_lo, x_hi]``.
     """
@@ -456,6 +456,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         beyond = (x < s.x_lo - options.follow_inputs) | (x > s.x_hi + options.follow_inputs)
         follow = ~in_phase & jnp.any(beyond & (s.beyond_run > 0))
     learning = (in_phase | options.always_learn | follow) & ~left_out
+    # an alarm starts a window of new items: their range
+    lo, hi = jnp.where(alarm, jnp.inf, s.x_lo), jnp.where(alarm, -jnp.inf, s.x_hi)
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
     n_phase, phase_moves, phase_abs, phase_n = _phase_counts(s, alarm, in_phase, left_out, x, abs_err)
     end = in_phase & (n_phase >= s.phase_length)
@@ -494,8 +496,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         last_y=y,
         last_x=x,
         phase_moves=jnp.where(end, 0, phase_moves),
-        x_lo=jnp.where(learning, jnp.minimum(s.x_lo, x), s.x_lo),
-        x_hi=jnp.where(learning, jnp.maximum(s.x_hi, x), s.x_hi),
+        x_lo=jnp.where(learning, jnp.minimum(lo, x), lo),
+        x_hi=jnp.where(learning, jnp.maximum(hi, x), hi),
         beyond_run=jnp.where(beyond, s.beyond_run + 1, 0),
     )
     return new

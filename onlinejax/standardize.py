@@ -147,8 +147,8 @@ class StandardizeState(NamedTuple):
       initial: the inner learner's initial state (refitted from at the end
         of the warm-up and by :func:`rebase`; restarted from, module doc).
       kept: with ``warmup=F``: a :class:`~onlinejax.window.RingBuffer` of
-        capacity ``F``, the raw items of the warm-up, then the last ``F``
-        items stored; else ``None``.
+        capacity ``K`` (``keep``, default ``F``), the raw items of the warm-up,
+        then the last ``K`` items stored; else ``None``.
       outside: ``[d]`` int32 per input, items in a row on which it was
         outside the statistics' range (with ``warmup``: since they were
         fixed), counting only those on which it moved (a repeated value adds nothing).
@@ -319,7 +319,7 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
       **inner_kwargs: passed on to ``learner.init``.
     Returns:
       the state; with ``warmup=F`` it also holds the initial inner state and
-      zeroed ``[F, d]`` / ``[F]`` buffers for the warm-up items.
+      zeroed ``[K, d]`` / ``[K]`` buffers for the items kept (``K = keep``, default ``F``).
     """
     decay = options.decay if decay is None else decay
     d, warmup = learner.n_features, options.warmup
@@ -399,8 +399,12 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     k = s.kept
     K = k.y.shape[0]
     order = (jnp.arange(K) + k.head) % K  # oldest first; a buffer not yet full has its empty slots first
-    k = k._replace(x=k.x[order], y=k.y[order], valid=k.valid[order], head=jnp.zeros_like(k.head))
-    recent = k.valid & ((jnp.arange(K) >= K - options.warmup) | drifted)
+    last_f = jnp.arange(K) >= K - options.warmup
+    # after a jump only its last F items are kept: a later drift must not count those before it
+    valid = k.valid[order] & (last_f | ~moved | drifted)
+    k = k._replace(x=k.x[order], y=k.y[order], valid=valid, head=jnp.zeros_like(k.head),
+                   count=jnp.sum(valid).astype(k.count.dtype))
+    recent = k.valid & (last_f | drifted)
 
     def count(c, item):
         x, y, u = item
@@ -414,7 +418,9 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
                    shifting=zero(s.shifting), drifting=zero(s.drifting), far_run=jnp.where(moved, 0, s.far_run))
     s = refit(learner, options, s, k.valid & ~(moved & jnp.any(_beyond_range(options, s.scaler, k.x), axis=-1)))
     if hasattr(s.inner, "tune_pending"):  # AdaptiveState (not imported: adaptive imports the combination's types)
-        return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | moved))
+        # a refit of a whole phase ended in the machine's own tune already
+        tuned = s.inner.n_tunes > s.initial.n_tunes
+        return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | (moved & ~tuned)))
     if learner.tune is None:
         return s
     return s._replace(inner=cond_if_any(learner.tune, max_batch=1)(moved, s.inner))
@@ -442,13 +448,14 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     statistics and the learner start again (:func:`restart`) from the next
     item. With ``warmup=F`` the item is also stored (while the statistics
     take it, then every item not withheld, in a ring buffer of the last
-    ``F``), and on the ``F``-th item the inner learner is :func:`refit`
+    ``K``, ``keep``), and on the ``F``-th item the inner learner is :func:`refit`
     (through :func:`~onlinejax.batching.cond_if_any`: lazily under
     ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
     when its targets had no spread. A run of items with one input outside
     the statistics' range (:func:`_input_runs`) starts the statistics and
     the inner learner again after :data:`SHIFT_RUN` items, or with a
-    warm-up rebases them on the last ``F`` items (:func:`rebase`).
+    warm-up rebases them (:func:`rebase`): on the last ``F`` items after a
+    jump, on every kept item after a drift (a trending input, :data:`DRIFT_RUN`).
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
@@ -527,9 +534,10 @@ def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, coun
     while and is learned as it comes.
 
     Returns:
-      ``(outside [d] int32, shifting [d] bool, hold [d] bool)``: the runs'
-      lengths after ``x``, whether each is a shift, and which inputs' items
-      are held out of their statistics.
+      ``(outside [d] int32, shifting [d] bool, hold [d] bool, drifting [d] bool)``:
+      the runs' lengths after ``x``, whether each is a shift, which inputs'
+      items are held out of their statistics, and (with a warm-up) whether
+      each run is a drift (:data:`DRIFT_STEP`).
     """
     no_warmup = options.warmup is None
     far = counting & _beyond_range(options, s.scaler, x)
@@ -584,7 +592,8 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         at the ``F``-th item the inner learner is refitted from its initial
         state on those ``F`` items in the fixed coordinates (under ``vmap``
         only on items where some stream ends its warm-up; again on the last
-        ``F`` items after a covariate shift, module doc). Every
+        ``F`` items after a covariate shift, on the ``keep`` items after a
+        drift, module doc). Every
         item the inner learner holds is then in the same coordinates. Use it
         for a learner that stops learning for long stretches (the state
         machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
@@ -592,7 +601,7 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         in the coordinates of its time, would be read in today's (after a
         drift the targets' running mean moves for hundreds of items, and so
         would every prediction of a frozen model). The state then also holds
-        the initial inner state and the last ``F`` raw items; the refitted learner
+        the initial inner state and the last ``keep`` raw items; the refitted learner
         counts only what the refit replays (a skipped non-finite item is not
         stored, so its skip count starts again).
       scale_inputs: ``True`` (default); ``False``: the inputs come standardised

@@ -691,13 +691,15 @@ def test_a_stable_machine_follows_a_trending_input_but_not_a_creep_or_a_lagged_e
     assert stable.sum() > n // 2 and np.array_equal(learned, stable)
     assert not _stable_learned(thesis, trend, y)[0].any()
     creep = trend.copy()
-    creep[:, 0] = rng.uniform(0.0, 1.0, n)
-    creep[40:, 0] = creep[:40, 0].min() - 1e-5 * np.arange(1, n - 39)  # new lows, 1.2e-3 below them in all
-    assert not _stable_learned(follow, creep, y)[0].any()
-    assert _stable_learned(adaptive(base, W, tune=False, follow_inputs=0.0), creep, y)[0].any()
+    creep[:40, 0] = np.resize(rng.uniform(0.0, 1.0, W), 40)  # the first phase's values, then new lows:
+    creep[40:, 0] = creep[:W, 0].min() - 1e-5 * np.arange(1, n - 39)  # 1.2e-3 below them in all
+    y_creep = (creep @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
+    assert not _stable_learned(follow, creep, y_creep)[0].any()
+    assert _stable_learned(adaptive(base, W, tune=False, follow_inputs=0.0), creep, y_creep)[0].any()
     v = cycle.copy()
     v[100] = 10.0  # one new extreme, passed from lag 0 to lag 1
     lagged = np.column_stack([v[1:], v[:-1]]).astype(DTYPE)
-    assert not _stable_learned(follow, lagged, y)[0].any()
+    y_lagged = (lagged @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
+    assert not _stable_learned(follow, lagged, y_lagged)[0].any()
     with pytest.raises(ValueError, match="follow_inputs"):
         adaptive(base, W, follow_inputs=-1.0)

@@ -274,7 +274,10 @@ def test_a_warmup_of_constant_targets_starts_again_and_then_fixes_the_streams_sc
     np.testing.assert_allclose(float(scales(res.state.scaler)[1]), np.std(y[2 * F:3 * F]), rtol=tol(1e-9, 1e-4))
 
 
-def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items():
+@pytest.mark.parametrize("keep", [None, 48])
+def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items(keep):
+    """A jump waits ``F`` items beyond the clip and takes their statistics; with ``keep > F`` the items before it
+    stay out of the refit and out of a later rebase."""
     r = np.random.default_rng(4)
     n, F = 600, 16
     X = r.uniform(0.0, 1.0, (n, 3))
@@ -282,9 +285,11 @@ def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items():
     X[450:470, 2] = 9.0  # feature 2 stuck far out for 20 items: loses nothing to the clip, starts nothing
     y = (3.0 * X[:, 0] - 2.0 * X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(3, 32, intercept=True), warmup=F, clip=5.0)
-    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.outside, s.scaler.x_mean))
-    seen, outside, x_mean = map(np.asarray, res.records)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(3, 32, intercept=True), warmup=F, clip=5.0, keep=keep)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.outside, s.scaler.x_mean,
+                                                                          s.kept.count))
+    seen, outside, x_mean, kept = map(np.asarray, res.records)
+    assert kept[315] == F and kept[-1] == (keep or F)  # the jump's last F, then the ring fills again
     assert np.all(seen[F - 1:] == F) and outside[299, 0] == 0
     # F items in a row outside the range (items 300-315): the statistics of those F items, fixed again
     assert outside[314, 0] == F - 1 and outside[315, 0] == 0

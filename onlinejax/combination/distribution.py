@@ -115,10 +115,6 @@ def gaussian_log_density(y: Array, mean: Array, var: Array) -> Array:
     return -0.5 * (jnp.log(2.0 * jnp.pi * var) + (y - mean) ** 2 / var)
 
 
-#: Members that take part in a prediction (finite mean, variance in (0, sqrt(finfo.max))); shared with
-#: :mod:`onlinejax.calibration`.
-
-
 def mixture_prediction(log_weights: Array, means: Array, vars: Array) -> MixturePrediction:
     """The mixture of members' Gaussians, moment-matched.
 
