@@ -413,6 +413,26 @@ def _phase_counts(s: AdaptiveState, alarm: Array, in_phase: Array, left_out: Arr
     return n_phase, phase_moves, phase_abs, jnp.where(alarm, 0, s.phase_n) + in_phase
 
 
+def _follows(options: AdaptiveOptions, s: AdaptiveState, x: Array, in_phase: Array):
+    """``(follow [] bool, beyond [d] bool)``: a stable item to learn (``follow_inputs``), and the inputs beyond the
+    learned range by more than the margin on this item.
+
+    A stable window would extrapolate a trending input further with every item: it learns on. Per input:
+    lagged values take turns at a new extreme, one item each, and are no trend.
+    """
+    if options.follow_inputs is None:
+        return jnp.zeros((), bool), jnp.zeros((), bool)
+    beyond = (x < s.x_lo - options.follow_inputs) | (x > s.x_hi + options.follow_inputs)
+    return ~in_phase & jnp.any(beyond & (s.beyond_run > 0)), beyond
+
+
+def _learned_range(s: AdaptiveState, x: Array, learning: Array, alarm: Array, beyond: Array) -> dict:
+    """``x_lo``, ``x_hi`` and ``beyond_run`` after the item; an alarm starts a window of new items, and their range."""
+    lo, hi = jnp.where(alarm, jnp.inf, s.x_lo), jnp.where(alarm, -jnp.inf, s.x_hi)
+    return dict(x_lo=jnp.where(learning, jnp.minimum(lo, x), lo), x_hi=jnp.where(learning, jnp.maximum(hi, x), hi),
+                beyond_run=jnp.where(beyond, s.beyond_run + 1, 0))
+
+
 def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array,
                pred: Prediction) -> AdaptiveState:
     """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
@@ -449,15 +469,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     det = keep_if(stable, det, s.detector)
     mode = jnp.where(alarm, HIGH_ERROR, s.mode)
     in_phase = mode != STABLE
-    if options.follow_inputs is None:
-        beyond, follow = jnp.zeros((), bool), jnp.zeros((), bool)
-    else:  # a stable window would extrapolate a trending input further with every item: it learns on
-        # per input: lagged values take turns at a new extreme, one item each, and are no trend
-        beyond = (x < s.x_lo - options.follow_inputs) | (x > s.x_hi + options.follow_inputs)
-        follow = ~in_phase & jnp.any(beyond & (s.beyond_run > 0))
+    follow, beyond = _follows(options, s, x, in_phase)
     learning = (in_phase | options.always_learn | follow) & ~left_out
-    # an alarm starts a window of new items: their range
-    lo, hi = jnp.where(alarm, jnp.inf, s.x_lo), jnp.where(alarm, -jnp.inf, s.x_hi)
     inner = cond_if_any(partial(_learn_item, learner))(learning, (s.inner, x, y, pred))[0]
     n_phase, phase_moves, phase_abs, phase_n = _phase_counts(s, alarm, in_phase, left_out, x, abs_err)
     end = in_phase & (n_phase >= s.phase_length)
@@ -476,7 +489,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         pending = want & ~due
     if inner_tune is not None and not options.defer_tune:
         inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(due, inner)
-    new = AdaptiveState(
+    return AdaptiveState(
         inner=inner,
         mode=jnp.where(settle, STABLE, mode).astype(jnp.int32),
         last=jnp.where(end, TUNE, mode).astype(jnp.int32),
@@ -496,11 +509,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         last_y=y,
         last_x=x,
         phase_moves=jnp.where(end, 0, phase_moves),
-        x_lo=jnp.where(learning, jnp.minimum(lo, x), lo),
-        x_hi=jnp.where(learning, jnp.maximum(hi, x), hi),
-        beyond_run=jnp.where(beyond, s.beyond_run + 1, 0),
+        **_learned_range(s, x, learning, alarm, beyond),
     )
-    return new
 
 
 def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
@@ -523,6 +533,15 @@ def predict_one(learner: Learner, s: AdaptiveState, x: Array) -> Prediction:
 def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
     """Tune the inner learner now (unchanged when it has no ``tune``); the machine's phase is kept."""
     return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s
+
+
+def _checked_margin(follow_inputs) -> float | None:
+    """``follow_inputs`` as a float ``>= 0`` or ``None``; a ValueError naming it otherwise."""
+    if follow_inputs is None:
+        return None
+    if not float(follow_inputs) >= 0.0:
+        raise ValueError(f"follow_inputs: must be None or >= 0, got {follow_inputs!r}")
+    return float(follow_inputs)
 
 
 @describe_factory
@@ -638,10 +657,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
     min_moves = check_int(min_moves, "min_moves", 0)
     if not isinstance(tune_unmoved, bool):
         raise TypeError(f"tune_unmoved: expected a bool, got {type(tune_unmoved).__name__}")
-    if follow_inputs is not None:
-        if not float(follow_inputs) >= 0.0:
-            raise ValueError(f"follow_inputs: must be None or >= 0, got {follow_inputs!r}")
-        follow_inputs = float(follow_inputs)
+    follow_inputs = _checked_margin(follow_inputs)
     if shock is not None:
         check_positive(shock, "shock")
         if not float(shock) > 1.0:

@@ -114,6 +114,18 @@ def test_no_stretch_of_a_lasting_pathology_is_silently_wrong(name, case):
     assert blocks.max() <= 10.0 * mse_clean, (blocks.max(), mse_clean)
 
 
+def _assert_every_window_within_1_5x_of_clean(name, case):
+    """Every 500-item window of ``case`` (from item 0, every 250) has an MSE within 1.5x the clean stream's."""
+    streams = _streams()[0]
+    res = _run(name)
+    y, mean = streams[case][1], res[case][0]
+    y_clean, m_clean = streams["clean"][1], res["clean"][0]
+    for a in range(0, N - 499, 250):
+        w = slice(a, a + 500)
+        mse, mse_clean = np.mean((mean[w] - y[w]) ** 2), np.mean((m_clean[w] - y_clean[w]) ** 2)
+        assert mse <= 1.5 * mse_clean + 0.05, (a, mse, mse_clean)
+
+
 @pytest.mark.parametrize("name", LEARNERS)
 def test_mse_on_rows_duplicated_in_blocks_is_back_within_500_items(name):
     """Inputs repeated in blocks of 100 rows for the whole stream: every 500-item window (from item 0, every 250)
@@ -122,14 +134,7 @@ def test_mse_on_rows_duplicated_in_blocks_is_back_within_500_items(name):
     this stream kernel regression reached 1.80x, the windowed linear learner 2.03x); they now learn on after a
     phase whose input barely moved (``adaptive(min_moves=)``), the GP without tuning there
     (``tune_unmoved=False``: tuned on such windows its later windows reached 2.5x on other seeds)."""
-    streams = _streams()[0]
-    res = _run(name)
-    y, mean = streams["duplicates_100"][1], res["duplicates_100"][0]
-    y_clean, m_clean = streams["clean"][1], res["clean"][0]
-    for a in range(0, N - 499, 250):
-        w = slice(a, a + 500)
-        mse, mse_clean = np.mean((mean[w] - y[w]) ** 2), np.mean((m_clean[w] - y_clean[w]) ** 2)
-        assert mse <= 1.5 * mse_clean + 0.05, (a, mse, mse_clean)
+    _assert_every_window_within_1_5x_of_clean(name, "duplicates_100")
 
 
 @pytest.mark.parametrize("name", ["RecommendedGP", "RecommendedKernelRegression"])
@@ -139,14 +144,7 @@ def test_a_windowed_learner_follows_an_input_that_trends_out_of_every_window(nam
     as the clip for half the items (the GP never came back within 1.5x; kernel regression reached 3.6x); the stable
     machine now learns on while an input leaves its learned range (``adaptive(follow_inputs=)``) and the statistics
     are rebased step by step on the whole window (``standardize(keep=)``)."""
-    streams = _streams()[0]
-    res = _run(name)
-    y, mean = streams["trend_50"][1], res["trend_50"][0]
-    y_clean, m_clean = streams["clean"][1], res["clean"][0]
-    for a in range(0, N - 499, 250):
-        w = slice(a, a + 500)
-        mse, mse_clean = np.mean((mean[w] - y[w]) ** 2), np.mean((m_clean[w] - y_clean[w]) ** 2)
-        assert mse <= 1.5 * mse_clean + 0.05, (a, mse, mse_clean)
+    _assert_every_window_within_1_5x_of_clean(name, "trend_50")
 
 
 @pytest.mark.parametrize("name", LEARNERS)
