@@ -344,6 +344,26 @@ def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
         oj.standardize(oj.bayes_linreg(2), warmup=16, keep=8)
 
 
+def test_a_rebase_of_a_state_machine_tunes_it_once():
+    """A drift rebase refits the machine on the kept items; when they fill a phase, the phase's own tune is the
+    one tune (no second one asked for on the next item); when they do not, the next item tunes."""
+    from onlinejax.adaptive import adaptive
+
+    r = np.random.default_rng(6)
+    n, F, W = 300, 8, 16
+    X = np.column_stack([np.linspace(0.0, 3.0, n), r.uniform(0.0, 1.0, n)]).astype(DTYPE)
+    y = (2.0 * X[:, 0] - X[:, 1] + 0.01 * r.normal(size=n)).astype(DTYPE)
+    lrn = oj.standardize(adaptive(oj.windowed_bayes_linreg(2, W), W), warmup=F, keep=W, clip=5.0)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.inner.n_tunes,
+                                                                          s.inner.n_alarms, s.kept.count))
+    x_mean, n_tunes, n_alarms, kept = (np.asarray(a) for a in res.records)
+    rebases = np.flatnonzero(np.any(x_mean[1:] != x_mean[:-1], axis=1)) + 1
+    rebases = rebases[rebases >= F]
+    assert len(rebases) >= 3 and n_alarms[-1] == 0
+    full = [t for t in rebases if kept[t] == W]
+    assert full and all(n_tunes[t] == 1 and n_tunes[t + 1] == 1 for t in full), (full, n_tunes[full])
+
+
 def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_but_a_new_input_does_not():
     from onlinejax.standardize import SHIFT_RUN
 
