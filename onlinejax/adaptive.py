@@ -196,7 +196,7 @@ class AdaptiveState(NamedTuple):
       phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
         item's before (``min_moves``).
       x_lo, x_hi: ``[d]`` the smallest and largest input learned since the last alarm (``±inf`` before the first).
-      beyond_run: ``[d]`` int32 per input, items in a row on which it lay more than ``follow_inputs``
+      was_beyond: ``[d]`` bool per input, whether on the item before it lay more than ``follow_inputs``
         outside ``[x_lo, x_hi]``.
     """
 
@@ -221,7 +221,7 @@ class AdaptiveState(NamedTuple):
     phase_moves: Array
     x_lo: Array
     x_hi: Array
-    beyond_run: Array
+    was_beyond: Array
 
 
 class AdaptiveOptions(NamedTuple):
@@ -296,7 +296,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features:
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
         naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
         phase_moves=i0, x_lo=jnp.full((n_features,), jnp.inf, dt), x_hi=jnp.full((n_features,), -jnp.inf, dt),
-        beyond_run=jnp.zeros((n_features,), jnp.int32),
+        was_beyond=jnp.zeros((n_features,), bool),
     )
 
 
@@ -423,14 +423,14 @@ def _follows(options: AdaptiveOptions, s: AdaptiveState, x: Array, in_phase: Arr
     if options.follow_inputs is None:
         return jnp.zeros((), bool), jnp.zeros((), bool)
     beyond = (x < s.x_lo - options.follow_inputs) | (x > s.x_hi + options.follow_inputs)
-    return ~in_phase & jnp.any(beyond & (s.beyond_run > 0)), beyond
+    return ~in_phase & jnp.any(beyond & s.was_beyond), beyond
 
 
 def _learned_range(s: AdaptiveState, x: Array, learning: Array, alarm: Array, beyond: Array) -> dict:
-    """``x_lo``, ``x_hi`` and ``beyond_run`` after the item; an alarm starts a window of new items, and their range."""
+    """``x_lo``, ``x_hi`` and ``was_beyond`` after the item; an alarm starts a window of new items, and their range."""
     lo, hi = jnp.where(alarm, jnp.inf, s.x_lo), jnp.where(alarm, -jnp.inf, s.x_hi)
     return dict(x_lo=jnp.where(learning, jnp.minimum(lo, x), lo), x_hi=jnp.where(learning, jnp.maximum(hi, x), hi),
-                beyond_run=jnp.where(beyond, s.beyond_run + 1, 0))
+                was_beyond=jnp.broadcast_to(beyond, s.was_beyond.shape))
 
 
 def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array,
