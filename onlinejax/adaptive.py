@@ -188,7 +188,9 @@ class AdaptiveState(NamedTuple):
       tune_pending: ``[]`` bool: a tune waits for the next item whose count
         ``n_seen`` is a multiple of ``tune_every`` (a learning phase ended
         between two; a wrapper that refitted the inner learner may set it,
-        see :func:`~onlinejax.standardize.rebase`).
+        see :func:`~onlinejax.standardize.rebase`; without ``tune_unmoved``
+        such a tune also waits until the window moved on ``min_moves`` items
+        of its phase or settled).
       naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
         targets' exponentially weighted mean, the last target), updated on
         every item (unused before the first).
@@ -477,16 +479,8 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     # a window of a few distinct inputs (duplicated rows) is no model to freeze: the machine learns on
     # (a phase shorter than min_moves settles once every item moved)
     settle = end & (phase_moves >= jnp.minimum(options.min_moves, s.phase_length))
-    # a tune asked for from outside (a standardiser's rebase sets tune_pending) runs on the next item
-    tuned_end = end if options.tune_unmoved else settle
-    due, pending = tuned_end | s.tune_pending, jnp.zeros_like(s.tune_pending)
-    if inner_tune is not None and options.tune_every > 1:
-        # the phase's window stays as it is while the tune waits (stable items are not learned),
-        # unless an alarm starts a new phase first (or min_moves keeps the machine learning); under vmap
-        # the streams' tunes then share items
-        want = tuned_end | s.tune_pending
-        due = want & ((s.n_seen + 1) % options.tune_every == 0)
-        pending = want & ~due
+    due, pending = _tune_due(options, s, end if options.tune_unmoved else settle, in_phase, phase_moves,
+                             inner_tune is not None)
     if inner_tune is not None and not options.defer_tune:
         inner = cond_if_any(inner_tune, max_batch=options.tune_batch)(due, inner)
     return AdaptiveState(
@@ -511,6 +505,27 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         phase_moves=jnp.where(end, 0, phase_moves),
         **_learned_range(s, x, learning, alarm, beyond),
     )
+
+
+def _tune_due(options: AdaptiveOptions, s: AdaptiveState, tuned_end: Array, in_phase: Array, phase_moves: Array,
+              tunes: bool) -> tuple[Array, Array]:
+    """``(due, pending)``: whether the inner learner tunes on this item, and whether a tune waits after it.
+
+    A phase's end tunes (``tuned_end``); a tune asked for from outside (a
+    standardiser's rebase sets ``tune_pending``) runs on the next item, or
+    without ``tune_unmoved`` once the window moved as a settled one does (a
+    stable window did). With ``tune_every = k`` a tune waits for an item
+    whose count is a multiple of ``k``.
+    """
+    ready = options.tune_unmoved | ~in_phase | (phase_moves >= jnp.minimum(options.min_moves, s.phase_length))
+    want = tuned_end | (s.tune_pending & ready)
+    if not tunes or options.tune_every == 1:
+        return want, s.tune_pending & ~want
+    # the phase's window stays as it is while the tune waits (stable items are not learned unless
+    # follow_inputs follows one), unless an alarm starts a new phase first (or min_moves keeps the
+    # machine learning); under vmap the streams' tunes then share items
+    due = want & ((s.n_seen + 1) % options.tune_every == 0)
+    return due, (want & ~due) | (s.tune_pending & ~ready)
 
 
 def step_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: Array,
@@ -597,7 +612,8 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         tunes: with ``tune_every=k`` at most one item in ``k`` pays for it.
         While its tune waits a stream predicts with the previous
         hyperparameters; its window does not change (stable items are not
-        learned, unless ``always_learn``) unless an alarm starts a new phase first.
+        learned, unless ``always_learn`` or ``follow_inputs``) unless an
+        alarm starts a new phase first.
         ``tune_batch``, ``split_tune`` and ``tune_every`` are the schedule, not the model: the
         runners set them with ``tune_plan=`` (:class:`~onlinejax.schedule.TunePlan`).
       naive_alarm: ``None`` (default: the thesis's machine), or a share in

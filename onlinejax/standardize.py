@@ -381,8 +381,8 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     After an input left the fixed statistics' range (``moved``) the
     statistics are computed again: after a jump (``F`` items in a row beyond
     the range, a covariate shift) from the last ``F`` items, all of them
-    after it; after a drift (``drifted``: an input that left the range step
-    by step, a trend) from every item kept. The inner learner is then
+    after it (:func:`_after_jump`); after a drift (``drifted``: an input that
+    left the range step by step, a trend) from every item kept. The inner learner is then
     :func:`refit` from its initial state on the kept items within the new
     range (those before a jump lie beyond it), and also tuned, as its
     hyperparameters were those of the old coordinates. An inner state with a
@@ -402,6 +402,7 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     last_f = jnp.arange(K) >= K - options.warmup
     # after a jump only its last F items are kept: a later drift must not count those before it
     valid = k.valid[order] & (last_f | ~moved | drifted)
+    valid = jnp.where(moved & ~drifted, _after_jump(options, s.outside, k.x[order], valid), valid)
     k = k._replace(x=k.x[order], y=k.y[order], valid=valid, head=jnp.zeros_like(k.head),
                    count=jnp.sum(valid).astype(k.count.dtype))
     recent = k.valid & (last_f | drifted)
@@ -410,9 +411,11 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
         x, y, u = item
         return keep_if(u, scaler_update(c, x, y), c), None
 
-    # every recent item counts (a drift's may be more than F); fixed again afterwards (seen >= freeze_after)
+    # every recent item counts (a drift's may be more than F, a jump's fewer once those before it are left
+    # out); fixed again afterwards (seen >= freeze_after)
     again = jax.lax.scan(count, _cleared(s.scaler)._replace(freeze_after=jnp.full_like(s.scaler.seen, NEVER)),
-                         (k.x, k.y, recent))[0]._replace(freeze_after=s.scaler.freeze_after)
+                         (k.x, k.y, recent))[0]
+    again = again._replace(freeze_after=s.scaler.freeze_after, seen=jnp.maximum(again.seen, s.scaler.freeze_after))
     zero = jnp.zeros_like
     s = s._replace(scaler=keep_if(moved, again, s.scaler), kept=k, outside=zero(s.outside),
                    shifting=zero(s.shifting), drifting=zero(s.drifting), far_run=jnp.where(moved, 0, s.far_run))
@@ -441,7 +444,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     so a wrapped state machine judges the prediction the caller received.
 
     A target more than :data:`OUTLIER_Z` standard deviations from the
-    targets' mean (once :data:`GATE_MIN` items were seen) is withheld from
+    targets' mean (once :data:`GATE_MIN` items were seen, or a shorter
+    warm-up's ``F``) is withheld from
     the statistics and the inner learner (one outlier would otherwise
     inflate the targets' scale and be fitted for good); the
     :data:`OUTLIER_RUN`-th such target in a row is a level shift, and the
@@ -466,11 +470,12 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
     ok = learnable(x, y)
     sy = scales(s.scaler)[1]
-    known = s.scaler.seen >= GATE_MIN
+    warmup = options.warmup
+    # fixed statistics of fewer than GATE_MIN items are known once fixed
+    known = s.scaler.seen >= (GATE_MIN if warmup is None else min(GATE_MIN, warmup))
     far_y = ok & known & (jnp.abs(y - s.scaler.y_mean) > OUTLIER_Z * sy)
     far_run = jnp.where(ok, jnp.where(far_y, s.far_run + 1, 0), s.far_run)
     withhold = far_y  # the OUTLIER_RUN-th in a row is withheld too: the statistics start again
-    warmup = options.warmup
     # with a warm-up: once its statistics are fixed; a withheld item is neither stored nor counted
     counting = ok & ~withhold & known & (s.scaler.seen >= (warmup or 0))
     outside, shifting, hold, drifting = _input_runs(options, s, x, counting)
@@ -503,6 +508,28 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
                                                                             (out, moved, moved & ~jumped))[0]
     stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
     return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
+
+
+def _after_jump(options: StandardizeOptions, outside: Array, x: Array, last_f: Array) -> Array:
+    """``[K]`` bool: the last ``F`` kept items (``last_f``) less those from before a jump, kept and counted.
+
+    A jump's run may begin with a few items beyond the range that are not at
+    the new level (an excursion, a drift's first steps): an item on which an
+    input that jumped (a run of ``F``, ``outside``: ``[d]``) lies more than the
+    clip (else :data:`SHIFT_Z`) robust standard deviations (1.4826 times the
+    median absolute deviation over the ``F`` items) from their median is left
+    out of the new statistics. An input whose ``F`` values mostly coincide
+    (zero deviation) leaves every item in.
+
+    Args:
+      x: ``[K, d]`` the kept inputs, oldest first.
+    """
+    limit = SHIFT_Z if options.clip is None else options.clip
+    xs = jnp.where(last_f[:, None], x, jnp.nan)
+    med = jnp.nanmedian(xs, axis=0)
+    mad = jnp.nanmedian(jnp.abs(xs - med), axis=0)
+    far = (outside >= options.warmup) & (mad > 0) & (jnp.abs(x - med) > limit * 1.4826 * mad)
+    return last_f & ~jnp.any(far, axis=-1)
 
 
 def _beyond_range(options: StandardizeOptions, sc: ScalerState, x: Array) -> Array:

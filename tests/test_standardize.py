@@ -364,6 +364,76 @@ def test_a_rebase_of_a_state_machine_tunes_it_once():
     assert full and all(n_tunes[t] == 1 and n_tunes[t + 1] == 1 for t in full), (full, n_tunes[full])
 
 
+def test_a_jump_rebase_leaves_out_the_items_before_the_jump():
+    """A run beyond the clip that begins with two items of an excursion, then a jump: the rebase's statistics are
+    those of the last ``F`` items after the jump only (float64 NumPy), fixed at once, and the learner keeps up."""
+    r = np.random.default_rng(3)
+    n, F = 400, 16
+    X = np.column_stack([r.uniform(0.0, 1.0, n), r.uniform(0.0, 1.0, n)])
+    X[100:102, 0] = [2.0, 2.1]  # 5.2 and 5.5 sd from the warm-up's mean: the run begins here
+    X[102:, 0] += 10.0
+    y = (np.sin(6.0 * X[:, 0]) + X[:, 1] + 0.05 * r.normal(size=n)).astype(DTYPE)
+    X = X.astype(DTYPE)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.scaler.x_var,
+                                                                          s.scaler.y_mean, s.scaler.seen))
+    x_mean, x_var, y_mean, seen = (np.asarray(a, np.float64) for a in res.records)
+    t = 100 + F - 1  # the F-th item of the run
+    assert np.all(x_mean[t - 1] == x_mean[F - 1]) and np.any(x_mean[t] != x_mean[t - 1])
+    after = slice(102, t + 1)
+    Xd, yd = X.astype(np.float64), y.astype(np.float64)
+    np.testing.assert_allclose(x_mean[t], Xd[after].mean(0), rtol=tol(1e-9, 1e-5))
+    np.testing.assert_allclose(x_var[t], Xd[after].var(0), rtol=tol(1e-9, 1e-4))
+    assert y_mean[t] == pytest.approx(yd[after].mean(), rel=tol(1e-9, 1e-5))
+    # 14 items counted, and fixed: no second refit at an F-th
+    assert np.all(seen[t:] == F) and np.all(x_mean[-1] == x_mean[t])
+    m = np.asarray(res.predictions.mean)
+    clean = lrn  # the same stream without the excursion, for the error it should reach
+    X2 = X.copy()
+    X2[100:102, 0] = X[99, 0]
+    m2 = np.asarray(progressive_validation(clean, clean.init(), X2, y).predictions.mean)
+    assert np.mean((m[200:] - y[200:]) ** 2) <= 1.5 * np.mean((m2[200:] - y[200:]) ** 2)
+
+
+def test_a_short_warmup_still_withholds_an_outlying_target():
+    """A warm-up shorter than ``GATE_MIN`` fixes its statistics; they judge outliers from then on."""
+    r = np.random.default_rng(0)
+    n = 200
+    X = r.uniform(0.0, 1.0, (n, 2)).astype(DTYPE)
+    y = (X @ np.array([3.0, -2.0]) + 0.1 * r.normal(size=n)).astype(DTYPE)
+    y[150] = 1e6
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 16, intercept=True), warmup=4, clip=5.0)
+    res = progressive_validation(lrn, lrn.init(), X, y)
+    m = np.asarray(res.predictions.mean)
+    assert int(res.state.n_withheld) >= 1 and np.all(np.abs(m[151:] - y[151:]) < 2.0)
+
+
+def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_does_not_tune_unmoved():
+    """``tune_unmoved=False`` (no tune on a window of a few distinct rows) holds for the tune a rebase asks for:
+    rows repeated in blocks, the input trending block by block, rebased again and again, never tuned; the same
+    machine with ``tune_unmoved=True`` tunes at each."""
+    from onlinejax.adaptive import adaptive
+    from onlinejax.gp import gp_window
+
+    r = np.random.default_rng(5)
+    W, F, n, B = 16, 16, 240, 4  # 4 distinct rows per window: fewer than min_moves = 8
+    nb = n // B
+    x0 = np.repeat(np.r_[r.uniform(0.0, 1.0, 4), 1.0 + 0.1 * np.arange(nb - 4)], B)
+    X = np.column_stack([x0, np.repeat(r.uniform(0.0, 1.0, nb), B)]).astype(DTYPE)
+    y = (np.sin(X[:, 0]) + X[:, 1] + 0.3 * r.normal(size=n)).astype(DTYPE)
+    tunes = {}
+    for unmoved in (False, True):
+        inner = adaptive(gp_window(2, W, mean="average"), W, min_moves=8, tune_unmoved=unmoved)
+        lrn = oj.standardize(inner, warmup=F, keep=W, clip=5.0)
+        res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.inner.n_tunes))
+        x_mean, n_tunes = (np.asarray(a) for a in res.records)
+        rebases = np.flatnonzero(np.any(x_mean[F + 1:] != x_mean[F:-1], axis=1)) + F + 1
+        assert len(rebases) >= 3
+        # a refit starts the machine's counters again: the rebases after which the refit or the next item tuned
+        tunes[unmoved] = sum(int(n_tunes[t] > 0 or n_tunes[min(t + 1, n - 1)] > 0) for t in rebases)
+    assert tunes[False] == 0 and tunes[True] == len(rebases), tunes
+
+
 def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_but_a_new_input_does_not():
     from onlinejax.standardize import SHIFT_RUN
 
