@@ -24,7 +24,7 @@ NAMES = (
     "KernelRegression_WS32", "BayesianMLEBatchMapped_TS32", "GPRegressionBatch_TS32", "KernelRegressionBatch_TS64",
     "Combination_EWASE_FF0.98_RC0.95_MC0.99",
     "RecommendedGP", "RecommendedKernelRegression", "RecommendedWindowedLinear", "RecommendedForgettingLinear",
-    "RecommendedCombination", "Climatology",
+    "RecommendedRandomFeatureGP", "RecommendedCombination", "Climatology",
 )
 SIZE, SEED, KEY = 300, 11, 7
 #: timings are not behaviour
