@@ -711,13 +711,17 @@ def test_the_learned_range_restarts_with_the_window_an_alarm_starts(rng):
     W, n = 16, 200
     X = rng.uniform(0.0, 1.0, (n, 2))
     X[100:] = rng.uniform(0.4, 0.6, (n - 100, 2))
+    X[160:162, 0] = [0.75, 0.8]  # beyond the new window's inputs, within the old one's
     y = X @ [1.0, -1.0] + 0.01 * rng.normal(size=n)
     y[100:] += 5.0  # a change: the machine alarms and learns a new window of inputs in [0.4, 0.6]
     lrn = adaptive(oj.windowed_bayes_linreg(2, W), W, tune=False, follow_inputs=0.01)
     res = progressive_validation(lrn, lrn.init(), X.astype(DTYPE), y.astype(DTYPE),
-                                 record=lambda s: (s.n_alarms, s.mode, s.x_lo, s.x_hi))
-    n_alarms, mode, x_lo, x_hi = (np.asarray(a) for a in res.records)
+                                 record=lambda s: (s.n_alarms, s.mode, s.x_lo, s.x_hi, s.n_learned))
+    n_alarms, mode, x_lo, x_hi, n_learned = (np.asarray(a) for a in res.records)
     a = int(np.argmax(n_alarms > 0))  # the alarm item, the new phase's first
     assert 100 <= a < 110 and mode[a + W - 1] == STABLE and n_alarms[a + W - 1] == 1
     np.testing.assert_array_equal(x_lo[a + W - 1], X[a:a + W].min(0).astype(DTYPE))
     np.testing.assert_array_equal(x_hi[a + W - 1], X[a:a + W].max(0).astype(DTYPE))
+    # stable, then the input leaves the new range two items in a row: the second is learned
+    assert np.all(mode[a + W:162] == STABLE) and n_alarms[-1] == 1
+    assert n_learned[160] == n_learned[159] and n_learned[161] == n_learned[160] + 1

@@ -364,6 +364,31 @@ def test_a_rebase_of_a_state_machine_tunes_it_once():
     assert full and all(n_tunes[t] == 1 and n_tunes[t + 1] == 1 for t in full), (full, n_tunes[full])
 
 
+def test_a_drift_soon_after_a_jump_is_rebased_on_the_items_after_the_jump_only():
+    """With ``keep > F``, the items before a jump leave the ring at its rebase: a drift rebase a few items later
+    takes every kept item after the jump and none before it (float64 NumPy)."""
+    from onlinejax.standardize import DRIFT_RUN
+
+    r = np.random.default_rng(9)
+    n, F, K = 400, 16, 48
+    X = r.uniform(0.0, 1.0, (n, 2))
+    X[300:, 0] += 5.0  # a jump of about 17 sd, every item beyond the clip
+    X[316:, 1] = X[315, 1] + 0.1 * np.arange(1, n - 315)  # then input 1 trends out of its range, 0.35 sd per item
+    # (the targets move by less than OUTLIER_Z sd at the jump: no level shift)
+    y = (0.1 * X[:, 0] - 0.05 * X[:, 1] + 0.05 * r.normal(size=n)).astype(DTYPE)
+    X = X.astype(DTYPE)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0, keep=K)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.n_withheld))
+    x_mean, n_withheld = np.asarray(res.records[0], np.float64), np.asarray(res.records[1])
+    changes = np.flatnonzero(np.any(x_mean[1:] != x_mean[:-1], axis=1)) + 1
+    jump, drift = changes[changes >= 300][:2]
+    assert 300 + F - 1 <= jump <= 300 + F and drift - K + 1 < 300  # the ring still spans the jump then
+    stored = np.flatnonzero(np.diff(n_withheld, prepend=0) == 0)  # a withheld target is not kept
+    kept = np.r_[stored[stored <= jump][-F:], stored[(stored > jump) & (stored <= drift)]]
+    assert kept[0] >= 300  # the jump's last F kept items, then every one after it
+    np.testing.assert_allclose(x_mean[drift], X[kept].astype(np.float64).mean(0), rtol=tol(1e-9, 1e-5))
+
+
 def test_a_jump_rebase_leaves_out_the_items_before_the_jump():
     """A run beyond the clip that begins with two items of an excursion, then a jump: the rebase's statistics are
     those of the last ``F`` items after the jump only (float64 NumPy), fixed at once, and the learner keeps up."""
