@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .base import StudentTPrediction, check_in_range, normal_quantile, student_t_abs_moments
+from .checks import check_in_range
+from .distributions import StudentTPrediction, normal_quantile, student_t_abs_moments
 
 Array = jax.Array
 

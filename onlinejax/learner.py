@@ -1,0 +1,440 @@
+"""The :class:`Learner` record, the factory that builds one from pure cores, and what describes a learner.
+
+:func:`make_learner` wraps a learner family's single-item and batch cores
+in the checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
+:func:`describe_factory` makes a public factory record its call
+(:class:`FactoryCall`, shown by ``repr``) and return the same learner for
+equal arguments (:func:`reuse_equal_calls`). :class:`DeferredStep` and
+:class:`StaticOptions` are parts of a learner and of its state;
+:func:`tree_repr` and :func:`tree_nbytes` summarise a state.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .checks import coerce_x, coerce_xy, state_dtype
+from .cores import _skip_with_prediction, full_precision, sequential, skip_nonfinite
+from .distributions import Prediction
+
+Array = jax.Array
+State = Any
+
+__all__ = ["Learner", "DeferredStep", "FactoryCall", "StaticOptions", "make_learner", "describe_factory",
+           "reuse_equal_calls", "map_nested", "tree_repr", "tree_nbytes"]
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class StaticOptions:
+    """The static options a state was built for, carried in the tree's *structure*, not its leaves.
+
+    A state field of this type has no arrays: ``jit``, ``vmap`` and ``scan`` pass it through
+    unchanged, and two states built for different options have different tree structures, so
+    :func:`~onlinejax.checkpoint.load_checkpoint` refuses a file saved under other options
+    (e.g. ``bounds="bayes"`` into a ``bounds="asymptotic"`` learner, whose arrays look alike).
+
+    Attributes:
+      items: ``((name, value), ...)`` with hashable values.
+    """
+
+    items: tuple = ()
+
+    @classmethod
+    def of(cls, **options) -> "StaticOptions":
+        """``StaticOptions.of(bounds="bayes")``; the names are sorted."""
+        return cls(tuple(sorted(options.items())))
+
+
+class DeferredStep(NamedTuple):
+    """A learner's step with its rare, costly part split off, for runners that loop over items between them.
+
+    A state machine that tunes at the end of each learning phase carries
+    the tune as a branch of every step; on XLA:CPU even an untaken branch
+    costs a learner of a large state about a microsecond per item
+    (``benchmarks/state_machine.py``). With this split a runner steps
+    items in an inner loop that has no such branch and applies the rare part
+    between such loops (:func:`onlinejax.evaluation.progressive_validation`
+    does, for one stream at a time).
+
+    Contract: for every state ``s`` and item ``(x, y)``,
+    ``learner.step(s, x, y)`` equals ``t, p = step(s, x, y)`` followed by
+    ``t = apply(t) if due(s, t) else t``, returning ``(t, p)``.
+
+    Attributes:
+      step: ``(state, x, y) -> (state, Prediction)`` with the boundary of
+        :attr:`Learner.step`, the rare part left pending.
+      due: ``(state_before, state_after) -> bool []``: whether the item left
+        the rare part pending.
+      apply: ``state -> state``: the rare part.
+    """
+
+    step: Callable[[State, Any, Any], tuple[State, "Prediction"]]
+    due: Callable[[State, State], Array]
+    apply: Callable[[State], State]
+
+
+def map_nested(fn: Callable, v):
+    """``v`` with ``fn`` applied to every value inside its lists, tuples and dicts, recursively, in new containers.
+
+    NamedTuples (options, states) and every other value are leaves: ``fn(v)``.
+    """
+    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+        return type(v)(map_nested(fn, a) for a in v)
+    if isinstance(v, dict):
+        return {k: map_nested(fn, a) for k, a in v.items()}
+    return fn(v)
+
+
+class FactoryCall:
+    """The public factory call that built a :class:`Learner`: ``factory(*args, **kwargs)``.
+
+    Kept so that a runner can build the same learner again with other
+    scheduling options (:func:`onlinejax.schedule.with_tune_plan`). Compared
+    and hashed by identity: equal calls return the same learner
+    (:func:`reuse_equal_calls`), and a call's arguments may be arrays.
+    """
+
+    __slots__ = ("factory", "args", "kwargs", "built")
+
+    def __init__(self, factory: Callable, args: tuple, kwargs: dict):
+        # lists and dicts copied, so a caller who changes theirs later does not change the recorded call
+        self.factory = factory
+        self.args, self.kwargs = map_nested(lambda v: v, tuple(args)), map_nested(lambda v: v, dict(kwargs))
+        self.built: Optional[tuple] = None  # the returned learner's other fields, to tell it from a changed copy
+
+    def __repr__(self) -> str:
+        return f"FactoryCall({getattr(self.factory, '__name__', self.factory)!r})"
+
+
+class Learner(NamedTuple):
+    """An online learner: a record of pure functions (optax style).
+
+    Attributes:
+      init: ``init(**hyperparameters) -> state``; hyperparameters that do not
+        change shapes are arrays in the state, so ``jax.vmap(lambda a:
+        learner.init(alpha=a))(alphas)`` builds a batch of learners.
+      learn: ``learn(state, x, y) -> state`` with ``x: [d]``, ``y: []`` or a
+        mini-batch ``x: [b, d]``, ``y: [b]``.
+      predict: ``predict(state, x) -> Prediction`` with ``x: [d]`` (``mean``
+        and ``var`` are ``[]``) or ``x: [b, d]`` (``[b]``).
+      step: ``step(state, x, y) -> (state, Prediction)``: predict ``y`` from
+        ``x`` *before* learning from it, then learn; one compiled call (the
+        fast path for research code that drives a learner from a Python loop).
+        It equals ``pred = predict(state, x); update(state, x, y, pred)``.
+      n_features: ``d``, the input width the learner expects (static).
+      downdate: optional. For learners with a growing posterior,
+        ``downdate(state, x, y)`` removes an item previously learned (the exact
+        inverse of ``learn``); for windowed learners ``downdate(state)`` evicts
+        the oldest item of the window (the item comes from the window itself).
+      tune: optional ``tune(state, **options) -> state``: re-estimate the
+        hyperparameters from the learner's own data and rebuild the state.
+      description: the call that built the learner (``"windowed_bayes_linreg(3, 64)"``),
+        set by the public factories (:func:`describe_factory`); used by ``repr``.
+      deferred: optional :class:`DeferredStep`, ``step`` with its rare part
+        (a state machine's tune) split off; runners may use it instead of ``step``.
+      update: ``update(state, x, y, pred) -> state``: learn the item given
+        ``pred = predict(state, x)``, the prediction that was issued for it
+        (optax's ``update`` receives what the caller computed). Wrappers judge
+        that prediction (calibrators score it, the state machine's detector
+        tests it) instead of predicting again, so a caller whose ``x`` changed
+        between the two calls (River's scaler in front) or who learns later
+        still has the issued prediction judged. ``x: [d]`` with ``pred``'s
+        leaves ``[]``, or a batch ``x: [b, d]`` with ``[b]`` leaves.
+      factory_call: the :class:`FactoryCall` that built the learner (set by the public factories with
+        :func:`describe_factory`, like ``description``), or ``None``.
+    """
+
+    init: Callable[..., State]
+    learn: Callable[[State, Any, Any], State]
+    predict: Callable[[State, Any], Prediction]
+    step: Callable[[State, Any, Any], tuple[State, Prediction]]
+    n_features: int
+    downdate: Optional[Callable[..., State]] = None
+    tune: Optional[Callable[..., State]] = None
+    description: Optional[str] = None
+    deferred: Optional[DeferredStep] = None
+    update: Optional[Callable[[State, Any, Any, Any], State]] = None
+    factory_call: Optional[FactoryCall] = None
+
+    def __repr__(self) -> str:
+        extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]
+        what = self.description or "make_learner(...)"
+        return f"Learner({what}; n_features={self.n_features}" + (f"; with {', '.join(extra)})" if extra else ")")
+
+
+def _leaf_repr(a) -> str:
+    if not hasattr(a, "shape"):
+        return repr(a)
+    if a.shape == () and not isinstance(a, jax.core.Tracer):
+        v = np.asarray(a).item()
+        return f"{v:.4g}" if isinstance(v, float) else repr(v)
+    return f"{np.dtype(a.dtype).name}{list(a.shape)}"
+
+
+def tree_nbytes(tree) -> int:
+    """Bytes of a pytree's array leaves (shapes and dtypes only: also for ``jax.eval_shape`` results)."""
+    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(tree))
+
+
+def tree_repr(tree, depth: int = 2) -> str:
+    """A one-line summary of a pytree: NamedTuple fields by name, arrays by dtype and shape, scalars by value.
+
+    ``BayesLinRegState(mean=float32[2], cov_sqrt=float32[2, 2], beta=1, ...)``: what a ``repr`` of
+    a state or a result shows instead of every element.
+    """
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        if depth == 0:
+            return f"{type(tree).__name__}(...)"
+        inner = ", ".join(f"{k}={tree_repr(getattr(tree, k), depth - 1)}" for k in tree._fields)
+        return f"{type(tree).__name__}({inner})"
+    if isinstance(tree, dict):
+        if depth == 0:
+            return "{...}"
+        return "{" + ", ".join(f"{k!r}: {tree_repr(v, depth - 1)}" for k, v in tree.items()) + "}"
+    if isinstance(tree, (list, tuple)):
+        return f"{type(tree).__name__}[{len(tree)}]"
+    return _leaf_repr(tree)
+
+
+def _short_repr(v) -> str:
+    """A value in a factory call's description: learners by their description, big arrays by shape."""
+    if isinstance(v, Learner):
+        return v.description or "Learner(...)"
+    if isinstance(v, (np.ndarray, jax.Array)) and np.size(v) > 4:
+        return f"array{list(np.shape(v))}"
+    if callable(v) and hasattr(v, "__qualname__"):
+        return v.__qualname__
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: Results kept per function by :func:`reuse_equal_calls` (the oldest is dropped first).
+_FACTORY_CACHE_SIZE = 256
+
+
+def _frozen(v):
+    """A hashable key of a factory argument: type and value, lists and dicts as tuples (hash fails on arrays)."""
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_frozen(a) for a in v))
+    if isinstance(v, dict):
+        return (dict, tuple((k, _frozen(a)) for k, a in v.items()))
+    return (type(v), v)
+
+
+def reuse_equal_calls(factory: Callable) -> Callable:
+    """Decorate a factory of immutable records of functions so that equal arguments return the same record.
+
+    jit keys a static argument (a learner, a weight rule) on its functions, so a
+    record built again would compile its programs again. The key holds the
+    arguments' types (``1``, ``1.0`` and ``True`` differ), lists and dicts as
+    tuples, and what a factory may read from JAX's configuration (x64, the
+    backend); a call with an unhashable argument (an array) builds afresh, and
+    a call that raises is not kept.
+    """
+    built: dict = {}
+
+    @functools.wraps(factory)
+    def wrapped(*args, **kwargs):
+        key = (_frozen(args), _frozen(kwargs), bool(jax.config.jax_enable_x64), jax.default_backend())
+        try:
+            hash(key)
+        except TypeError:
+            return factory(*args, **kwargs)
+        if key not in built:
+            if len(built) >= _FACTORY_CACHE_SIZE:
+                built.pop(next(iter(built)))
+            built[key] = factory(*args, **kwargs)
+        return built[key]
+
+    return wrapped
+
+
+def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learner"]:
+    """Decorate a public learner factory so that its learners' ``repr`` shows the call that built them.
+
+    ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
+    ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
+    wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
+    The call itself is kept in ``Learner.factory_call``.
+    Calls with equal hashable arguments return the same :class:`Learner`
+    (:func:`reuse_equal_calls`), so building a configuration again does not compile its programs again.
+    """
+
+    @reuse_equal_calls
+    @functools.wraps(factory)
+    def build(*args, **kwargs):
+        out = factory(*args, **kwargs)
+        call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
+        made = FactoryCall(build, args, kwargs)
+        out = out._replace(description=f"{factory.__name__}({call})", factory_call=made)
+        made.built = tuple(out[:-1])
+        return out
+
+    return build
+
+
+def make_learner(
+    *,
+    init: Callable[..., State],
+    learn_one: Callable,
+    learn_batch: Optional[Callable] = None,
+    predict_one: Callable,
+    predict_batch: Optional[Callable] = None,
+    n_features: int,
+    downdate: Optional[Callable] = None,
+    downdate_takes_item: bool = True,
+    tune: Optional[Callable] = None,
+    step_one: Optional[Callable] = None,
+    skip_nonfinite: bool = False,
+    update_one: Optional[Callable] = None,
+) -> Learner:
+    """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
+
+    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to
+    the state's dtype. ``learn_batch`` defaults to a scan over ``learn_one``
+    (exactly sequential learning); ``predict_batch`` to ``vmap(predict_one)``.
+    Every function is traced under :func:`~onlinejax.cores.full_precision` (matrix products in
+    full float32 precision on GPUs too).
+    ``step_one(state, x, y) -> (state, Prediction)`` may be given when
+    learning needs the prediction of the same item (it is then computed once);
+    by default it is ``predict_one`` followed by ``learn_one``. A mini-batch
+    ``step`` scans ``step_one`` when it is given, so that the batch
+    predictions are the sequential ones.
+    ``update_one(state, x, y, pred) -> state`` learns the item given the
+    prediction ``predict_one(state, x)`` issued for it (a wrapper judges that
+    prediction); by default it is ``learn_one`` (a learner whose learning
+    does not use its prediction). With ``update_one`` and no ``step_one``,
+    ``step_one`` is ``predict_one`` followed by ``update_one`` (the item is
+    predicted once). A mini-batch ``update`` scans ``update_one`` over the
+    items and their predictions.
+
+    With ``skip_nonfinite`` the boundary owns the non-finite skip: inside
+    ``jit``/``vmap``/``scan`` (where the concrete check cannot raise) an item
+    whose ``x`` or ``y`` is NaN/inf leaves the state unchanged except its
+    ``n_skipped`` counter (:func:`~onlinejax.cores.skip_nonfinite`). The cores then assume
+    finite items. It wraps ``learn_one`` and ``step_one``; a custom
+    ``learn_batch`` must skip by itself. An empty mini-batch (``x: [0, d]``)
+    is a no-op at the boundary: ``learn`` returns the state unchanged.
+    """
+    if update_one is not None and step_one is None:
+        step_one = _predict_then_update(predict_one, update_one)
+    if skip_nonfinite:
+        learn_one, step_one, update_one = _skipping(learn_one, step_one, update_one)
+    learn_batch = learn_batch or sequential(learn_one)
+    predict_batch = predict_batch or jax.vmap(predict_one, in_axes=(None, 0))
+    j_learn_one, j_learn_batch = jax.jit(learn_one), jax.jit(learn_batch)
+    j_pred_one, j_pred_batch = jax.jit(predict_one), jax.jit(predict_batch)
+    j_step_one, j_step_batch = map(jax.jit, _step_cores(learn_one, learn_batch, predict_one, predict_batch, step_one))
+    j_update_one, j_update_batch = map(jax.jit, _update_cores(learn_one, learn_batch, update_one))
+
+    def learn(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:  # an empty batch teaches nothing
+            return state
+        return (j_learn_batch if x.ndim == 2 else j_learn_one)(state, x, y)
+
+    def predict(state, x):
+        x, batched = coerce_x(x, n_features, state_dtype(state))
+        return (j_pred_batch if batched else j_pred_one)(state, x)
+
+    def step(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:
+            return state, j_pred_batch(state, x)
+        return (j_step_batch if x.ndim == 2 else j_step_one)(state, x, y)
+
+    def update(state, x, y, pred):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2 and x.shape[0] == 0:
+            return state
+        pred = _checked_prediction(pred, y.shape, state_dtype(state))
+        return (j_update_batch if x.ndim == 2 else j_update_one)(state, x, y, pred)
+
+    dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)
+    # around the boundary, not only the cores: derivative rules (a Cholesky's JVP, a custom_vmap's
+    # re-trace) emit their products when a transformation reaches the call, outside the cores' traces
+    init, learn, predict, step, update = map(full_precision, (init, learn, predict, step, update))
+    dd, tune = (None if f is None else full_precision(f) for f in (dd, tune))
+    return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune,
+                   update=update)
+
+
+def _skipping(learn_one, step_one, update_one):
+    """The cores with :func:`~onlinejax.cores.skip_nonfinite` applied (``None`` stays ``None``)."""
+    return (skip_nonfinite(learn_one), None if step_one is None else skip_nonfinite(step_one, returns_prediction=True),
+            None if update_one is None else _skip_with_prediction(update_one))
+
+
+def _predict_then_update(predict_one, update_one):
+    """``step_one``: the item predicted once, then learned with that prediction."""
+
+    def step_one(state, x, y):
+        pred = predict_one(state, x)
+        return update_one(state, x, y, pred), pred
+
+    return step_one
+
+
+def _step_cores(learn_one, learn_batch, predict_one, predict_batch, step_one):
+    """``(step_one, step_batch)``: the given ``step_one`` (a batch scans it), or predict before learning."""
+    if step_one is None:
+
+        def step_one(state, x, y):
+            return learn_one(state, x, y), predict_one(state, x)
+
+        def step_batch(state, X, Y):
+            return learn_batch(state, X, Y), predict_batch(state, X)
+
+        return step_one, step_batch
+    return step_one, lambda state, X, Y: jax.lax.scan(lambda s, xy: step_one(s, *xy), state, (X, Y))
+
+
+def _update_cores(learn_one, learn_batch, update_one):
+    """``(update_one, update_batch)``: the given ``update_one`` (a batch scans it), or ``learn`` ignoring ``pred``."""
+    if update_one is None:
+        return (lambda state, x, y, pred: learn_one(state, x, y)), (lambda state, X, Y, preds: learn_batch(state, X, Y))
+
+    def update_batch(state, X, Y, preds):
+        return jax.lax.scan(lambda s, xyp: (update_one(s, *xyp), None), state, (X, Y, preds))[0]
+
+    return update_one, update_batch
+
+
+def _checked_prediction(pred, shape: tuple, dtype):
+    """The boundary of ``update``'s ``pred``: a prediction pytree whose leaves match ``y``'s batch shape, cast to ``dtype``.
+
+    ``mean`` and ``var`` are ``[]`` for one item and ``[b]`` for a batch;
+    other leaves may carry one trailing axis (a mixture's components).
+    """
+    if not hasattr(pred, "mean") or not hasattr(pred, "var"):
+        raise TypeError(f"pred: expected the prediction predict() returned, got {type(pred).__name__}")
+    for name in ("mean", "var"):
+        if tuple(jnp.shape(getattr(pred, name))) != tuple(shape):
+            raise ValueError(f"pred: {name} of shape {jnp.shape(getattr(pred, name))} does not match y's shape "
+                             f"{tuple(shape)}")
+    for leaf in jax.tree_util.tree_leaves(pred):
+        if tuple(jnp.shape(leaf))[:len(shape)] != tuple(shape) or jnp.ndim(leaf) > len(shape) + 1:
+            raise ValueError(f"pred: leaves of shape {jnp.shape(leaf)} do not match y's shape {tuple(shape)}")
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype) if jnp.issubdtype(jnp.result_type(a),
+                                                                                    jnp.floating) else a, pred)
+
+
+def _checked_downdate(j_dd: Callable, takes_item: bool, n_features: int) -> Callable:
+    """The boundary of ``downdate``: ``(state, x, y)`` checked like ``learn`` (one item only), or ``(state)``."""
+    if not takes_item:
+        return lambda state: j_dd(state)
+
+    def dd(state, x, y):
+        x, y = coerce_xy(x, y, n_features, state_dtype(state))
+        if x.ndim == 2:
+            raise ValueError("x: downdate takes one item, got a batch")
+        return j_dd(state, x, y)
+
+    return dd
