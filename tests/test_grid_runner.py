@@ -133,12 +133,12 @@ def test_vmap_width_does_not_change_rows(groups):
 
 def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     """``GridLearner.vmap_bytes`` (the zoo's GPs: 1) replaces run_grid's for that configuration only."""
-    from onlinejax.evaluation import grid as grid_mod
+    from onlinejax.evaluation import grid_plan as plan_mod
 
     seen = []
-    real = grid_mod._vmap_width
-    monkeypatch.setattr(grid_mod, "_vmap_width", lambda sb, vb: seen.append(vb) or real(sb, vb))
-    monkeypatch.setattr(grid_mod, "_all_cpu", lambda devices: True)  # the hints are CPU-only (see below)
+    real = plan_mod._vmap_width
+    monkeypatch.setattr(plan_mod, "_vmap_width", lambda sb, vb: seen.append(vb) or real(sb, vb))
+    monkeypatch.setattr(plan_mod, "_all_cpu", lambda devices: True)  # the hints are CPU-only (see below)
     g = groups[1]
     base = _learners()[1]
     alone = base._replace(name="blr-alone", vmap_bytes=1)
@@ -159,19 +159,19 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
 def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     """On non-CPU devices every stream of a group is one chunk, all vmapped (the per-configuration
     CPU hints ignored, an explicit ``vmap_bytes`` kept); the rows equal the CPU defaults'."""
-    from onlinejax.evaluation import grid as grid_mod
+    from onlinejax.evaluation import grid_plan as plan_mod
 
     g = groups[1]  # 4 streams
     base = _learners()[1]
     alone = base._replace(name="blr-alone", vmap_bytes=1)
     cpu = run_grid([base, alone], g, progress=False, chunk_size=None)
     widths, chunks = [], []
-    real_program, real_chunk = grid_mod.streams_program, grid_mod._default_chunk
-    monkeypatch.setattr(grid_mod, "streams_program", lambda *a, **k: widths.append(k["width"]) or real_program(*a, **k))
-    monkeypatch.setattr(grid_mod, "_default_chunk", lambda *a: chunks.append(a[-1]) or real_chunk(*a))
-    monkeypatch.setattr(grid_mod, "_all_cpu", lambda devices: False)
+    real_program, real_chunk = plan_mod.streams_program, plan_mod._default_chunk
+    monkeypatch.setattr(plan_mod, "streams_program", lambda *a, **k: widths.append(k["width"]) or real_program(*a, **k))
+    monkeypatch.setattr(plan_mod, "_default_chunk", lambda *a: chunks.append(a[-1]) or real_chunk(*a))
+    monkeypatch.setattr(plan_mod, "_all_cpu", lambda devices: False)
     acc = run_grid([base, alone], g, progress=False)
-    assert widths == [None, None] and chunks == [grid_mod._ACCELERATOR_CHUNK_BYTES] * 2
+    assert widths == [None, None] and chunks == [plan_mod._ACCELERATOR_CHUNK_BYTES] * 2
     for a, b in zip(cpu.rows, acc.rows):
         assert (a["learner"], a["stream"]) == (b["learner"], b["stream"])
         for m in METRICS:
