@@ -54,7 +54,7 @@ __all__ = [
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
     # the public modules (the rest, e.g. linalg and batching, are internal); the module
     # onlinejax.standardize is documented under its name, which the package binds to the function
-    "adapters", "adaptive", "base", "baseline", "calibration", "changepoint", "checkpoint", "combination", "data",
-    "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "registry", "schedule", "stateful",
-    "student_mixture", "zoo",
+    "adapters", "adaptive", "adaptive_state", "base", "baseline", "calibration", "changepoint", "checkpoint",
+    "combination", "data", "detectors", "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots",
+    "registry", "schedule", "stateful", "student_mixture", "zoo",
 ]

@@ -17,61 +17,24 @@ Every item's outcome is kept in ``state.last`` (``COLD_START``, ``STABLE``,
 which its tune runs) so plots can shade the phases:
 ``progressive_validation(..., record=record_mode)``.
 
-The module's anatomy: :class:`AdaptiveState` (with :class:`DetectorState`)
-and the static :class:`AdaptiveOptions`; :func:`init` / :func:`wrap_state`;
-:func:`detect` (the alarm rule); :func:`step_one` (one item through the
-machine); :func:`learn_one`, :func:`predict_one`, :func:`tune_inner`; the
-factory :func:`adaptive` binds the inner learner and the options to them.
+The module's anatomy: the machine's types are in :mod:`onlinejax.adaptive_state`
+(:class:`AdaptiveState`, the static :class:`AdaptiveOptions`, :func:`init` /
+:func:`~onlinejax.adaptive_state.wrap_state`) and its drift detectors in
+:mod:`onlinejax.detectors` (:class:`DetectorState`, :func:`detect`, the alarm
+rule); this module re-exports them and runs the machine: :func:`update_one`
+and :func:`step_one` (one item through the machine); :func:`learn_one`,
+:func:`predict_one`, :func:`tune_inner`; the factory :func:`adaptive` binds
+the inner learner and the options to them.
 
 Drift detection
 ---------------
-The thesis compared each error with a reference frozen at the end of the
-last learning phase; that reference includes the large errors of the
-learning phase itself (cold start, or the first items after a drift), so a
-later drift of the same size stays under it and is missed. Our reading of
-that rule is available as ``detector="frozen"`` (alarm when ``|e| >
-frozen_factor × mean |e|`` of the last learning phase).
+``detector=`` chooses the detector that watches a stable phase's errors:
+``"cusum"`` (the default, a relative CUSUM on the standardised squared
+residuals), ``"frozen"`` (the thesis's frozen-reference rule) or ``"bocpd"``
+(Bayesian online changepoint detection on the residuals' scale);
+:mod:`onlinejax.detectors` describes each.
 
-The default ``detector="cusum"`` is a one-sided CUSUM (Page, 1954; the
-Page–Hinkley form) on the **standardised** squared residual
-``z² = (y - μ)²/σ²`` of the learner's own predictive distribution, made
-scale-free by dividing by its running mean in the current stable phase
-(``r = z² / mean(z²)``, clipped at ``clip`` so one outlier adds at most
-``clip - 1 - drift`` to ``g``): ``g ← max(0, g + r - 1 - drift)``, alarm when
-``g > threshold``. At the defaults (``clip=10``) one item adds at most 8.5
-against a threshold of 20, so it takes three large residuals close together
-to alarm; a single outlier cannot (it could with ``clip >= threshold + 1 +
-drift``). Why: with the model frozen in a stable phase and i.i.d. inputs,
-the ``z²`` of a misspecified learner (a GP extrapolating at the window's
-edge, a discontinuity) are heavy-tailed, and with a clip above the threshold
-single outliers raise most alarms — each one a needless tune, and a model
-refitted to the few items after the outlier. A real drift saturates ``r`` at
-``clip``, so it is still caught within about three items.
-Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
-for a calibrated learner (``z² ~ χ²₁``) the mean run length to a false
-alarm is at least ``exp(θ·threshold)`` stable items, with ``θ > 0`` the root
-of ``E[exp(θ(r - 1 - drift))] = 1`` (Lorden 1971; about 340 items at the
-defaults, a guaranteed minimum: the Gaussian approximation
-``exp(drift·threshold)`` ≈ 2·10⁴ overstates it for χ²₁ residuals), while a
-drift that multiplies the squared error by ``k`` is detected after about
-``threshold/(k - 1 - drift)`` items. Because the test is relative to the
-phase's own mean, a learner whose intervals are too wide or too narrow by a
-constant factor is handled too. The first ``warmup`` stable items only
-estimate the mean.
-
-``detector="bocpd"`` replaces the CUSUM by Bayesian online changepoint
-detection (Adams & MacKay 2007; :mod:`onlinejax.changepoint`) on the same
-standardised residuals: each of 16 run-length hypotheses has its own
-inverse-gamma posterior of the residuals' variance
-(:func:`~onlinejax.changepoint.scale_runs_update`), and the machine alarms
-when the posterior probability that the variance changed between
-:data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago exceeds ½ (after
-``warmup`` items; ``hazard`` is the prior probability of a change per item):
-a single outlier is explained by a new run of length 1 that the following
-items close again, a drift's run persists. A constant miscalibration is
-absorbed into the runs' variance, as the CUSUM's relative test absorbs it.
-
-Both detectors are relative to the phase's own errors, so a window that is
+The CUSUM and BOCPD detectors are relative to the phase's own errors, so a window that is
 wrong from the start (learned on a stuck sensor's constant run, or around an
 outlier) is never replaced by them. ``naive_alarm=ρ`` adds a scale-free
 reference outside the learner: two naive forecasts of the same item, the
@@ -107,15 +70,17 @@ multiple of ``k``, so that the streams share their tune items.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
+from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState, init,
+                             record_mode, wrap_state)
 from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, check_positive, describe_factory,
-                   keep_if, make_learner, state_dtype)
+                   keep_if, make_learner)
 from .batching import cond_if_any
-from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
+from .detectors import (DETECTOR_RUNS, DETECTORS, PERSIST_ITEMS, RECENT_ITEMS, DetectorState, _fresh_detector,
+                        detect)
 
 Array = jax.Array
 
@@ -138,230 +103,8 @@ __all__ = [
     "DETECTORS",
 ]
 
-COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3
-MODES = ("cold_start", "stable", "high_error", "tune")
-DETECTORS = ("cusum", "frozen", "bocpd")
-
 #: ``naive_alarm``: the memory (items) of the targets' running mean and of the learner's losing share.
 NAIVE_MEMORY = 32
-
-#: ``detector="bocpd"``: run-length hypotheses kept, and the alarm's horizon: a change between
-#: ``PERSIST_ITEMS`` and ``RECENT_ITEMS`` items ago (a single outlier opens a run of length 1 that the next
-#: items mostly close again; a drift's run keeps growing).
-DETECTOR_RUNS, RECENT_ITEMS, PERSIST_ITEMS = 16, 8, 3
-
-
-class DetectorState(NamedTuple):
-    """CUSUM state for the current stable phase.
-
-    Attributes:
-      n: ``[]`` int32 stable items seen since the phase began.
-      mean_z2: ``[]`` running mean of the (clipped) standardised squared residuals,
-        started from a pseudo-observation of 1 (the calibrated value).
-      cusum: ``[]`` the statistic ``g``.
-      runs: ``detector="bocpd"``'s run-length posterior
-        (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
-      losing: ``[]`` the weighted share of the phase's items on which the
-        learner lost to both naive forecasts (``naive_alarm``; 0 otherwise).
-    """
-
-    n: Array
-    mean_z2: Array
-    cusum: Array
-    runs: Optional[ScaleRunsState] = None
-    losing: Optional[Array] = None
-
-
-class AdaptiveState(NamedTuple):
-    """State of :func:`adaptive`.
-
-    Attributes:
-      inner: the wrapped learner's state.
-      mode: ``[]`` int32 mode for the next item (``COLD_START``, ``STABLE`` or ``HIGH_ERROR``).
-      last: ``[]`` int32 what happened on the last item (one of the four ``MODES``).
-      n_phase: ``[]`` int32 items learned in the current cold-start / high-error phase.
-      phase_length: ``[]`` int32 the length of those phases (the window ``W``).
-      detector: :class:`DetectorState`.
-      phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
-      reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
-      n_learned, n_tunes, n_alarms, n_seen, n_skipped: ``[]`` int32 counters.
-      tune_pending: ``[]`` bool: a tune waits for the next item whose count
-        ``n_seen`` is a multiple of ``tune_every`` (a learning phase ended
-        between two; a wrapper that refitted the inner learner may set it,
-        see :func:`~onlinejax.standardize.rebase`; without ``tune_unmoved``
-        such a tune also waits until the window moved on ``min_moves`` items
-        of its phase or settled).
-      naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
-        targets' exponentially weighted mean, the last target), updated on
-        every item (unused before the first).
-      last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
-      phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
-        item's before (``min_moves``).
-      x_lo, x_hi: ``[d]`` the smallest and largest input learned since the last alarm (``±inf`` before the first).
-      was_beyond: ``[d]`` bool per input, whether on the item before it lay more than ``follow_inputs``
-        outside ``[x_lo, x_hi]``.
-    """
-
-    inner: Any
-    mode: Array
-    last: Array
-    n_phase: Array
-    phase_length: Array
-    detector: DetectorState
-    phase_abs_err: Array
-    phase_n: Array
-    reference: Array
-    n_learned: Array
-    n_tunes: Array
-    n_alarms: Array
-    n_seen: Array
-    n_skipped: Array
-    tune_pending: Array
-    naive_mean: Array
-    last_y: Array
-    last_x: Array
-    phase_moves: Array
-    x_lo: Array
-    x_hi: Array
-    was_beyond: Array
-
-
-class AdaptiveOptions(NamedTuple):
-    """The static options of :func:`adaptive` (Python values; see its Args).
-
-    Attributes:
-      detector: ``"cusum"``, ``"frozen"`` or ``"bocpd"``.
-      threshold, drift, warmup, clip: the CUSUM's alarm level ``λ``, allowance
-        ``δ``, estimation-only items and clip of ``r``.
-      shock: ``None`` or the one-item alarm ratio of ``z²`` to the phase's mean ``z²``.
-      frozen_factor: the frozen rule's multiple of the reference error.
-      always_learn: learn on stable items too.
-      tune: call the inner learner's ``tune`` at the end of each learning phase.
-      tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
-      hazard: ``detector="bocpd"``'s prior probability of a change per item.
-      defer_tune: count the tune at a phase's end but leave it to the caller
-        (the learner's :class:`~onlinejax.base.DeferredStep`).
-      tune_every: run a due tune only on items whose count ``n_seen`` is a
-        multiple of this (1: at the phase's end).
-      naive_alarm: ``None`` or the losing share to the naive forecasts that alarms.
-      skip_repeats: a learning phase leaves out an item equal to the item before it.
-      learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
-        new phase's first).
-      min_moves: a learning phase whose input moved on fewer of its items is followed by another
-        learning phase, not a stable one (0: the thesis's machine).
-      tune_unmoved: tune at the end of such a phase too.
-      follow_inputs: ``None``, or a margin: a stable machine learns an item on which an input lies more
-        than the margin outside the range of that input's learned values, as it did on the item before
-        (a trending input).
-    """
-
-    detector: str = "cusum"
-    threshold: float = 20.0
-    drift: float = 0.5
-    warmup: int = 20
-    clip: float = 10.0
-    shock: Optional[float] = 1e3
-    frozen_factor: float = 3.0
-    always_learn: bool = False
-    tune: bool = True
-    tune_batch: Optional[int] = 1
-    hazard: float = 1 / 250
-    defer_tune: bool = False
-    tune_every: int = 1
-    naive_alarm: Optional[float] = None
-    learn_shock: bool = True
-    skip_repeats: bool = False
-    min_moves: int = 0
-    tune_unmoved: bool = True
-    follow_inputs: Optional[float] = None
-
-
-def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
-    runs = scale_runs_init(n_runs, dt) if n_runs else None
-    z = jnp.zeros((), dt)
-    return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=z, runs=runs, losing=z)
-
-
-def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features: int) -> AdaptiveState:
-    """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
-
-    ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
-    ``detector_runs``: the BOCPD detector's hypotheses (static; 0 for the other detectors).
-    ``n_features``: the input width ``d`` (static).
-    """
-    dt = state_dtype(inner_state)
-    i0 = jnp.zeros((), jnp.int32)
-    return AdaptiveState(
-        inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
-        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
-        phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
-        n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
-        naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
-        phase_moves=i0, x_lo=jnp.full((n_features,), jnp.inf, dt), x_hi=jnp.full((n_features,), -jnp.inf, dt),
-        was_beyond=jnp.zeros((n_features,), bool),
-    )
-
-
-def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: int = 0,
-         **inner_kwargs) -> AdaptiveState:
-    """The cold-start state around ``learner.init(**inner_kwargs)``.
-
-    Args:
-      learner: the wrapped (windowed) learner.
-      phase_length: the default phase length ``W`` (the factory's ``window``).
-      window: ``None``, or a window that is passed on to ``learner.init``
-        (learners whose window is an init value) and becomes the phase length.
-      detector_runs: see :func:`wrap_state` (the factory sets it for ``detector="bocpd"``).
-      **inner_kwargs: passed on to ``learner.init``.
-    """
-    d = learner.n_features
-    if window is None:
-        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs, n_features=d)
-    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs, n_features=d)
-
-
-def record_mode(state: AdaptiveState) -> Array:
-    """``state.last``: pass as ``progressive_validation(..., record=record_mode)`` to get the per-item phases."""
-    return state.last
-
-
-def detect(options: AdaptiveOptions, det: DetectorState, z2: Array, abs_err: Array,
-           reference: Array) -> tuple[DetectorState, Array]:
-    """One stable item through the drift detector (module doc, "Drift detection").
-
-    ``"cusum"`` (Page 1954, Page–Hinkley form, on the relative standardised
-    squared residual): ``r = min(z²/mean(z²), clip)``,
-    ``g ← max(0, g + r - 1 - drift)`` once ``warmup`` items estimated the
-    mean, alarm when ``g > threshold`` or (with ``shock``) when
-    ``z²/mean(z²) > shock``; the mean is updated with ``r·mean`` (so one item
-    moves it by at most the factor ``clip``). ``"frozen"`` (the thesis's rule,
-    5.3): alarm when ``|e| > frozen_factor · reference``, no state.
-
-    Args:
-      options: :class:`AdaptiveOptions` (static).
-      det: :class:`DetectorState` of the current stable phase.
-      z2: ``[]`` ``(y - μ)²/σ²``; abs_err: ``[]`` ``|y - μ|``.
-      reference: ``[]`` the mean ``|e|`` of the last learning phase.
-    Returns:
-      ``(det, alarm)``: the new detector state and a ``[]`` bool.
-    """
-    o = options
-    if o.detector == "frozen":
-        return det, abs_err > o.frozen_factor * reference
-    dt = det.mean_z2.dtype
-    tiny = jnp.finfo(dt).tiny
-    ratio = z2 / jnp.maximum(det.mean_z2, tiny)
-    shocked = (ratio > o.shock) if o.shock is not None else False
-    r = jnp.minimum(ratio, o.clip)
-    warm = det.n >= o.warmup
-    g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - o.drift), 0.0)
-    nf = det.n.astype(dt)
-    mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
-    if o.detector == "bocpd":
-        runs = scale_runs_update(det.runs, z2, o.hazard)
-        alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
-        return det._replace(n=det.n + 1, mean_z2=mean, runs=runs), alarm | shocked
-    return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > o.threshold)) | shocked
 
 
 def _default_tune_batch() -> int | None:
@@ -660,7 +403,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       phase length, for learners whose window is an init value, e.g.
       :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
       the inner learner's, and ``learn`` / ``step`` running the state machine (:func:`step_one`; a non-finite item
-      only counts in ``n_skipped``); see :func:`wrap_state`, :func:`record_mode`.
+      only counts in ``n_skipped``); see :func:`~onlinejax.adaptive_state.wrap_state`, :func:`record_mode`.
     """
     W = check_int(window, "window", 1)
     if detector not in DETECTORS:

@@ -1,0 +1,174 @@
+"""The state machine's types (:func:`~onlinejax.adaptive.adaptive`): its phases, state and options.
+
+This module holds the phase codes (``COLD_START``, ``STABLE``, ``HIGH_ERROR``,
+``TUNE``; :data:`MODES` names them), the machine's state
+(:class:`AdaptiveState`, with the drift detector's
+:class:`~onlinejax.detectors.DetectorState`), its static options
+(:class:`AdaptiveOptions`), and the fresh cold-start state (:func:`init`,
+:func:`wrap_state`); :func:`record_mode` reads an item's phase.
+:mod:`onlinejax.adaptive` runs the machine and re-exports these names.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from .base import Learner, state_dtype
+from .detectors import DetectorState, _fresh_detector
+
+Array = jax.Array
+
+__all__ = ["AdaptiveState", "AdaptiveOptions", "init", "wrap_state", "record_mode", "COLD_START", "STABLE",
+           "HIGH_ERROR", "TUNE", "MODES"]
+
+COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3
+MODES = ("cold_start", "stable", "high_error", "tune")
+
+
+class AdaptiveState(NamedTuple):
+    """State of :func:`~onlinejax.adaptive.adaptive`.
+
+    Attributes:
+      inner: the wrapped learner's state.
+      mode: ``[]`` int32 mode for the next item (``COLD_START``, ``STABLE`` or ``HIGH_ERROR``).
+      last: ``[]`` int32 what happened on the last item (one of the four ``MODES``).
+      n_phase: ``[]`` int32 items learned in the current cold-start / high-error phase.
+      phase_length: ``[]`` int32 the length of those phases (the window ``W``).
+      detector: :class:`~onlinejax.detectors.DetectorState`.
+      phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
+      reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
+      n_learned, n_tunes, n_alarms, n_seen, n_skipped: ``[]`` int32 counters.
+      tune_pending: ``[]`` bool: a tune waits for the next item whose count
+        ``n_seen`` is a multiple of ``tune_every`` (a learning phase ended
+        between two; a wrapper that refitted the inner learner may set it,
+        see :func:`~onlinejax.standardize.rebase`; without ``tune_unmoved``
+        such a tune also waits until the window moved on ``min_moves`` items
+        of its phase or settled).
+      naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
+        targets' exponentially weighted mean, the last target), updated on
+        every item (unused before the first).
+      last_x: ``[d]`` the last item's input (with ``last_y``: what a repeat equals).
+      phase_moves: ``[]`` int32 items learned in the current learning phase whose input differed from the
+        item's before (``min_moves``).
+      x_lo, x_hi: ``[d]`` the smallest and largest input learned since the last alarm (``±inf`` before the first).
+      was_beyond: ``[d]`` bool per input, whether on the item before it lay more than ``follow_inputs``
+        outside ``[x_lo, x_hi]``.
+    """
+
+    inner: Any
+    mode: Array
+    last: Array
+    n_phase: Array
+    phase_length: Array
+    detector: DetectorState
+    phase_abs_err: Array
+    phase_n: Array
+    reference: Array
+    n_learned: Array
+    n_tunes: Array
+    n_alarms: Array
+    n_seen: Array
+    n_skipped: Array
+    tune_pending: Array
+    naive_mean: Array
+    last_y: Array
+    last_x: Array
+    phase_moves: Array
+    x_lo: Array
+    x_hi: Array
+    was_beyond: Array
+
+
+class AdaptiveOptions(NamedTuple):
+    """The static options of :func:`~onlinejax.adaptive.adaptive` (Python values; see its Args).
+
+    Attributes:
+      detector: ``"cusum"``, ``"frozen"`` or ``"bocpd"``.
+      threshold, drift, warmup, clip: the CUSUM's alarm level ``λ``, allowance
+        ``δ``, estimation-only items and clip of ``r``.
+      shock: ``None`` or the one-item alarm ratio of ``z²`` to the phase's mean ``z²``.
+      frozen_factor: the frozen rule's multiple of the reference error.
+      always_learn: learn on stable items too.
+      tune: call the inner learner's ``tune`` at the end of each learning phase.
+      tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
+      hazard: ``detector="bocpd"``'s prior probability of a change per item.
+      defer_tune: count the tune at a phase's end but leave it to the caller
+        (the learner's :class:`~onlinejax.base.DeferredStep`).
+      tune_every: run a due tune only on items whose count ``n_seen`` is a
+        multiple of this (1: at the phase's end).
+      naive_alarm: ``None`` or the losing share to the naive forecasts that alarms.
+      skip_repeats: a learning phase leaves out an item equal to the item before it.
+      learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
+        new phase's first).
+      min_moves: a learning phase whose input moved on fewer of its items is followed by another
+        learning phase, not a stable one (0: the thesis's machine).
+      tune_unmoved: tune at the end of such a phase too.
+      follow_inputs: ``None``, or a margin: a stable machine learns an item on which an input lies more
+        than the margin outside the range of that input's learned values, as it did on the item before
+        (a trending input).
+    """
+
+    detector: str = "cusum"
+    threshold: float = 20.0
+    drift: float = 0.5
+    warmup: int = 20
+    clip: float = 10.0
+    shock: Optional[float] = 1e3
+    frozen_factor: float = 3.0
+    always_learn: bool = False
+    tune: bool = True
+    tune_batch: Optional[int] = 1
+    hazard: float = 1 / 250
+    defer_tune: bool = False
+    tune_every: int = 1
+    naive_alarm: Optional[float] = None
+    learn_shock: bool = True
+    skip_repeats: bool = False
+    min_moves: int = 0
+    tune_unmoved: bool = True
+    follow_inputs: Optional[float] = None
+
+
+def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features: int) -> AdaptiveState:
+    """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
+
+    ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
+    ``detector_runs``: the BOCPD detector's hypotheses (static; 0 for the other detectors).
+    ``n_features``: the input width ``d`` (static).
+    """
+    dt = state_dtype(inner_state)
+    i0 = jnp.zeros((), jnp.int32)
+    return AdaptiveState(
+        inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
+        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
+        phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
+        n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
+        naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
+        phase_moves=i0, x_lo=jnp.full((n_features,), jnp.inf, dt), x_hi=jnp.full((n_features,), -jnp.inf, dt),
+        was_beyond=jnp.zeros((n_features,), bool),
+    )
+
+
+def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: int = 0,
+         **inner_kwargs) -> AdaptiveState:
+    """The cold-start state around ``learner.init(**inner_kwargs)``.
+
+    Args:
+      learner: the wrapped (windowed) learner.
+      phase_length: the default phase length ``W`` (the factory's ``window``).
+      window: ``None``, or a window that is passed on to ``learner.init``
+        (learners whose window is an init value) and becomes the phase length.
+      detector_runs: see :func:`wrap_state` (the factory sets it for ``detector="bocpd"``).
+      **inner_kwargs: passed on to ``learner.init``.
+    """
+    d = learner.n_features
+    if window is None:
+        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs, n_features=d)
+    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs, n_features=d)
+
+
+def record_mode(state: AdaptiveState) -> Array:
+    """``state.last``: pass as ``progressive_validation(..., record=record_mode)`` to get the per-item phases."""
+    return state.last
