@@ -68,19 +68,29 @@ within :data:`DRIFT_STEP` standard deviations of the one before: after
 (``keep=K``: a window learner's whole window), and the inner learner is
 refitted on the kept items within the new range.
 
-The module's anatomy: the statistics (:class:`ScalerState`,
-:func:`scaler_init`, :func:`scaler_update`, :func:`scales`,
-:func:`to_inner`, :func:`inner_coordinates`), the wrapper's :class:`StandardizeState` and static
-:class:`StandardizeOptions`, and its :func:`init`, :func:`learn_one`,
-:func:`predict_one`, :func:`refit`, :func:`downdate_item` /
-:func:`downdate_oldest` and :func:`tune_inner`, each taking the inner learner
-(and the options) as leading arguments that :func:`standardize` binds.
+The module's anatomy: the statistics are in :mod:`onlinejax.scaler`
+(:class:`~onlinejax.scaler.ScalerState`, :func:`~onlinejax.scaler.scaler_init`,
+:func:`~onlinejax.scaler.scaler_update`, :func:`~onlinejax.scaler.scales`,
+:func:`~onlinejax.scaler.to_inner`); the wrapper's
+:class:`~onlinejax.standardize_state.StandardizeState`, its static
+:class:`~onlinejax.standardize_state.StandardizeOptions` and its plain steps
+(:func:`~onlinejax.standardize_state.inner_coordinates`,
+:func:`~onlinejax.standardize_state.init`,
+:func:`~onlinejax.standardize_state.predict_one`,
+:func:`~onlinejax.standardize_state.refit`,
+:func:`~onlinejax.standardize_state.restart`, the downdates and
+:func:`~onlinejax.standardize_state.tune_inner`) in
+:mod:`onlinejax.standardize_state`; here the thresholds (:data:`SHIFT_Z`,
+:data:`SHIFT_RUN`, :data:`OUTLIER_Z`, :data:`OUTLIER_RUN`, :data:`DRIFT_STEP`,
+:data:`DRIFT_RUN`, :data:`GATE_MIN`), :func:`learn_one`, :func:`update_one`
+with its input runs, :func:`rebase` and :func:`standardize`. Each step
+takes the inner learner (and the options) as leading arguments that
+:func:`standardize` binds; every name is importable from this module.
 """
 from __future__ import annotations
 
 import inspect
 from functools import partial
-from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -88,10 +98,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .batching import cond_if_any
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
-                   learnable, make_learner, state_dtype, welford_update)
-
-from .window import ring_init, ring_push
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if, learnable,
+                   make_learner)
+# the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
+from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
+                     target_scale_known, to_inner)
+from .standardize_state import (StandardizeOptions, StandardizeState, downdate_item, downdate_oldest, init,
+                                inner_coordinates, predict_one, refit, restart, tune_inner)
+from .window import ring_push
 
 Array = jax.Array
 
@@ -112,77 +126,6 @@ __all__ = [
 ]
 
 
-class ScalerState(NamedTuple):
-    """Running statistics of the inputs and targets.
-
-    Attributes:
-      n: ``[]`` (decayed) number of items, saturating at
-        :func:`~onlinejax.base.welford_update`'s ``n_max`` (beyond it the
-        statistics are exponentially weighted).
-      x_mean: ``[d]``; x_var: ``[d]`` mean and mean squared deviation
-        (population variance) of the inputs.
-      y_mean: ``[]``; y_var: ``[]`` the same for the targets.
-      decay: ``[]`` weight of the past per item (1: equal weights).
-      seen: ``[]`` int32, finite items the statistics were updated with.
-      freeze_after: ``[]`` int32, the statistics stop changing once ``seen``
-        reaches it (``2³¹ - 1``: never).
-    """
-
-    n: Array
-    x_mean: Array
-    x_var: Array
-    y_mean: Array
-    y_var: Array
-    decay: Array
-    seen: Array
-    freeze_after: Array
-
-
-class StandardizeState(NamedTuple):
-    """State of :func:`standardize`.
-
-    Attributes:
-      inner: the wrapped learner's state.
-      scaler: the running statistics (:class:`ScalerState`).
-      initial: the inner learner's initial state (refitted from at the end
-        of the warm-up and by :func:`rebase`; restarted from, module doc).
-      kept: with ``warmup=F``: a :class:`~onlinejax.window.RingBuffer` of
-        capacity ``K`` (``keep``, default ``F``), the raw items of the warm-up,
-        then the last ``K`` items stored; else ``None``.
-      outside: ``[d]`` int32 per input, items in a row on which it was
-        outside the statistics' range (with ``warmup``: since they were
-        fixed), counting only those on which it moved (a repeated value adds nothing).
-      far_run: ``[]`` int32 targets in a row far from the targets' mean.
-      n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
-      spread_items: ``[d]`` int32 per input, items in a row on which its
-        statistics had a spread (at most :data:`SHIFT_RUN`).
-      shifting: ``[d]`` bool per input, its current run outside the range
-        began once it had had a spread for :data:`SHIFT_RUN` items: a covariate
-        shift (without a warm-up, its items are held out of its statistics
-        and the run can start them again), not an input that has just appeared.
-      last_x: ``[d]`` the last finite item's input.
-      drifting: ``[d]`` bool per input, with ``warmup``: its current run
-        outside the statistics' range is a drift, every item of it within
-        :data:`DRIFT_STEP` standard deviations of the item before (a trending
-        input), not a jump.
-    """
-
-    inner: Any
-    scaler: ScalerState
-    initial: Any
-    kept: Any
-    outside: Array
-    far_run: Array
-    n_withheld: Array
-    spread_items: Array
-    shifting: Array
-    last_x: Array
-    drifting: Array
-
-
-#: ``freeze_after`` of statistics that never stop changing.
-NEVER = int(np.iinfo(np.int32).max)
-
 #: Without a clip, an input this many standard deviations from the statistics' mean is outside their range (with
 #: a clip, the range ends at the clip: beyond it an input's variation is lost).
 SHIFT_Z = 50.0
@@ -202,176 +145,6 @@ DRIFT_RUN = 4
 GATE_MIN = 8
 
 
-def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> ScalerState:
-    """No items seen: zero means, unit scales.
-
-    Args:
-      n_features: ``d``.
-      decay: weight of the past per item, in ``(0, 1]``.
-      dtype: float dtype of the statistics (default: JAX's default float).
-      freeze_after: ``None`` (the statistics never stop changing) or an int
-        ``>= 1``: the number of items after which they stay fixed.
-    """
-    check_in_range(decay, "decay", 0.0, 1.0)
-    freeze_after = NEVER if freeze_after is None else check_int(freeze_after, "freeze_after", 1)
-    dt = dtype or jnp.zeros(()).dtype
-    z = jnp.zeros((), dt)
-    return ScalerState(z, jnp.zeros((n_features,), dt), jnp.zeros((n_features,), dt), z, z, jnp.asarray(decay, dt),
-                       jnp.zeros((), jnp.int32), jnp.asarray(freeze_after, jnp.int32))
-
-
-def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
-    """Weighted Welford update with the past faded by ``decay`` (:func:`~onlinejax.base.welford_update`).
-
-    ``n ← min(δn + 1, n_max)``, ``m ← m + (v - m_old)/n``,
-    ``σ² ← σ² + ((v - m_old)(v - m) - σ²)/n`` for the inputs (element-wise)
-    and the target: the variance form, which stays accurate in float32 past
-    10⁸ items. A non-finite item, or any item once ``seen`` has reached
-    ``freeze_after``, changes nothing.
-    """
-    ok = learnable(x, y) & (s.seen < s.freeze_after)
-    n, xm, xv = welford_update(s.n, s.x_mean, s.x_var, x, s.decay)
-    _, ym, yv = welford_update(s.n, s.y_mean, s.y_var, y, s.decay)
-    return keep_if(ok, ScalerState(n, xm, xv, ym, yv, s.decay, s.seen + 1, s.freeze_after), s)
-
-
-def _has_spread(var: Array, mean: Array) -> Array:
-    # a spread at the dtype's resolution of the mean is no spread: centre, don't scale
-    return var > (10.0 * jnp.finfo(var.dtype).eps * mean) ** 2 + jnp.finfo(var.dtype).tiny
-
-
-def _scale(var: Array, mean: Array) -> Array:
-    informative = _has_spread(var, mean)
-    return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), 1.0)
-
-
-def target_scale_known(s: ScalerState) -> Array:
-    """``[]`` bool: the statistics have the targets' scale (two targets or more, with spread)."""
-    return (s.seen >= 2) & _has_spread(s.y_var, s.y_mean)
-
-
-def scales(s: ScalerState) -> tuple[Array, Array]:
-    """``(s_x [d], s_y [])``: the standard deviations used, 1 where there is no spread yet."""
-    return _scale(s.x_var, s.x_mean), _scale(s.y_var, s.y_mean)
-
-
-def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):
-    """The inner learner's coordinates: ``x̃ = (x - x̄)/s_x`` (clipped to ``[-clip, clip]``), ``ỹ = (y - ȳ)/s_y``.
-
-    Args:
-      s: the statistics; x: ``[d]`` or ``[b, d]``; y: ``None``, ``[]`` or ``[b]``;
-      clip: ``None`` or the clip of the standardised inputs (static).
-    Returns:
-      ``x̃``, or ``(x̃, ỹ)`` when ``y`` is given.
-    """
-    sx, sy = scales(s)
-    xt = _clipped((x - s.x_mean) / sx, clip)
-    return xt if y is None else (xt, (y - s.y_mean) / sy)
-
-
-def _clipped(xt: Array, clip: float | None) -> Array:
-    """Standardised inputs clipped to ``[-clip, clip]`` (``None``: as they are)."""
-    if clip is None:
-        return xt
-    # a missing (non-finite) input stays missing: clipped, an inf would predict a number
-    return jnp.where(jnp.isfinite(xt), jnp.clip(xt, -clip, clip), xt)
-
-
-class StandardizeOptions(NamedTuple):
-    """The static options of :func:`standardize` (see its Args).
-
-    Attributes:
-      decay: the default weight of the past (``init(decay=)`` overrides it).
-      clip: ``None`` or the clip of the standardised inputs.
-      warmup: ``None`` or the number ``F`` of items whose statistics are kept.
-      scale_inputs: whether the inputs are standardised (``False``: given standardised already).
-      keep: with ``warmup``: the number ``K >= F`` of last items kept for a rebase's refit (``None``: ``F``).
-    """
-
-    decay: float = 1.0
-    clip: Optional[float] = None
-    warmup: Optional[int] = None
-    scale_inputs: bool = True
-    keep: Optional[int] = None
-
-
-def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):
-    """:func:`to_inner` under ``options``: with ``scale_inputs=False`` only the target is standardised.
-
-    The inputs then reach the inner learner as given, clipped at ``options.clip``.
-
-    Args:
-      options: :class:`StandardizeOptions` (static); s: the statistics; x: ``[d]`` or ``[b, d]``; y: ``None``,
-        ``[]`` or ``[b]``.
-    """
-    if options.scale_inputs:
-        return to_inner(s, x, y, options.clip)
-    xt = _clipped(x, options.clip)
-    return xt if y is None else (xt, to_inner(s, x, y)[1])
-
-
-def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_kwargs) -> StandardizeState:
-    """No item seen: ``learner.init(**inner_kwargs)`` and :func:`scaler_init`.
-
-    Args:
-      learner: the inner learner; options: :class:`StandardizeOptions` (static).
-      decay: ``None`` (``options.decay``) or the statistics' weight of the past in ``(0, 1]``.
-      **inner_kwargs: passed on to ``learner.init``.
-    Returns:
-      the state; with ``warmup=F`` it also holds the initial inner state and
-      zeroed ``[K, d]`` / ``[K]`` buffers for the items kept (``K = keep``, default ``F``).
-    """
-    decay = options.decay if decay is None else decay
-    d, warmup = learner.n_features, options.warmup
-    inner = learner.init(**inner_kwargs)
-    dt = state_dtype(inner)
-    i0, id_ = jnp.zeros((), jnp.int32), jnp.zeros((d,), jnp.int32)
-    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt), jnp.zeros((d,), bool))
-    if warmup is None:
-        return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, *runs)
-    return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(options.keep or warmup, d, dt), *runs)
-
-
-def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
-    """The inner prediction ``N(μ̃, σ̃²)`` of ``x̃`` mapped back: ``N(ȳ + s_y μ̃, s_y² σ̃²)``; ``x: [d]``."""
-    p = learner.predict(s.inner, inner_coordinates(options, s.scaler, x))
-    sy = scales(s.scaler)[1]
-    return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
-
-
-def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState, use: Array) -> StandardizeState:
-    """The inner learner refitted from its initial state on the items ``kept`` (oldest first) where ``use`` (``[K]``)."""
-    xt, yt = inner_coordinates(options, s.scaler, s.kept.x, s.kept.y)
-
-    def learn(st, item):
-        x, y, u = item
-        return keep_if(u, learner.learn(st, x, y), st), None
-
-    return s._replace(inner=jax.lax.scan(learn, s.initial, (xt, yt, use))[0])
-
-
-def _cleared(sc: ScalerState) -> ScalerState:
-    """No item counted; ``decay``, ``freeze_after`` and the targets' mean (:func:`restart`) kept."""
-    return jax.tree_util.tree_map(jnp.zeros_like, sc)._replace(decay=sc.decay, freeze_after=sc.freeze_after,
-                                                               y_mean=sc.y_mean)
-
-
-def restart(s: StandardizeState) -> StandardizeState:
-    """Start again: statistics cleared (``decay``, ``freeze_after`` kept), the initial inner state, an empty warm-up.
-
-    The counters (``n_withheld``) are kept, and so is the targets' mean: with
-    no item counted it is what the next prediction is centred on (the last
-    level rather than 0; after a level shift :func:`update_one` sets it to
-    the shift's latest target), and the next item replaces it.
-    """
-    sc = _cleared(s.scaler)
-    kept = None if s.kept is None else jax.tree_util.tree_map(jnp.zeros_like, s.kept)
-    return s._replace(inner=s.initial, scaler=sc, kept=kept,
-                      outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run),
-                      spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting),
-                      drifting=jnp.zeros_like(s.drifting))
-
-
 def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array,
            drifted: Array) -> StandardizeState:
     """With ``warmup=F``: the statistics fixed, and the inner learner refitted on the items kept.
@@ -382,9 +155,10 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     statistics are computed again: after a jump (``F`` items in a row beyond
     the range, a covariate shift) from the last ``F`` items, all of them
     after it (:func:`_after_jump`); after a drift (``drifted``: an input that
-    left the range step by step, a trend) from every item kept. The inner learner is then
-    :func:`refit` from its initial state on the kept items within the new
-    range (those before a jump lie beyond it), and also tuned, as its
+    left the range step by step, a trend) from every item kept. The inner
+    learner is then :func:`~onlinejax.standardize_state.refit` from its
+    initial state on the kept items within the new range (those before a
+    jump lie beyond it), and also tuned, as its
     hyperparameters were those of the old coordinates. An inner state with a
     ``tune_pending`` flag (the state machine of
     :func:`~onlinejax.adaptive.adaptive`) tunes on its next item (its own
@@ -449,13 +223,15 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     the statistics and the inner learner (one outlier would otherwise
     inflate the targets' scale and be fitted for good); the
     :data:`OUTLIER_RUN`-th such target in a row is a level shift, and the
-    statistics and the learner start again (:func:`restart`) from the next
-    item. With ``warmup=F`` the item is also stored (while the statistics
-    take it, then every item not withheld, in a ring buffer of the last
-    ``K``, ``keep``), and on the ``F``-th item the inner learner is :func:`refit`
-    (through :func:`~onlinejax.batching.cond_if_any`: lazily under
-    ``vmap``), or the warm-up starts again (:func:`restart`, module doc)
-    when its targets had no spread. A run of items with one input outside
+    statistics and the learner start again
+    (:func:`~onlinejax.standardize_state.restart`) from the next item. With
+    ``warmup=F`` the item is also stored (while the statistics take it, then
+    every item not withheld, in a ring buffer of the last ``K``, ``keep``),
+    and on the ``F``-th item the inner learner is
+    :func:`~onlinejax.standardize_state.refit` (through
+    :func:`~onlinejax.batching.cond_if_any`: lazily under ``vmap``), or the
+    warm-up starts again (:func:`~onlinejax.standardize_state.restart`,
+    module doc) when its targets had no spread. A run of items with one input outside
     the statistics' range (:func:`_input_runs`) starts the statistics and
     the inner learner again after :data:`SHIFT_RUN` items, or with a
     warm-up rebases them (:func:`rebase`): on the last ``F`` items after a
@@ -582,22 +358,6 @@ def _input_runs(options: StandardizeOptions, s: StandardizeState, x: Array, coun
 def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> StandardizeState:
     """After a level shift's restart, the next prediction is centred on its latest target (the new level)."""
     return s._replace(scaler=s.scaler._replace(y_mean=jnp.where(shifted, y, s.scaler.y_mean)))
-
-
-def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
-                  y: Array) -> StandardizeState:
-    """``learner.downdate`` of the raw item ``(x, y)`` in the current coordinates."""
-    return s._replace(inner=learner.downdate(s.inner, *inner_coordinates(options, s.scaler, x, y)))
-
-
-def downdate_oldest(learner: Learner, s: StandardizeState) -> StandardizeState:
-    """``learner.downdate(inner)``: a windowed inner learner evicts its oldest item."""
-    return s._replace(inner=learner.downdate(s.inner))
-
-
-def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeState:
-    """``learner.tune`` on the inner state, in the current coordinates."""
-    return s._replace(inner=learner.tune(s.inner, **options))
 
 
 @describe_factory
