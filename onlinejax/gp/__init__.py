@@ -2,8 +2,10 @@
 
 :mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
-``learn_one``, ``downdate``, ``tune`` (and :func:`tune_hyperparameters` in
-named pieces) and the factory :func:`gp_window`. The pair kernels and
+``learn_one``, ``downdate``, ``tune`` and the factory :func:`gp_window`. The
+tune's type-II MAP search (:func:`tune_hyperparameters`, in named pieces) is in
+:mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
+(:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and
 :class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic` and
 sums and products of kernels, ``as_kernel("se") + periodic(12.0)``), the masked mean
 functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
@@ -11,7 +13,9 @@ functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
 from .kernels import (KERNELS, GPParams, Kernel, as_kernel, cross, gp_params, gram, lengthscales, matern32, matern52,
                       noise_var, periodic, resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
-from .window import GPWindowState, gp_window, latent, tune_hyperparameters, window_scale
+from .hyperparameters import tune_hyperparameters
+from .scale import window_scale
+from .window import GPWindowState, gp_window, latent
 
 __all__ = [
     "gp_window",
@@ -42,4 +46,6 @@ __all__ = [
     "window",
     "kernels",
     "likelihood",
+    "hyperparameters",
+    "scale",
 ]

@@ -21,7 +21,7 @@ kernel too (:func:`resolve_kernel` checks one; :func:`cross` and
 A kernel with hyperparameters of its own (a period, a second term's
 amplitude) is a :class:`Kernel`: it reads them from ``p.extra``, a pytree
 that :meth:`Kernel.extra_init` builds, so they vmap, differentiate and are
-tuned with the rest (:func:`onlinejax.gp.window.tune_hyperparameters`).
+tuned with the rest (:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`).
 
 The Matérn kernels use a guarded ``r = sqrt(r²)`` whose gradient is finite at
 ``r = 0`` (duplicate inputs), where the exact derivative in ``r²`` is used.

@@ -70,6 +70,17 @@ def mean_index(mean) -> int:
     return k
 
 
+def _mean_kind(mean) -> Array:
+    """``[]`` int32 index into :data:`MEANS` of a name, an int or a (possibly traced, possibly float) array."""
+    if isinstance(mean, (str, int)):
+        return jnp.asarray(mean_index(mean), jnp.int32)
+    if not isinstance(mean, jax.core.Tracer):  # a concrete one is checked, not silently read as "zero"
+        if jnp.ndim(mean) != 0:
+            raise ValueError(f"mean: expected a name or a scalar index, got shape {jnp.shape(mean)}")
+        mean_index(float(mean))
+    return jnp.asarray(mean).astype(jnp.int32)
+
+
 def _ols_coefficients(X: Array, y: Array, w: Array, n: Array) -> Array:
     """Least squares with intercept on the weighted rows: centred Householder QR, SVD when rank-deficient.
 

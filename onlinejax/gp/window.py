@@ -11,12 +11,11 @@ all here; the helpers they call are named in each docstring):
 * :func:`predict_one` — the predictive at one input (R&W eq. 2.25–2.26);
 * :func:`step_one` — predict one item, then slide the window onto it;
   :func:`learn_one` is its state; :func:`downdate` evicts the oldest item;
-* :func:`tune` — type-II MAP hyperparameters (:func:`tune_hyperparameters`,
-  itself :func:`tune_window`, :func:`tune_objective`, :func:`tune_start`,
-  :func:`tune_restart` and :func:`select_restart`) and one rebuild of the
-  factor;
-* :func:`window_scale`, :func:`latent` — the scale-free variance and the
-  latent-function predictive;
+* :func:`tune` — type-II MAP hyperparameters
+  (:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`, in named pieces
+  in :mod:`onlinejax.gp.hyperparameters`) and one rebuild of the factor;
+* :func:`latent` — the latent-function predictive; the scale-free variance is
+  :func:`onlinejax.gp.scale.window_scale` (:mod:`onlinejax.gp.scale`);
 * the factory :func:`gp_window` validates the static options, binds them to
   the functions above (``functools.partial``) and hands them to
   :func:`~onlinejax.base.make_learner`, whose boundary skips an item whose
@@ -76,29 +75,9 @@ variance ``k(x, x) - vᵀv``; :func:`step_one` (predict then learn) shares
 (the thesis's excluded the noise and under-covered); :func:`latent` removes
 the noise term.
 
-Scale-free uncertainty
-----------------------
-The default hyperparameters (1, 0.1, 1) are unit-scale guesses, and a tune
-fits one window; three mechanisms made tuned windows on raw data
-overconfident, each handled here without knowing the data's scale
-in advance:
-
-* until the first tune, and while a new concept fills the window after a
-  drift, the hyperparameters do not describe the targets. The predictive
-  variance is multiplied by the window's closed-form estimate ``ĉ >= 1`` of
-  the overall scale of ``K_y`` (:func:`window_scale`, O(W) per step);
-* a tune started from the unit-scale values on inputs of scale 10–100
-  stalled where the likelihood is flat in the lengthscales (every pair of
-  points many lengthscales apart) and returned a white-noise fit that
-  predicts the mean function everywhere (the zero-mean GP predicts 0). The
-  tune now also starts from the window's statistics, and a weak log-normal
-  prior keeps each lengthscale near the window's input spread
-  (:func:`tune_hyperparameters`);
-* with a smooth kernel on a window with a jump, or on noise-free targets,
-  the tuned noise sat at the dtype's floor of the signal variance (itself
-  collapsed when an OLS mean explained the targets), so the next jump or
-  drift scored huge ``z``. A tune keeps the noise variance at least
-  ``noise_floor`` times the window's target variance.
+The predictive variance is scaled by the window's ``ĉ >= 1``, and a tune starts
+from the window's statistics with a lengthscale prior and a noise floor, so the
+intervals do not depend on the data's scale (:mod:`onlinejax.gp.scale`).
 """
 from __future__ import annotations
 
@@ -108,14 +87,17 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ..base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
                     make_learner)
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
-from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential
-from .likelihood import (MEANS, masked_kernel_matrix, mean_at, mean_index, mean_residuals,
+from .hyperparameters import (LINE_SEARCH_STEPS, TuneWindow, _check_tune_options, _finite_tree, _log_prior,  # noqa
+                              _restart_starts, _window_moments, excess_to_params, params_to_excess, select_restart,
+                              tune_hyperparameters, tune_objective, tune_restart, tune_start, tune_window)
+from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential  # noqa
+from .likelihood import (MEANS, _mean_kind, masked_kernel_matrix, mean_at, mean_index, mean_residuals,  # noqa
                          residual_log_marginal_likelihood)
+from .scale import mean_dof, window_scale
 
 Array = jax.Array
 
@@ -180,17 +162,6 @@ class GPWindowState(NamedTuple):
 # --------------------------------------------------------------------------
 # init
 # --------------------------------------------------------------------------
-def _mean_kind(mean) -> Array:
-    """``[]`` int32 index into :data:`MEANS` of a name, an int or a (possibly traced, possibly float) array."""
-    if isinstance(mean, (str, int)):
-        return jnp.asarray(mean_index(mean), jnp.int32)
-    if not isinstance(mean, jax.core.Tracer):  # a concrete one is checked, not silently read as "zero"
-        if jnp.ndim(mean) != 0:
-            raise ValueError(f"mean: expected a name or a scalar index, got shape {jnp.shape(mean)}")
-        mean_index(float(mean))
-    return jnp.asarray(mean).astype(jnp.int32)
-
-
 def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, dtype=None, *,
          mean="average", kernel=None) -> GPWindowState:
     """The empty window.
@@ -275,55 +246,6 @@ def predict_one(state: GPWindowState, x: Array, *, kernel: Callable = squared_ex
 # --------------------------------------------------------------------------
 # learn
 # --------------------------------------------------------------------------
-def mean_dof(mean, n_features: int):
-    """Coefficients the mean function fits: 0 (zero), 1 (average), ``d + 1`` (OLS); an array for a traced index."""
-    if isinstance(mean, str):
-        return {"zero": 0, "average": 1, "ols": n_features + 1}[mean]
-    kind = jnp.asarray(mean)
-    return jnp.where(kind == 2, n_features + 1, kind)
-
-
-def window_scale(s: GPWindowState, dof_mean) -> Array:
-    """The window's estimate ``ĉ >= 1`` of the overall scale of ``K_y``: ``[]``.
-
-    Multiplying ``K_y`` (signal and noise variance together) by ``c`` leaves
-    the predictive mean unchanged and multiplies the predictive variance by
-    ``c``. Substituting ``cK_y`` into the log marginal likelihood (R&W eq.
-    2.30) and setting its derivative in ``c`` to zero gives the closed-form
-    estimate ``ĉ = rᵀK_y⁻¹r / n = |z|²/n`` (kriging's process-variance
-    estimate), where ``z = Rr`` are the whitened residuals the state keeps —
-    the window's one-step-ahead standardised errors in time order, so ``ĉ``
-    is the mean of their squares, O(W) per step. Here, with one prior
-    pseudo-observation at ``c = 1`` and the mean function's ``p``
-    coefficients taken off the degrees of freedom (REML-style,
-    ``p = dof_mean``, :func:`mean_dof`)::
-
-        ĉ = max(1, (1 + |z|²) / (1 + n - p)).
-
-    At a converged maximum-likelihood tune ``|z|² = n``, so ``ĉ`` is 1 (or
-    ``(n + 1)/(n + 1 - p)``) and the tuned model is kept; it grows when the
-    window holds targets the hyperparameters do not explain: before the
-    first tune (unit-scale defaults on targets of scale 10⁵) and while a new
-    concept fills the window after a drift with hyperparameters tuned on
-    the old one. It is
-    never below 1: a window that fits better than the hyperparameters expect
-    does not make the predictions narrower than the tune's noise floor
-    allows. While ``n <= p`` the residuals are 0 by construction (the mean
-    function interpolates); then the targets' spread stands in,
-    ``ĉ = max(1, (1 + Σ(y - ȳ)²/(σ_f² + σ_n²)) / n)``.
-    """
-    dt = s.y.dtype
-    w = s.valid.astype(dt)
-    n = jnp.sum(w)
-    dof = n - jnp.asarray(dof_mean, dt)
-    q = s.white_resid @ s.white_resid
-    c_fit = (1.0 + q) / (1.0 + jnp.maximum(dof, 0.0))
-    ym = jnp.sum(w * s.y) / jnp.maximum(n, 1.0)
-    v0 = signal_var(s.params) + noise_var(s.params)
-    c_spread = (1.0 + jnp.sum(w * (s.y - ym) ** 2) / v0) / jnp.maximum(n, 1.0)
-    return jnp.maximum(jnp.where(dof >= 1.0, c_fit, c_spread), 1.0)
-
-
 def _mean_of(s: GPWindowState, mean: Optional[str]):
     """The static mean function's name, or the state's traced ``mean_kind`` when ``mean`` is None."""
     return s.mean_kind if mean is None else mean
@@ -422,305 +344,6 @@ def downdate(state: GPWindowState, *, mean: Optional[str] = "average", adapt_sca
 # --------------------------------------------------------------------------
 # tune: type-II MAP hyperparameters of the window
 # --------------------------------------------------------------------------
-class TuneWindow(NamedTuple):
-    """The window's constants in the tune's objective (:func:`tune_window`; arrays, so a tune vmaps).
-
-    Attributes:
-      X: ``[W, d]``; valid: ``[W]`` bool; r: ``[W]`` residuals ``y - m(X)`` of
-        the mean function (0 on empty slots; ``m`` does not depend on ``θ``).
-      n: ``[]`` valid items (at least 1).
-      floor, log_floor, has_floor: ``[]`` the absolute noise-variance floor
-        ``f·var(y)``, its log (finite) and ``floor > 0``.
-      spread: ``[d]`` bool, input ``j`` varies over the valid items (:func:`tune_window`);
-        log_sd_x: ``[d]`` ``log sd(x_j)`` (0 without spread).
-    """
-
-    X: Array
-    valid: Array
-    r: Array
-    n: Array
-    floor: Array
-    log_floor: Array
-    has_floor: Array
-    spread: Array
-    log_sd_x: Array
-
-
-def _window_moments(X, y, valid):
-    """``(n, sd_x [d], var_y)`` of the window's valid items (population moments; ``n >= 1``)."""
-    w = valid.astype(X.dtype)
-    n = jnp.maximum(jnp.sum(w), 1.0)
-    xm = (w @ X) / n
-    sd_x = jnp.sqrt((w @ ((X - xm) ** 2)) / n)
-    ym = jnp.sum(w * y) / n
-    return n, sd_x, jnp.sum(w * (y - ym) ** 2) / n
-
-
-def tune_window(mean, X: Array, y: Array, valid: Array, noise_floor=0.0, dtype=None) -> TuneWindow:
-    """:class:`TuneWindow` of the window ``X: [W, d]``, ``y: [W]``, ``valid: [W]``.
-
-    The mean function is fitted once here (an SVD for ``"ols"``), not per
-    evaluation of the objective; ``noise_floor = f`` (static, >= 0) gives the
-    absolute floor ``f·var(y)`` of the window's population target variance.
-    An input has a spread where its valid values range over more than 10
-    rounding units of their magnitude: the window says nothing about the
-    lengthscale of one that does not (a stuck sensor), so the tune leaves it
-    where it was (no prior on it, no restart moves it).
-    """
-    dt = dtype or X.dtype
-    n, sd_x, var_y = _window_moments(X, y, valid)
-    floor = jnp.asarray(noise_floor, dt) * var_y  # absolute noise-variance floor for this window
-    log_floor = jnp.log(jnp.maximum(floor, jnp.finfo(dt).tiny))
-    r = mean_residuals(mean, X, y, valid)[1]
-    # a range beyond rounding, not sd > 0: the sd of a constant column is rounding noise (~1e-7 in float32),
-    # and a prior centred there fits a lengthscale that makes every other value of that input unseen
-    m = valid[:, None]
-    hi, lo = jnp.max(jnp.where(m, X, -jnp.inf), axis=0), jnp.min(jnp.where(m, X, jnp.inf), axis=0)
-    spread = (hi - lo > 10.0 * jnp.finfo(X.dtype).eps * jnp.maximum(jnp.abs(hi), jnp.abs(lo))) & (sd_x > 0)
-    return TuneWindow(X, valid, r, n, floor, log_floor, floor > 0, spread, jnp.log(jnp.where(spread, sd_x, 1.0)))
-
-
-def excess_to_params(w: TuneWindow, t: GPParams) -> GPParams:
-    """Optimiser coordinates ``θ`` to :class:`GPParams`: ``σ_n² = exp(2θ_n) + floor`` (no floor: ``θ`` itself)."""
-    ln = jnp.where(w.has_floor, 0.5 * jnp.logaddexp(2.0 * t.log_noise_std, w.log_floor), t.log_noise_std)
-    return t._replace(log_noise_std=ln)
-
-
-def params_to_excess(w: TuneWindow, p: GPParams) -> GPParams:
-    """Inverse of :func:`excess_to_params`; the excess is kept at least ``1e-3·σ_n²``."""
-    v = jnp.exp(2.0 * p.log_noise_std)
-    return p._replace(log_noise_std=0.5 * jnp.log(jnp.maximum(v - w.floor, 1e-3 * v)))
-
-
-def _log_prior(w: TuneWindow, t: GPParams, lengthscale_prior: Optional[float]) -> Array:
-    """``Σ_j -½((log ℓ_j - log sd(x_j))/s)²`` over dimensions with spread; 0 without a prior (``s = None``)."""
-    if lengthscale_prior is None:
-        return jnp.zeros((), t.log_noise_std.dtype)
-    u = (t.log_lengthscale - w.log_sd_x) / lengthscale_prior
-    return -0.5 * jnp.sum(jnp.where(w.spread, u * u, 0.0))
-
-
-def tune_objective(t: GPParams, w: TuneWindow, kernel: Callable, lengthscale_prior: Optional[float] = None) -> Array:
-    """The tune's loss ``-(log p(r | X, θ) + log p(θ)) / n``: ``[]``, differentiable in ``t``.
-
-    ``log p(r | X, θ)`` is the window's log marginal likelihood (thesis eq.
-    4.29, R&W eq. 2.30;
-    :func:`~onlinejax.gp.likelihood.residual_log_marginal_likelihood`) at
-    :func:`excess_to_params` of ``t``; ``log p(θ)`` the log-normal
-    lengthscale prior (R&W eq. 5.5's numerator: type-II MAP).
-    """
-    lml = residual_log_marginal_likelihood(kernel, excess_to_params(w, t), w.X, w.r, w.valid)
-    return -(lml + _log_prior(w, t, lengthscale_prior)) / w.n
-
-
-def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool = False) -> GPParams:
-    """The tune's first start (optimiser coordinates): ``params``, or the window's statistics if better.
-
-    With ``from_data`` the data start is ``σ_f`` = root mean square of the
-    residuals, ``σ_n = 0.1σ_f``, ``ℓ_j = sd(x_j)`` (the current values where
-    these are 0 or input ``j`` has no spread); it is taken when its ``loss`` is finite and not worse.
-    """
-    base = params_to_excess(w, params)
-    if not from_data:
-        return base
-    dt = params.log_noise_std.dtype
-    rms = jnp.sqrt(jnp.sum(w.r * w.r) / w.n)
-    ok = rms > 0
-    data = base._replace(log_signal_std=jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
-                         log_noise_std=jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
-                         log_lengthscale=jnp.where(w.spread, w.log_sd_x, params.log_lengthscale).astype(dt))
-    l_data, l_base = loss(data), loss(base)
-    better = jnp.isfinite(l_data) & ~(l_base <= l_data)
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
-
-
-def _restart_starts(base: GPParams, restarts: int, spread: Array) -> GPParams:
-    """``restarts`` starts stacked on a leading axis: ``base``, then lengthscales ×0.3 / ×3 and noise ×10 / ×0.1.
-
-    Only the lengthscales of inputs with a spread (``spread: [d]`` bool) move: the window says nothing about
-    the others, whose loss is flat, so any start would be kept.
-    """
-    dt = base.log_noise_std.dtype
-    offs = jnp.asarray([[0.0, 0.0], [jnp.log(0.3), jnp.log(10.0)], [jnp.log(3.0), jnp.log(0.1)],
-                        [0.0, jnp.log(10.0)], [jnp.log(0.3), 0.0], [jnp.log(3.0), 0.0]], dt)
-    offs = offs[jnp.arange(restarts) % offs.shape[0]]
-    return jax.vmap(lambda o: base._replace(log_lengthscale=base.log_lengthscale + jnp.where(spread, o[0], 0.0),
-                                            log_noise_std=base.log_noise_std + o[1]))(offs)
-
-
-#: Step sizes along the quasi-Newton direction that :func:`tune_restart` tries: the unit step, then the rest at once.
-LINE_SEARCH_STEPS = (1.0, 0.3, 0.1, 0.01, 0.001)
-
-
-def _finite_tree(t) -> Array:
-    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(l)) for l in jax.tree_util.tree_leaves(t)]))
-
-
-def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20, method: str = "lbfgs",
-                 learning_rate: float = 0.05) -> tuple[GPParams, Array]:
-    """One restart: minimise ``loss`` from ``p0`` in ``steps`` iterations of a fixed count (a ``fori_loop``).
-
-    ``method="lbfgs"``: the L-BFGS direction ``u`` (Nocedal & Wright alg. 7.4,
-    :func:`optax.scale_by_lbfgs`) and a line search without a loop: the unit
-    step ``p - u`` is taken if it decreases the loss sufficiently (Armijo,
-    N&W eq. 3.4); otherwise the shorter steps ``p - a·u`` of
-    :data:`LINE_SEARCH_STEPS` are scored at once (one batched Cholesky) and
-    the best of them and the unit step is taken (a ``cond``: on one stream
-    the batch runs only when the unit step fails). An iteration that lowers the loss by
-    no more than ``10 eps`` relatively (or whose best step has a non-finite
-    gradient) ends the restart: the remaining iterations are a ``cond`` that
-    passes the carry on (skipped on one stream; under ``vmap`` every stream
-    pays for ``steps`` iterations, as many as the slowest needs at most). A
-    curvature pair with ``s·y <= 0`` (the objective is not convex) would turn
-    the next direction uphill, so the memory then starts afresh.
-    ``"adam"``: ``steps`` Adam steps at ``learning_rate``; a step to
-    non-finite parameters is not taken. Neither has a data-dependent loop,
-    so a tune is the same program on every backend and costs no host round
-    trip on a GPU. An inactive restart (``active: []`` bool false) does not
-    move.
-
-    Returns:
-      ``(p, loss(p))``.
-    """
-    dt = p0.log_noise_std.dtype
-    vg = jax.value_and_grad(loss)
-    if method == "adam":
-        opt = optax.adam(learning_rate)
-
-        def adam_step(_, c):
-            p, st = c
-            u, st = opt.update(jax.grad(loss)(p), st, p)
-            p_new = optax.apply_updates(p, u)
-            return keep_if(active & _finite_tree(p_new), p_new, p), st
-
-        p = jax.lax.fori_loop(0, steps, adam_step, (p0, opt.init(p0)))[0]
-        return p, loss(p)
-
-    lbfgs = optax.scale_by_lbfgs()
-    sizes = jnp.asarray(LINE_SEARCH_STEPS[1:], dt)
-    ftol = 10.0 * float(jnp.finfo(dt).eps)
-
-    def search(p, u, unit):
-        # the shorter steps, scored at once; the unit step stays a candidate
-        cands = jax.vmap(lambda a: jax.tree_util.tree_map(lambda x, d: x - a * d, p, u))(sizes)
-        vs = jax.vmap(loss)(cands)
-        best = jnp.argmin(jnp.where(jnp.isfinite(vs), vs, jnp.inf))
-        p_b = jax.tree_util.tree_map(lambda x: x[best], cands)
-        v_b, g_b = vg(p_b)
-        return keep_if(jnp.isfinite(unit[1]) & ~(vs[best] < unit[1]), unit, (p_b, v_b, g_b))
-
-    def iterate(c):
-        p, st, v, g, _ = c
-        u, st_next = lbfgs.update(g, st, p)
-        p1 = optax.tree.sub(p, u)
-        v1, g1 = vg(p1)
-        # Armijo's sufficient decrease at the unit step (Nocedal & Wright eq. 3.4, c₁ = 1e-4)
-        unit_ok = (v1 <= v - 1e-4 * jnp.abs(optax.tree.vdot(g, u))) & _finite_tree(g1)
-        p_new, v_new, g_new = jax.lax.cond(unit_ok, lambda a: a[2], lambda a: search(*a), (p, u, (p1, v1, g1)))
-        moved = (v_new < v - ftol * jnp.maximum(1.0, jnp.abs(v))) & _finite_tree(g_new)
-        curved = optax.tree.vdot(optax.tree.sub(p_new, p), optax.tree.sub(g_new, g)) > 0
-        st_next = keep_if(curved, st_next, lbfgs.init(p_new))
-        return keep_if(moved, (p_new, st_next, v_new, g_new, jnp.asarray(False)), (p, st, v, g, jnp.asarray(True)))
-
-    v0, g0 = vg(p0)
-    c0 = (p0, lbfgs.init(p0), v0, g0, ~active | ~jnp.isfinite(v0) | ~_finite_tree(g0))
-    c = jax.lax.fori_loop(0, steps, lambda _, c: jax.lax.cond(c[4], lambda c: c, iterate, c), c0)
-    return c[0], c[2]
-
-
-def select_restart(loss: Callable, w: TuneWindow, ps: GPParams, ls: Array, active: Array, base: GPParams,
-                   params: GPParams) -> GPParams:
-    """The tune's result from the restarts' ``ps`` (stacked) and final losses ``ls: [restarts]``.
-
-    The active restart with the lowest finite loss, if not worse than the
-    start ``base``; else ``base``; ``params`` itself when neither loss is
-    finite. Returned as :class:`GPParams` (:func:`excess_to_params`).
-    """
-    ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
-    best = jnp.argmin(ls)
-    cand = jax.tree_util.tree_map(lambda a: a[best], ps)
-    l_base = loss(base)
-    out = keep_if(jnp.isfinite(ls[best]) & ~(ls[best] > l_base), cand, base)
-    return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), excess_to_params(w, out), params)
-
-
-def _check_tune_options(method: str, noise_floor, lengthscale_prior) -> None:
-    if method not in ("lbfgs", "adam"):
-        raise ValueError(f"method: must be 'lbfgs' or 'adam', got {method!r}")
-    if not float(noise_floor) >= 0.0:
-        raise ValueError(f"noise_floor: must be >= 0, got {noise_floor!r}")
-    if lengthscale_prior is not None:
-        check_positive(lengthscale_prior, "lengthscale_prior")
-
-
-def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 20, restarts: int = 2,
-                         learning_rate: float = 0.05, method: str = "lbfgs", n_active=None, noise_floor=0.0,
-                         lengthscale_prior=None, from_data: bool = False) -> GPParams:
-    """Maximise the window's log marginal likelihood (or posterior, with a prior) over ``params`` with optax.
-
-    The objective (:func:`tune_objective`) is ``log p(y | X, θ) + log p(θ)``
-    (Rasmussen & Williams eq. 5.8 plus a hyperprior: the log of the
-    numerator of their eq. 5.5, i.e. type-II MAP), divided by the window's
-    item count, where
-
-    * ``noise_floor = f`` adds ``f·var(y)`` (the window's target variance) to
-      the noise variance: the optimiser works on the excess
-      ``σ_n² - f·var(y)`` (:func:`excess_to_params`), and the returned
-      ``σ_n²`` includes it. A smooth kernel fitted to a window with a jump,
-      or to noise-free targets, otherwise interpolates with the noise at the
-      dtype's floor (:func:`~onlinejax.gp.kernels.noise_floor_rel`): the
-      predictive standard deviation becomes a tiny fraction of the targets'
-      spread and the next jump or drift scores a huge ``z``. A nugget
-      relative to the data's scale is the usual remedy in GP emulation
-      (Gramacy & Lee 2012, "Cases for the nugget in modeling computer
-      experiments");
-    * ``lengthscale_prior = s`` puts a log-normal prior on each lengthscale,
-      ``log ℓ_j ~ N(log sd(x_j), s²)`` with ``sd(x_j)`` the window's input
-      spread in dimension ``j`` (none where the input does not vary: a
-      stuck input keeps its lengthscale, see :func:`tune_window`). The
-      likelihood is flat in ``ℓ_j`` once ``ℓ_j`` is far below the inputs'
-      spacing (``K ≈ (σ_f² + σ_n²)I``: every ``∂K/∂ℓ_j`` vanishes), and the
-      optimiser drifts there to a white-noise fit; the prior pulls it back
-      and costs only ``½(log 10/s)²`` nats for a lengthscale 10× off;
-    * ``from_data=True`` also considers a start from the window's statistics
-      (:func:`tune_start`) and begins from whichever of it and ``params`` has
-      the better objective. The default hyperparameters (1, 0.1, 1) are
-      unit-scale: on inputs of scale 50 and targets of scale 10⁵ every pair
-      of points is ~20 lengthscales apart, the likelihood is flat in the
-      lengthscales and L-BFGS stops at a white-noise fit that predicts the
-      mean function everywhere.
-
-    Runs ``restarts`` starts (:func:`tune_restart`) one after another
-    (``lax.map``, a ``scan`` of static length: on one stream a start that
-    has converged, or is inactive, skips its remaining iterations; under
-    ``vmap`` the two forms cost the same): the start above and
-    copies with lengthscales ×0.3 / ×3 and noise ×10 / ×0.1, each for
-    ``steps`` iterations, and returns the start with the best final
-    objective (:func:`select_restart`: NaN runs are ignored; if all fail the
-    start is returned, or ``params`` if the objective is not finite there).
-    One compiled call; vmaps over windows. ``n_active`` (an int32 array,
-    default ``restarts``) runs only the first ``n_active`` starts and skips
-    the others, so the number of starts can change between calls without
-    recompiling. With the defaults (``noise_floor=0``, no prior,
-    ``from_data=False``) this is maximum likelihood from ``params``.
-
-    Args:
-      kernel: pair kernel; mean: a name of :data:`MEANS` or a ``[]`` index (static or traced).
-      params: :class:`GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
-    Returns:
-      :class:`GPParams` (the same shapes as ``params``).
-    """
-    _check_tune_options(method, noise_floor, lengthscale_prior)
-    w = tune_window(mean, X, y, valid, noise_floor, params.log_noise_std.dtype)
-    loss = partial(tune_objective, w=w, kernel=kernel, lengthscale_prior=lengthscale_prior)
-    base = tune_start(loss, w, params, from_data)
-    n_active = restarts if n_active is None else n_active
-    active = jnp.arange(restarts) < n_active
-    run = partial(tune_restart, loss, steps=steps, method=method, learning_rate=learning_rate)
-    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, restarts, w.spread), active))
-    return select_restart(loss, w, ps, ls, active, base, params)
-
-
 def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: Optional[str] = "average",
          steps: int = 20, restarts: int = 2, retune_restarts: int = 1, method: str = "lbfgs",
          noise_floor: float = NOISE_FLOOR, lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR,
