@@ -175,9 +175,10 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     order = (jnp.arange(K) + k.head) % K  # oldest first; a buffer not yet full has its empty slots first
     last_f = jnp.arange(K) >= K - options.warmup
     # after a jump only its last F items are kept: a later drift must not count those before it
+    x = k.x[order]
     valid = k.valid[order] & (last_f | ~moved | drifted)
-    valid = jnp.where(moved & ~drifted, _after_jump(options, s.outside, k.x[order], valid), valid)
-    k = k._replace(x=k.x[order], y=k.y[order], valid=valid, head=jnp.zeros_like(k.head),
+    valid = jnp.where(moved & ~drifted, _after_jump(options, s.outside, x, valid), valid)
+    k = k._replace(x=x, y=k.y[order], valid=valid, head=jnp.zeros_like(k.head),
                    count=jnp.sum(valid).astype(k.count.dtype))
     recent = k.valid & (last_f | drifted)
 
