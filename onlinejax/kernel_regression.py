@@ -105,8 +105,8 @@ them as prediction bounds at 95 % and 99.9 % ("HighConf"; use
 :class:`~onlinejax.Prediction`'s contract that ``var`` is the observation's)
 adds ``σ̂²``; ``interval="confidence"`` reproduces the thesis.
 
-The learner in one file
------------------------
+The learner's parts
+-------------------
 * :class:`KernelRegressionState`: the state;
 * :func:`init`: an empty window with bandwidth ``H = diag(lengthscale²)``;
 * :func:`learn_one`: push one item, updating every point's ``D_i``, ``C_i`` (Algorithm 3);
@@ -116,12 +116,17 @@ The learner in one file
 * :func:`kernel_regression`: validates the static options, binds them and
   returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
   (``make_learner(skip_nonfinite=True)``): the pure functions assume finite items.
+
+The state and the window quantities the steps share (kernel forms, the sums
+from scratch, the residual variance, the climatology) are in
+:mod:`onlinejax.kernel_regression_state`; the tune, with the leave-one-out
+scores and the regularised whitening, in :mod:`onlinejax.kernel_regression_tune`.
+This module re-exports their names.
 """
 from __future__ import annotations
 
 import math
 from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,7 +134,12 @@ import numpy as np
 
 from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
                    make_learner)
-from .window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
+from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
+                                      residual_variance, window_climatology)
+from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
+from .kernel_regression_tune import THESIS_ALPHAS, tune
+from .kernel_regression_tune import CORRELATION_FLOOR, _loo_score, covariance_whitening, loo_cv_scores  # noqa: F401
+from .window import ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array
 
@@ -148,247 +158,6 @@ __all__ = [
 
 BOUNDS = ("asymptotic", "exact", "thesis")
 INTERVALS = ("prediction", "confidence")
-#: Algorithm 4's grid: α from 0.05 while α < 2.0, step 0.01 (195 values).
-THESIS_ALPHAS = np.round(0.05 + 0.01 * np.arange(195), 2)
-
-
-class KernelRegressionState(NamedTuple):
-    """State of :func:`kernel_regression` (capacity ``W``, ``d`` inputs).
-
-    Attributes:
-      buffer: :class:`~onlinejax.window.RingBuffer` (``x [W, d]``, ``y [W]``, ``valid [W]``).
-      density: ``[W]`` ``D_i = Σ_j k(x_i, x_j)`` over the window (self included).
-      contribution: ``[W]`` ``C_i = Σ_j k(x_i, x_j) y_j``.
-      whiten: ``[d, d]`` lower-triangular ``A`` with ``H⁻¹ = AᵀA``.
-      bandwidth_scale: ``[]`` the ``α`` of the last tune (``H = α·COV``), 0 if never tuned.
-      prior_var: ``[]`` predictive variance of an empty window (see the module doc).
-      n_seen, n_skipped: ``[]`` int32.
-    """
-
-    buffer: RingBuffer
-    density: Array
-    contribution: Array
-    whiten: Array
-    bandwidth_scale: Array
-    prior_var: Array
-    n_seen: Array
-    n_skipped: Array
-
-
-#: Floor on the eigenvalues of the window inputs' correlation matrix in the tune (module doc).
-CORRELATION_FLOOR = 1e-3
-
-
-def _var_cap(dtype) -> float:
-    return float(np.sqrt(np.finfo(dtype).max))
-
-
-_Z975 = 1.959963984540054
-#: Small-sample factor r_ν of the climatology for ν = 1, 2 (module doc): t₁ quantile tan(0.475π), t₂ 0.95·sqrt(2/0.0975).
-_R_FEW = ((math.tan(0.475 * math.pi) / _Z975) ** 2, (0.95 * math.sqrt(2.0 / 0.0975) / _Z975) ** 2)
-
-
-def _small_sample_factor(n: Array) -> Array:
-    """``c_n = (1 + 1/n) r_ν``, ``ν = n - 1`` (module doc); meaningful for ``n >= 2``."""
-    nu = n - 1.0
-    r = jnp.where(nu >= 3.0, nu / jnp.maximum(nu - 2.0, 1.0), jnp.where(nu >= 2.0, _R_FEW[1], _R_FEW[0]))
-    return (1.0 + 1.0 / jnp.maximum(n, 1.0)) * r
-
-
-def _floor(dt, mean_y2: Array) -> Array:
-    """Variance floor ``100·eps·mean(y²) + sqrt(tiny)``: the dtype's resolution at the targets' scale."""
-    fi = jnp.finfo(dt)
-    return 100.0 * fi.eps * mean_y2 + jnp.sqrt(fi.tiny)
-
-
-def _log_kernel(A: Array, X: Array, x: Array) -> Array:
-    """``-½‖A(X_j - x)‖²`` for every row: ``[W]``.
-
-    A NaN can only come from an overflow inside the product (``inf - inf``),
-    i.e. from a point beyond the dtype's range: it is read as ``-inf``
-    (kernel value 0) so it cannot poison the maintained sums.
-    """
-    u = (X - x) @ A.T
-    lk = -0.5 * jnp.sum(u * u, axis=-1)
-    return jnp.where(jnp.isnan(lk), -jnp.inf, lk)
-
-
-def _relative_logits(A: Array, X: Array, valid: Array, x: Array) -> tuple[Array, Array]:
-    """``(l, q_m)``: ``l_j = -½(q_j - q_m)`` relative to the nearest valid point ``m`` (``[W]``, 0 at ``m``,
-    ``-inf`` on invalid slots) and ``q_m`` (``[]``, ``inf`` when it overflows).
-
-    With ``x̄`` the valid rows' mean, ``δ_j = A(x_j - x̄)`` and ``b = A(x̄ - x)``: ``q_j = ‖δ_j + b‖²``, so
-    ``q_j - q_m = g_j - g_m`` with ``g_j = ‖δ_j‖² + 2δ_jᵀb``. These keep their precision however far the
-    query is (``x_j - x̄`` carries the window's detail that ``x_j - x`` rounds away) and grow only
-    linearly in ``|x|``; dividing by ``c = max(1, max|x̄ - x|)`` keeps them finite for any finite query.
-    Equidistant points get bit-equal ``g``, so ``l_j = 0`` exactly for each of them.
-    """
-    vm = valid[:, None]
-    xbar = jnp.sum(jnp.where(vm, X, 0.0), axis=0) / jnp.maximum(jnp.sum(valid), 1).astype(X.dtype)
-    c = jnp.maximum(jnp.max(jnp.abs(xbar - x)), 1.0)  # divided by, not multiplied by 1/c: 1/c may be subnormal
-    delta = (X - xbar) @ A.T
-    b = ((xbar - x) / c) @ A.T  # A(x̄ - x)/c
-    g = jnp.where(valid, jnp.sum(delta * (delta / c + 2.0 * b), axis=-1), jnp.inf)  # g_j / c
-    g_m = jnp.min(g)
-    gap = g - g_m  # >= 0, 0 at the nearest point(s); inf on invalid slots
-    logits = jnp.where(valid, -0.5 * jnp.where(gap > 0, gap * c, 0.0), -jnp.inf)
-    # q_m = ‖A(x̄ - x)‖² + g_m; its rounding error, eps·‖A(x̄ - x)‖², is no cancellation of the query's
-    return logits, jnp.maximum(c * (c * jnp.sum(b * b) + g_m), 0.0)
-
-
-def _used_dims(A: Array) -> tuple[Array, Array]:
-    """``(d_used, log|det|)`` of a triangular whitening over its nonzero diagonal (zero = infinite bandwidth)."""
-    a = jnp.abs(jnp.diag(A))
-    nz = a > 0
-    return jnp.sum(nz).astype(A.dtype), jnp.sum(jnp.where(nz, jnp.log(jnp.where(nz, a, 1.0)), 0.0))
-
-
-def _pair_q(A: Array, X: Array) -> Array:
-    """``[W, W]`` quadratic forms ``‖A(x_i - x_j)‖²``."""
-    return -2.0 * jax.vmap(lambda x: _log_kernel(A, X, x))(X)
-
-
-def window_sums(A: Array, X: Array, y: Array, valid: Array) -> tuple[Array, Array]:
-    """Density and contribution sums computed from scratch, ``O(W² d)``.
-
-    Args:
-      A: ``[d, d]`` whitening; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
-    Returns:
-      ``(D, C)``, each ``[W]`` (zero on invalid slots).
-    """
-    K = jnp.exp(-0.5 * _pair_q(A, X)) * valid[None, :] * valid[:, None]
-    return jnp.sum(K, axis=1), K @ (y * valid)
-
-
-def window_climatology(s: KernelRegressionState) -> tuple[Array, Array]:
-    """``(ȳ, v)``: the window's climatology, the predictive of a new target ignoring the inputs.
-
-    With ``n >= 2`` targets ``v = c_n s_y²``, ``s_y²`` the sample variance
-    (``ddof = 1``, floored like ``σ̂²``) and ``c_n`` the small-sample factor
-    of the module doc. With one target ``(y₁, prior_var + y₁²)``; with none
-    ``(0, prior_var)``.
-    """
-    buf = s.buffer
-    dt = buf.y.dtype
-    v = buf.valid.astype(dt)
-    n = jnp.sum(v)
-    yv = jnp.where(buf.valid, buf.y, 0.0)
-    ybar = jnp.sum(yv) / jnp.maximum(n, 1.0)
-    s2y = jnp.sum(v * (yv - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
-    many = jnp.maximum(_small_sample_factor(n) * s2y, _floor(dt, jnp.sum(yv * yv) / jnp.maximum(n, 1.0)))
-    few = s.prior_var + jnp.where(n >= 1, ybar * ybar, 0.0)
-    return ybar, jnp.where(n >= 2, many, few)
-
-
-def residual_variance(s: KernelRegressionState) -> tuple[Array, Array]:
-    """``(σ̂², ASE)`` of the window's in-sample fit ``C_i/D_i``.
-
-    ``σ̂² = RSS / (n - tr S)`` with ``tr S = Σ_i 1/D_i`` (the diagonal of the
-    smoother matrix is ``k(x_i, x_i)/D_i``), blended with the targets' sample
-    variance while ``n - tr S < 1``; ``ASE = RSS/n`` (thesis 4.3.2.4).
-    Both are floored at ``100·eps·mean(y²) + sqrt(tiny)``; with fewer than two
-    items both are the climatology's variance (:func:`window_climatology`).
-    """
-    buf = s.buffer
-    dt = buf.y.dtype
-    v = buf.valid.astype(dt)
-    n = jnp.sum(v)
-    D = jnp.where(buf.valid, s.density, 1.0)
-    fit = s.contribution / D
-    rss = jnp.sum(v * (buf.y - fit) ** 2)
-    df = n - jnp.sum(v / D)
-    ybar = jnp.sum(v * buf.y) / jnp.maximum(n, 1.0)
-    s2y = jnp.sum(v * (buf.y - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
-    sigma2 = (rss + s2y * jnp.maximum(1.0 - df, 0.0)) / jnp.maximum(df, 1.0)
-    floor = _floor(dt, jnp.sum(v * buf.y ** 2) / jnp.maximum(n, 1.0))
-    cap = _var_cap(dt)
-    few = n < 2
-    v0 = window_climatology(s)[1]
-    sigma2 = jnp.where(few, v0, jnp.clip(sigma2, floor, cap))
-    ase = jnp.where(few, v0, jnp.clip(rss / jnp.maximum(n, 1.0), floor, cap))
-    return sigma2, ase
-
-
-def covariance_whitening(X: Array, valid: Array) -> Array:
-    """``A₁ = chol(COV)⁻¹`` for the valid rows' covariance (``ddof = 1``), regularised, ``[d, d]``.
-
-    ``COV = S R S`` (``S`` the columns' standard deviations, ``R`` their
-    correlation). A column constant over the window (standard deviation
-    ``<= 4·eps·|value|``, exactly 0 for repeated values: the rows are centred
-    on the first valid row, so identical values cancel exactly) gets a zero
-    column in ``A₁``: an infinite bandwidth. The other columns' ``R`` has its
-    eigenvalues floored at :data:`CORRELATION_FLOOR` when one is below it
-    (collinear or duplicated columns); otherwise ``A₁`` is ``chol(COV)⁻¹``.
-    ``H = α·COV`` then has whitening ``A₁ / sqrt(α)``. See the module doc.
-    """
-    dt = X.dtype
-    d = X.shape[-1]
-    eye = jnp.eye(d, dtype=dt)
-    v = valid.astype(dt)
-    n = jnp.sum(v)
-    ref = X[jnp.argmax(valid)]  # the first valid row: repeated values centre to exact zeros
-    Xs = (X - ref) * v[:, None]
-    Xc = (Xs - jnp.sum(Xs, axis=0) / jnp.maximum(n, 1.0)) * v[:, None]
-    scale = jnp.max(jnp.abs(Xc), axis=0)
-    scale = jnp.where(scale > 0, scale, 1.0)  # column scaling: no overflow in the products for any finite input
-    Xn = Xc / scale
-    cov_n = Xn.T @ Xn / jnp.maximum(n - 1.0, 1.0)
-    sd_n = jnp.sqrt(jnp.diag(cov_n))
-    const = sd_n * scale <= 4.0 * jnp.finfo(dt).eps * jnp.abs(ref)
-    sd_n = jnp.where(const, 1.0, sd_n)
-    R = cov_n / (sd_n[:, None] * sd_n[None, :])
-    R = jnp.where(const[:, None] | const[None, :], eye, R)
-    lam, V = jnp.linalg.eigh(R)
-    R = jnp.where(jnp.min(lam) < CORRELATION_FLOOR, (V * jnp.maximum(lam, CORRELATION_FLOOR)) @ V.T, R)
-    L = jnp.linalg.cholesky(0.5 * (R + R.T))
-    A_R = jax.scipy.linalg.solve_triangular(L, eye, lower=True)
-    # chol(S R S) = S L, so A₁ = L⁻¹ S⁻¹: column j divided by column j's standard deviation
-    return jnp.where(const[None, :], 0.0, A_R / (sd_n * scale)[None, :])
-
-
-def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
-    """Leave-one-out CV(H) (thesis 4.3.2.4) from the ``[W, W]`` log-kernel matrix."""
-    W = y.shape[0]
-    mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
-    logits = jnp.where(mask, logK, -jnp.inf)
-    top = jnp.max(logits, axis=1)
-    ok = valid & jnp.isfinite(top)  # a point with no other point in the window has no LOO estimate
-    # weights relative to the nearest point (1 there): a log-sum-exp would lose log k next to a large q
-    e = jnp.exp(logits - jnp.where(ok, top, 0.0)[:, None])
-    tot = jnp.where(ok, jnp.sum(e, axis=1), 1.0)
-    pred = jnp.where(ok, (e @ jnp.where(valid, y, 0.0)) / tot, 0.0)
-    okf = ok.astype(y.dtype)
-    return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
-
-
-def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Array, Array]:
-    """CV(α·COV) for every ``α`` at once (thesis Algorithm 4, vectorised).
-
-    Args:
-      X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool; alphas: ``[m]``.
-    Returns:
-      ``(scores [m], A₁ [d, d])``: the leave-one-out mean squared error of each
-      bandwidth and the whitening of ``COV`` (so ``H = α·COV`` has ``A₁/sqrt(α)``).
-    """
-    A1 = covariance_whitening(X, valid)
-    q1 = _pair_q(A1, X)
-    W = y.shape[0]
-    mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
-    # each row's largest logit is its nearest other point's for every α, so the log-sum-exp shift is
-    # found once and each α costs one exp per pair and one matrix product
-    qmin = jnp.min(jnp.where(mask, q1, jnp.inf), axis=1)
-    ok = valid & jnp.isfinite(qmin)  # a point with no other point in the window has no LOO estimate
-    gap = jnp.where(mask & ok[:, None], q1 - jnp.where(ok, qmin, 0.0)[:, None], jnp.inf)  # >= 0, 0 at the nearest
-    yv = jnp.where(valid, y, 0.0)
-    rhs = jnp.stack([yv, jnp.ones_like(yv)], axis=1)
-    okf = ok.astype(y.dtype)
-
-    def score(a):
-        sums = jnp.exp(-0.5 * gap / a) @ rhs  # [W, 2]: Σ_j k_ij y_j and Σ_j k_ij (the latter >= 1 where ok)
-        pred = jnp.where(ok, sums[:, 0] / jnp.where(ok, sums[:, 1], 1.0), 0.0)
-        return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
-
-    return jax.vmap(score)(jnp.asarray(alphas, X.dtype)), A1
 
 
 def init(n_features: int, window: int, lengthscale=1.0, prior_var=1.0, dtype=None) -> KernelRegressionState:
@@ -493,35 +262,6 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
         var = jnp.minimum(conf, no_info)
     var = jnp.where(n >= 2, var, v_clim)  # fewer than two points: the climatology alone (module doc)
     return Prediction(mean, jnp.where(jnp.isfinite(var) & (var > 0), var, cap))  # cap: target overflow only
-
-
-def tune(state: KernelRegressionState, *, alphas=None) -> KernelRegressionState:
-    """Pick the bandwidth ``H = α·COV`` by leave-one-out CV over the grid ``alphas`` (thesis 4.3.2.4, Algorithm 4).
-
-    Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`); the
-    current bandwidth is kept unless some ``α`` is strictly better (the first
-    minimum, like Algorithm 4's strict ``<``), in which case ``D``, ``C`` are
-    recomputed from scratch (:func:`window_sums`, ``O(W² d)``).
-
-    Args:
-      state: the current state.
-      alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array);
-        ``None``: :data:`THESIS_ALPHAS`.
-    """
-    s = state
-    buf = s.buffer
-    dt = buf.y.dtype
-    grid = jnp.asarray(THESIS_ALPHAS if alphas is None else alphas, dt)
-    scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
-    current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
-    scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
-    best = jnp.argmin(scores)  # first minimum, like Algorithm 4's strict '<'
-    better = (buf.count >= 2) & (scores[best] < current) & jnp.all(jnp.isfinite(A1))
-    A = jnp.where(better, A1 / jnp.sqrt(grid[best]), s.whiten)
-    Dn, Cn = window_sums(A, buf.x, buf.y, buf.valid)
-    return s._replace(whiten=A, density=jnp.where(better, Dn, s.density),
-                      contribution=jnp.where(better, Cn, s.contribution),
-                      bandwidth_scale=jnp.where(better, grid[best], s.bandwidth_scale))
 
 
 @describe_factory
