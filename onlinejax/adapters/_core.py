@@ -24,14 +24,17 @@ Building the first learner turns on JAX's persistent compilation cache
 (:func:`~onlinejax.evaluation.ensure_compilation_cache`: unless JAX has a cache folder already;
 ``ONLINEJAX_COMPILE_CACHE=DIR`` chooses the folder, ``ONLINEJAX_COMPILE_CACHE=none`` opts out), so a
 new process loads the programs an earlier one compiled.
+
+The parts live in private modules: building and sharing learners (:mod:`onlinejax.adapters._build`),
+the feature slots (:mod:`onlinejax.adapters._slots`) and widening a state
+(:mod:`onlinejax.adapters._grow`); :class:`Engine` here ties them together, and this module's names
+are importable from here as before.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
-import functools
-import warnings
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import jax
 import numpy as np
@@ -39,6 +42,10 @@ import numpy as np
 from ..base import Learner, coerce_x, coerce_xy
 from ..stateful import StatefulLearner
 from ..evaluation.runtime import ensure_compilation_cache
+from ._build import _packed_predict, build_learner, initial_state, resolve_factory
+from ._grow import GROWABLE, can_grow, grow_state
+from ._grow import _grow  # noqa: F401  (re-exported: the old path adapters._core._grow)
+from ._slots import FeatureSlots
 
 __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
            "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
@@ -65,293 +72,6 @@ SCALER_SIGNS = 3
 #: The largest input of an item taken for one a scaler standardised: the clip of the default's
 #: standardised inputs (:func:`~onlinejax.calibration.calibrated`), which it keeps on inputs given as they are.
 SCALED_INPUT_MAX = 5.0
-
-
-def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
-    """``learner`` -> ``factory(n_features, **params) -> Learner``.
-
-    A string names either a function of the package (``"bayes_linreg"``,
-    ``"windowed_bayes_linreg"``, ``"gp_window"``, ``"kernel_regression"``, ``"sgd_linreg"``, ...)
-    or a configuration registered by :mod:`onlinejax.zoo` (``"GPRegressionOLSMean_WS64"``; these
-    take no parameters). A callable is used as it is; it must be picklable (a module-level
-    function or a ``functools.partial`` of one, not a lambda) for the adapter to pickle.
-    """
-    if callable(learner):
-        return learner
-    if not isinstance(learner, str):
-        raise TypeError(f"learner: expected a name or a callable, got {type(learner).__name__}")
-    import onlinejax
-    from onlinejax import gp
-    from onlinejax.kernel_regression import kernel_regression
-
-    if learner == "kernel_regression":  # the module's other names (init, tune, ...) are its pure steps
-        return kernel_regression
-    for ns in (onlinejax, gp):
-        f = getattr(ns, learner, None)
-        if callable(f) and not isinstance(f, type):
-            return f
-    from onlinejax import zoo
-    from onlinejax.registry import REGISTRY
-
-    known = {**zoo.configurations(), **REGISTRY}  # the zoo's names, and the user's registrations
-    if learner in known:
-        make = known[learner].make
-
-        def factory(n_features, **params):
-            if params:
-                raise ValueError(f"learner_params: the registered configuration {learner!r} takes none, got {sorted(params)}")
-            return make(n_features)
-
-        return factory
-    raise ValueError(f"learner: {learner!r} is neither a function of onlinejax nor a registered configuration")
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_learner(spec, n_features: int, params: tuple) -> Learner:
-    return resolve_factory(spec)(n_features, **dict(params))
-
-
-def build_learner(spec, n_features: int, params: dict) -> Learner:
-    """``resolve_factory(spec)(n_features, **params)``, shared between adapter instances.
-
-    A learner is an immutable record of pure, jitted functions, so models (and their clones,
-    and every ``fit``) built from the same spec reuse one learner and its compiled code instead
-    of compiling again. Specs or parameters that cannot be hashed are built afresh.
-    """
-    try:
-        key = tuple(sorted(params.items()))
-        hash((spec, key))
-    except TypeError:
-        return resolve_factory(spec)(n_features, **params)
-    return _cached_learner(spec, int(n_features), key)
-
-
-_INITIAL: dict = {}
-
-
-def initial_state(learner: Learner, init_params: dict):
-    """``learner.init(**init_params)``, computed once per learner and parameters and then shared.
-
-    States are immutable pytrees, so models (clones, refits, a learner widened to a width used
-    before) can start from one. Some ``init`` are costly (the calibrated learners' Student-t
-    quantile runs an eager loop that compiles on every call, ~0.5 s); parameters that cannot be
-    hashed are initialised afresh.
-    """
-    try:
-        key = (learner, tuple(sorted(init_params.items())))
-        hit = _INITIAL.get(key)
-    except TypeError:
-        return learner.init(**init_params)
-    if hit is None:
-        if len(_INITIAL) >= 64:  # bounded: drop the oldest entry
-            _INITIAL.pop(next(iter(_INITIAL)))
-        hit = _INITIAL[key] = learner.init(**init_params)
-    return hit
-
-
-class _Plan(NamedTuple):
-    """Slots for the names of one item or batch, not yet taken (:meth:`FeatureSlots.plan`)."""
-
-    assign: dict  # new name -> slot
-    ignored: tuple  # new names left without a slot
-    width: int  # the input width the item needs
-
-
-class FeatureSlots:
-    """Names -> slots of a fixed-width input vector (see the module docstring).
-
-    Slots are planned for an item (:meth:`plan`) and taken only once it was learned
-    (:meth:`commit`); a prediction or a rejected item plans and takes nothing.
-
-    Args:
-      capacity: the width ``d``; ``None`` takes the number of features of the first item learned.
-    """
-
-    def __init__(self, capacity: int | None = None):
-        if capacity is not None and (not isinstance(capacity, (int, np.integer)) or capacity < 1):
-            raise ValueError(f"n_features: expected a positive int or None, got {capacity!r}")
-        self.capacity = None if capacity is None else int(capacity)
-        self.index: dict = {}
-        self.ignored: set = set()
-        self._warned = False
-
-    @property
-    def n_ignored(self) -> int:
-        """How many distinct names arrived after every slot was taken (and the learner could not grow)."""
-        return len(self.ignored)
-
-    @staticmethod
-    def _sorted(keys):
-        try:
-            return sorted(keys)
-        except TypeError:  # mixed key types
-            return sorted(keys, key=lambda k: (type(k).__name__, repr(k)))
-
-    def plan(self, keys, grow: bool = False) -> _Plan:
-        """Slots for the new names among ``keys``, in sorted order (the key order of a dict does not matter).
-
-        A new name takes the next free slot; with every slot taken it widens the input (doubling
-        the width) if ``grow``, else it is left without one. Nothing is changed here.
-        """
-        index, ignored_before = self.index, self.ignored
-        new = [k for k in keys if k not in index and k not in ignored_before]
-        if not new and self.capacity is not None:  # the common case: every name known
-            return _Plan({}, (), self.capacity)
-        new = list(dict.fromkeys(new))
-        width = max(1, len(new)) if self.capacity is None else self.capacity
-        assign, ignored, used = {}, [], len(self.index)
-        for k in self._sorted(new):
-            if used == width and grow:
-                width *= 2
-            if used < width:
-                assign[k] = used
-                used += 1
-            else:
-                ignored.append(k)
-        return _Plan(assign, tuple(ignored), width)
-
-    def commit(self, plan: _Plan) -> None:
-        """Take the planned slots (once the item was learned); warn once about names left without one."""
-        self.capacity = plan.width
-        self.index.update(plan.assign)
-        self.ignored.update(plan.ignored)
-        if plan.ignored and not self._warned:
-            self._warned = True
-            warnings.warn(f"feature {plan.ignored[0]!r} arrived after all {self.capacity} input slots were taken; "
-                          "it is ignored (pass n_features to reserve slots)", stacklevel=6)
-
-    def _lookup(self, plan: _Plan | None):
-        """``name -> slot or None``: the slots taken, and those ``plan`` would take."""
-        if plan is None or not plan.assign:
-            return self.index.get
-        return lambda k: self.index.get(k, plan.assign.get(k))
-
-    def vector(self, x: Mapping, dtype, plan: _Plan | None = None) -> np.ndarray:
-        """``x`` (a dict of numbers) -> ``[width]``; a missing feature (absent, ``None``, NaN) is 0."""
-        v = np.zeros(self.capacity if plan is None else plan.width, dtype)
-        slot = self._lookup(plan)
-        for k, val in x.items():
-            i = slot(k)
-            if i is not None and val is not None and val == val:  # val != val: NaN
-                v[i] = val
-        return v
-
-    def matrix(self, columns, values: np.ndarray, dtype, plan: _Plan | None = None) -> np.ndarray:
-        """Columns named ``columns`` of ``values: [b, len(columns)]`` -> ``[b, width]``; NaN is 0."""
-        out = np.zeros((values.shape[0], self.capacity if plan is None else plan.width), dtype)
-        slot = self._lookup(plan)
-        for j, k in enumerate(columns):
-            i = slot(k)
-            if i is not None:
-                out[:, i] = np.where(np.isnan(values[:, j]), 0.0, values[:, j])  # missing -> 0
-        return out
-
-
-#: Learners whose state :func:`grow_state` widens exactly: conjugate Bayesian linear regression without
-#: forgetting (a weight whose input has been 0 so far is still at its prior), standardised and calibrated.
-GROWABLE = ("bayes_linreg", "calibrated_bayes_linreg")
-
-
-def can_grow(spec, learner_params: dict, init_params: dict) -> bool:
-    """Whether the learner named ``spec`` widens exactly: one of :data:`GROWABLE`, without forgetting,
-    with a shared (scalar) prior precision."""
-    if not isinstance(spec, str) or spec not in GROWABLE or learner_params.get("forgetting") is not None:
-        return False
-    return all(np.ndim(p.get("alpha", 1.0)) == 0 for p in (learner_params, init_params))
-
-
-def _insert(a, axes, d_old: int, k: int, fill=0.0):
-    """``a`` with ``k`` entries of ``fill`` inserted at index ``d_old`` of each of ``axes``."""
-    a = np.asarray(a)
-    for ax in axes:
-        shape = list(a.shape)
-        shape[ax] = k
-        a = np.concatenate([np.take(a, range(d_old), ax), np.full(shape, fill, a.dtype),
-                            np.take(a, range(d_old, a.shape[ax]), ax)], axis=ax)
-    return a
-
-
-def _grow_linear(s, d_old: int, k: int):
-    """A :class:`~onlinejax.linear.bayes.BayesLinRegState` with ``k`` new weights at their prior,
-    inserted after the ``d_old`` input weights (before an intercept): ``N(0, 1/alpha)``, independent
-    of the others, no data in the statistics. ``None`` without a shared ``alpha`` or with forgetting."""
-    alpha = np.asarray(s.alpha)
-    if not (np.all(alpha == alpha[0]) and float(s.forgetting) == 1.0):
-        return None
-    W = _insert(s.cov_sqrt, (0, 1), d_old, k)
-    new = np.arange(d_old, d_old + k)
-    W[new, new] = 1.0 / np.sqrt(alpha[0])  # S = WWᵀ gets the prior variance there, no covariance
-    g = s.stats
-    return s._replace(mean=_insert(s.mean, (0,), d_old, k), cov_sqrt=W, alpha=_insert(alpha, (0,), d_old, k, alpha[0]),
-                      stats=g._replace(gram=_insert(g.gram, (0, 1), d_old, k), xty=_insert(g.xty, (0,), d_old, k)))
-
-
-def _grow(s, d_old: int, k: int):
-    from ..calibration import CalibratedState
-    from ..linear.bayes import BayesLinRegState
-    from ..standardize import StandardizeState
-
-    if isinstance(s, BayesLinRegState):
-        return _grow_linear(s, d_old, k)
-    if isinstance(s, StandardizeState):  # an input never seen: mean 0, no spread
-        inner, initial = _grow(s.inner, d_old, k), _grow(s.initial, d_old, k)  # initial: what a restart starts from
-        if inner is None or initial is None:
-            return None
-        sc, per_input = s.scaler, lambda a: _insert(a, (0,), d_old, k)  # noqa: E731
-        # the wrapper's own [d] fields (runs, the last input): a new input has been 0 and started nothing
-        own = {f: per_input(getattr(s, f)) for f in s._fields
-               if f not in ("inner", "initial", "scaler", "kept") and np.ndim(getattr(s, f)) == 1}
-        kept = None if s.kept is None else s.kept._replace(x=_insert(s.kept.x, (1,), d_old, k))  # the items kept
-        return s._replace(inner=inner, initial=initial, kept=kept,
-                          scaler=sc._replace(x_mean=per_input(sc.x_mean), x_var=per_input(sc.x_var)), **own)
-    if isinstance(s, CalibratedState):  # the calibrators see predictions only
-        inner = _grow(s.inner, d_old, k)
-        return None if inner is None else s._replace(inner=inner)
-    return None
-
-
-def grow_state(state, template, d_old: int, d_new: int):
-    """The state of a learner of ``d_old`` inputs as that of the same learner of ``d_new`` inputs whose
-    extra inputs have been 0 for every item so far, or ``None`` where that is not known exactly.
-
-    Exact for the :data:`GROWABLE` learners: with the extra inputs 0 the posterior of their weights
-    is the prior, independent of the rest (Bishop eq. 3.53-3.54 with zero columns), and a
-    standardiser has seen mean 0 and no spread there. The posterior's square root differs from a
-    wide learner's by a rotation (``S = WWᵀ`` is the same), so later results agree to rounding.
-
-    Args:
-      state: the current state; template: ``init()`` of the wider learner (its layout and dtypes).
-    """
-    wide = _grow(state, d_old, d_new - d_old)
-    if wide is None:
-        return None
-    leaves, tree = jax.tree_util.tree_flatten(wide)
-    like, tree_t = jax.tree_util.tree_flatten(template)
-    if tree != tree_t or [np.shape(v) for v in leaves] != [np.shape(t) for t in like]:
-        return None
-    return jax.tree_util.tree_map(lambda v, t: jax.numpy.asarray(v, t.dtype), wide, template)
-
-
-_PREDICT: dict = {}
-
-
-def _packed_predict(learner: Learner, packer):
-    """``predict(buf, x)``: ``learner.predict`` on a :class:`~onlinejax.stateful.StatefulLearner`'s packed state.
-
-    ``StatefulLearner.predict`` returns the ``(mean, var)`` of a Gaussian; the adapters need the
-    learner's whole prediction pytree (a Student-t's degrees of freedom, a mixture's members).
-    Reading the packed buffer keeps a per-item call at two arrays in, as ``StatefulLearner``
-    does. Jitted once per learner and state layout (the packer is shared per layout).
-    """
-    key = (learner, id(packer))
-    hit = _PREDICT.get(key)
-    if hit is not None and hit[0] is packer:
-        return hit[1]
-    fn = jax.jit(lambda buf, x: learner.predict(packer.unpack(buf), x))
-    if len(_PREDICT) >= 128:  # bounded: drop the oldest entry
-        _PREDICT.pop(next(iter(_PREDICT)))
-    _PREDICT[key] = (packer, fn)
-    return fn
 
 
 class Engine:
