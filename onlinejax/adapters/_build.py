@@ -77,7 +77,7 @@ def initial_state(learner: Learner, init_params: dict):
 
     States are immutable pytrees, so models (clones, refits, a learner widened to a width used
     before) can start from one. Some ``init`` are costly (the calibrated learners' Student-t
-    quantile runs an eager loop that compiles on every call, ~0.5 s); parameters that cannot be
+    quantile runs an eager loop that compiles on every call); parameters that cannot be
     hashed are initialised afresh.
     """
     try:
