@@ -121,7 +121,7 @@ def evaluate(names, groups):
     if zoo.RECOMMENDED_COMBINATION in names:  # from its members' kept predictions, as the main command does
         rule, rc, mc = zoo.default_combination_rule()
         res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
-                                 recalibrate=rc, correct=mc, wrap=zoo.calibrate_combination)
+                                 recalibrate=rc, correct=mc, after_spread=True, wrap=zoo.calibrate_combination)
     return res
 
 

@@ -138,7 +138,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
                          else (zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS))
         wrap = None if thesis else zoo.calibrate_combination
         if all(m in {g.name for g in gls} for m in members):
-            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc, wrap=wrap)
+            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc,
+                                     after_spread=not thesis, wrap=wrap)
     secs = time.perf_counter() - t0
     if zoo.CLIMATOLOGY in {r["learner"] for r in res.rows}:
         res = res.relative_to(zoo.CLIMATOLOGY)

@@ -6,7 +6,10 @@ update, :func:`~onlinejax.base.welford_update`), started by
 :func:`scaler_init`, updated by :func:`scaler_update` and optionally fixed
 after ``freeze_after`` items; :func:`scales` reads the standard deviations off
 them (1 for an input or target without a spread yet) and :func:`to_inner`
-maps raw items into the standardised coordinates.
+maps raw items into the standardised coordinates. :class:`SpreadState`
+(:func:`spread_init`, :func:`spread_update`) keeps only whether the targets so
+far differ: what a wrapper above standardised learners needs to know whether
+their predictions had the targets' scale.
 """
 from __future__ import annotations
 
@@ -17,11 +20,12 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from .base import check_in_range, check_int, keep_if, learnable, welford_update
+from .base import check_in_range, check_int, default_float_dtype, keep_if, learnable, welford_update
 
 Array = jax.Array
 
-__all__ = ["ScalerState", "NEVER", "scaler_init", "scaler_update", "target_scale_known", "scales", "to_inner"]
+__all__ = ["ScalerState", "NEVER", "scaler_init", "scaler_update", "target_scale_known", "scales", "to_inner",
+           "SpreadState", "spread_init", "spread_update"]
 
 
 class ScalerState(NamedTuple):
@@ -100,6 +104,39 @@ def _scale(var: Array, mean: Array) -> Array:
 def target_scale_known(s: ScalerState) -> Array:
     """``[]`` bool: the statistics have the targets' scale (two targets or more, with spread)."""
     return (s.seen >= 2) & _has_spread(s.y_var, s.y_mean)
+
+
+class SpreadState(NamedTuple):
+    """Whether the finite targets so far differ (the condition of :func:`target_scale_known` on a stream's start).
+
+    Attributes:
+      first: ``[]`` the first finite target (NaN before it).
+      spread: ``[]`` bool, a later finite target differed from ``first`` beyond the dtype's resolution.
+    """
+
+    first: Array
+    spread: Array
+
+
+def spread_init(dtype=None) -> SpreadState:
+    """No target seen."""
+    dt = dtype or default_float_dtype()
+    return SpreadState(jnp.full((), jnp.nan, dt), jnp.zeros((), bool))
+
+
+def spread_update(s: SpreadState, y: Array) -> SpreadState:
+    """``s`` after the target ``y`` (``[]``); a non-finite ``y`` leaves it unchanged.
+
+    Two targets "differ" as :func:`target_scale_known`'s statistics have a
+    spread: their half-difference (the population sd of the two) above
+    ``10 ε`` times their level.
+    """
+    y = jnp.asarray(y, s.first.dtype)
+    finite = jnp.isfinite(y)
+    first = jnp.where(jnp.isnan(s.first) & finite, y, s.first)
+    half = 0.5 * jnp.abs(y - first)
+    differs = finite & (half > 10.0 * jnp.finfo(first.dtype).eps * jnp.abs(0.5 * (y + first)))
+    return SpreadState(first, s.spread | differs)
 
 
 def scales(s: ScalerState) -> tuple[Array, Array]:

@@ -60,7 +60,7 @@ import functools
 
 from .adaptive import adaptive
 from .baseline import climatology, train_once
-from .calibration import calibrated, conformal
+from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .gp import gp_window
@@ -348,7 +348,7 @@ def _recommended() -> list[GridLearner]:
     def combined(d):
         rule, rc, mc = default_combination_rule()
         return calibrate_combination(combine([configurations()[n].make(d) for n in RECOMMENDED_MEMBERS], rule,
-                                             recalibrate=rc, correct=mc))
+                                             recalibrate=rc, correct=mc, after_spread=True))
 
     out.append(grid_learner(RECOMMENDED_COMBINATION, "Combination", combined,
                             description="the five recommended members mixed by the default rule, calibrated again"))
@@ -369,8 +369,9 @@ def _recommended() -> list[GridLearner]:
 
 def calibrate_combination(learner):
     """``RecommendedCombination``'s outer wrapper: the mixture's moments calibrated as :func:`calibrated` does
-    (no standardisation: its members are standardised already), a Student-t output."""
-    return conformal(learner, 0.95, method="quantile", recalibrate=0.99, df=4.0)
+    (no standardisation: its members are standardised already; :func:`~onlinejax.calibration.calibrated_combination`),
+    a Student-t output."""
+    return calibrated_combination(learner, 0.95, df=4.0)
 
 
 

@@ -457,18 +457,22 @@ def test_recalibration_survives_a_member_with_erratic_variances():
     assert 0.85 < cover <= 1.0, cover
 
 
-@pytest.mark.parametrize("correct", [None, mean_correction()])
-def test_replay_equals_the_combination_learner(correct):
+@pytest.mark.parametrize("correct, after_spread, gap", [(None, False, False), (mean_correction(), False, False),
+                                                        (mean_correction(), True, True)])
+def test_replay_equals_the_combination_learner(correct, after_spread, gap):
+    """Also with missing targets (items 50-59), which leave the weights and scales as they are in both."""
     X, Y = _stream(250, seed=2)
+    if gap:
+        Y = np.where((np.arange(len(Y)) >= 50) & (np.arange(len(Y)) < 60), np.nan, Y).astype(Y.dtype)
     ms = _members()
     rule = fixed_share(0.05)
-    c = combine(ms, rule, recalibrate=0.95, correct=correct)
+    c = combine(ms, rule, recalibrate=0.95, correct=correct, after_spread=after_spread)
     res = progressive_validation(c, c.init(), X, Y)
     got = res.predictions
     preds = [progressive_validation(m, m.init(), X, Y).predictions for m in ms]
     means = jnp.stack([p.mean for p in preds], 1)
     vars = jnp.stack([p.var for p in preds], 1)
-    ref = replay(rule, means, vars, Y, recalibrate=0.95, correct=correct)[0]
+    ref = replay(rule, means, vars, Y, recalibrate=0.95, correct=correct, after_spread=after_spread)[0]
     np.testing.assert_allclose(np.asarray(ref.mean), np.asarray(got.mean), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
     np.testing.assert_allclose(np.asarray(ref.var), np.asarray(got.var), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
     # predict (outside step) applies the same shift as step

@@ -91,3 +91,72 @@ def test_a_first_target_far_from_the_prior_does_not_set_the_scale(first_offset):
     assert np.median(ratio[30:]) < 1.5
     cover = np.mean((lo[2:] <= y[2:]) & (y[2:] <= hi[2:]))
     assert 0.88 <= cover <= 1.0
+
+
+def test_spread_of_the_labels_agrees_with_the_statistics_target_scale():
+    """``SpreadState`` says "the targets differ" exactly when a scaler fed the same targets has their scale, over
+    constant starts of several lengths and levels (1e-3 to 1e6), ties at the dtype's resolution included."""
+    from onlinejax.scaler import scaler_init, scaler_update, spread_init, spread_update, target_scale_known
+
+    for level in (1e-3, 1.0, 963.0, 1e6):
+        for run in (1, 2, 5):
+            y = np.full(run + 3, level)
+            y[run] = np.nextafter(np.asarray(level, DTYPE), np.inf)  # one ulp: no spread for either
+            y[run + 1:] = level * 1.5
+            y = jnp.asarray(y, DTYPE)
+            sc, sp = scaler_init(1, dtype=DTYPE), spread_init(DTYPE)
+            for t in range(len(y)):
+                assert bool(sp.spread) == bool(target_scale_known(sc)), (level, run, t)
+                sc = scaler_update(sc, jnp.zeros(1, DTYPE), y[t])
+                sp = spread_update(sp, y[t])
+            assert bool(sp.spread)
+
+
+def _calibrated_pair():
+    from onlinejax.calibration import calibrated_combination
+    from onlinejax.combination import combine
+
+    return calibrated_combination(combine([calibrated(bayes_linreg(2, intercept=True)),
+                                           calibrated(bayes_linreg(2, intercept=True, forgetting=0.97))],
+                                          recalibrate=0.95, after_spread=True))
+
+
+def test_a_combination_of_calibrated_members_leaves_out_the_labels_without_a_target_scale():
+    """Over members that standardise, the combination's recalibration and its outer calibrators wait for the
+    labels to differ, as the members' own calibrators do: the first two labels move neither. Without
+    ``after_spread`` (members in the targets' unit from the start) the recalibration counts every label."""
+    X, Y = _stream(5, 24, 1.0)
+    _, states = _run(_calibrated_pair(), X, Y)
+    np.testing.assert_array_equal(np.asarray(states.recalibration.n)[:4], [0, 0, 0, 1])
+    scale = np.asarray(states.inner.mix.var_scale)
+    np.testing.assert_array_equal(scale[:3], 1.0)
+    assert np.all(scale[3] != 1.0)
+    # a constant start: nothing moves until the labels differ
+    Yc = Y.at[:6].set(Y[0])
+    _, states = _run(_calibrated_pair(), X, Yc)
+    np.testing.assert_array_equal(np.asarray(states.recalibration.n)[:9], [0] * 8 + [1])
+    np.testing.assert_array_equal(np.asarray(states.inner.mix.var_scale)[:8], 1.0)
+    from onlinejax.combination import combine
+
+    plain = combine([bayes_linreg(2, intercept=True), bayes_linreg(2, intercept=True, forgetting=0.97)],
+                    recalibrate=0.95)
+    _, states = _run(plain, X, Y)
+    assert np.all(np.asarray(states.mix.var_scale)[1] != 1.0)
+
+
+def test_a_combination_of_calibrated_members_is_no_wider_than_its_members_on_the_first_items():
+    """Targets near 1000 against the members' unit prior: from the third to the tenth item the mixture's 95 %
+    interval is at most 1.5 times its widest member's (scoring the first two labels in the members' guessed unit
+    made it about ten times as wide)."""
+    from onlinejax.calibration import calibrated_combination
+    from onlinejax.combination import combine
+
+    rng = np.random.default_rng(3)
+    y = jnp.asarray(1000.0 + 150.0 * rng.standard_normal(40), DTYPE)
+    X = jnp.asarray(rng.normal(size=(40, 2)), DTYPE)
+    members = [calibrated(bayes_linreg(2, intercept=True)), calibrated(bayes_linreg(2, intercept=True, forgetting=0.97))]
+    p, _ = _run(calibrated_combination(combine(members, recalibrate=0.95, after_spread=True)), X, y)
+    lo, hi = (np.asarray(a, np.float64) for a in p.interval(0.95))
+    widest = np.max([np.subtract(*reversed([np.asarray(a, np.float64) for a in _run(m, X, y)[0].interval(0.95)]))
+                     for m in members], axis=0)
+    assert np.all((hi - lo)[2:10] <= 1.5 * widest[2:10])

@@ -29,7 +29,8 @@ wrappers built from them, one module each, each importing only those before it:
   :func:`correct`, :func:`update`, :func:`step_one`, :func:`update_one`, ...), and how the first items
   of a standardised learner are left out.
 * :mod:`onlinejax.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal`, the
-  recipe :func:`calibrated` (standardise, then calibrate) and :func:`calibrated_bayes_linreg`.
+  recipe :func:`calibrated` (standardise, then calibrate), :func:`calibrated_combination` (the same over
+  standardised members) and :func:`calibrated_bayes_linreg`.
 
 Every name of these modules is importable from :mod:`onlinejax.calibration` itself.
 
@@ -55,7 +56,7 @@ from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
 from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, learn_one, output,
                       predict_one, step_one, update, update_one)
-from .factories import METHODS, calibrated, calibrated_bayes_linreg, conformal, recalibrate
+from .factories import METHODS, calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate
 
 # the rest of the modules' names, importable from here as before the split (onlinejax.combination uses some)
 from .recalibration import LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_CLIP, RECALIBRATION_FAST  # noqa: F401
@@ -70,6 +71,7 @@ from .factories import _calibrated, _check_recal, _conformal_options  # noqa: F4
 
 __all__ = [
     "calibrated",
+    "calibrated_combination",
     "calibrated_bayes_linreg",
     "METHODS",
     "RecalibrationState",

@@ -16,7 +16,7 @@ from .recalibration import RECALIBRATION_CLIP
 from .wrapper import (ConformalOptions, RecalibrationOptions, downdate_item, downdate_oldest, init, learn_one,
                       predict_one, step_one, tune_inner, update_one)
 
-__all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_bayes_linreg"]
+__all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_combination", "calibrated_bayes_linreg"]
 
 #: Conformal methods of :func:`conformal`.
 METHODS = ("aci", "quantile")
@@ -170,6 +170,15 @@ def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, sat
     return rc, cc
 
 
+def _recipe_options(level, lr, recalibrate, df) -> tuple[RecalibrationOptions, ConformalOptions]:
+    """The recipes' options: quantile tracking after recalibration, :func:`conformal`'s defaults for the rest."""
+    # conformal's own defaults for what the recipes do not set (one place holds them: its signature)
+    defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return _conformal_options(**{**defaults, "level": level, "method": "quantile", "lr": lr,
+                                 "recalibrate": recalibrate, "df": df})
+
+
 @describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
                recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None,
@@ -202,12 +211,30 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
     from ..standardize import standardize
 
     inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs, keep=keep)
-    # conformal's own defaults for what this recipe does not set (one place holds them: its signature)
-    defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
-                if p.default is not inspect.Parameter.empty}
-    rc, cc = _conformal_options(**{**defaults, "level": level, "method": "quantile", "lr": lr,
-                                   "recalibrate": recalibrate, "df": df})
+    rc, cc = _recipe_options(level, lr, recalibrate, df)
     return _calibrated(inner, rc, cc._replace(standardized=True))
+
+
+@describe_factory
+def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4.0,
+                           recalibrate: float = 0.99, lr: float = 0.02) -> Learner:
+    """:func:`calibrated` without the standardisation, for a learner whose members are each :func:`calibrated`.
+
+    ``conformal(learner, level, method="quantile", recalibrate=recalibrate,
+    df=df)`` (e.g. over :func:`onlinejax.combination.combine` of calibrated
+    members), except that the calibrators leave out the labels before the
+    targets differ, as the members' own calibrators do: the members'
+    predictions before had no target scale, and a residual measured in their
+    guessed unit (two targets near 1000 against a unit prior) would set the
+    variance scale a hundred times too wide for a hundred items
+    (:mod:`onlinejax.calibration.wrapper`, "The first items").
+
+    Args:
+      learner: the learner to calibrate (its members standardised).
+      level, df, recalibrate, lr: as in :func:`calibrated`.
+    """
+    rc, cc = _recipe_options(level, lr, recalibrate, df)
+    return _calibrated(learner, rc, cc._replace(after_spread=True))
 
 
 @describe_factory

@@ -24,7 +24,11 @@ out (on the Nile's flows, two targets near 1000 scored against the unit
 prior set the variance scale 113 times too wide, decaying over ~100 items). Such a
 prediction's variance is at least the residuals' running level
 ``exp(L - E[log χ²₁])`` of the recalibrator, which is in the targets' units
-and outlives the statistics.
+and outlives the statistics. A wrapper over learners that standardise
+inside (a combination of :func:`~onlinejax.calibration.calibrated` members,
+``ConformalOptions.after_spread``) leaves out the labels before the targets
+differ, the same condition on a stream's start, tracked from the labels
+(:class:`~onlinejax.scaler.SpreadState`).
 
 The wrappers' anatomy: :class:`CalibratedState`, the static
 :class:`RecalibrationOptions` / :class:`ConformalOptions`, :func:`init`,
@@ -42,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
+from ..scaler import SpreadState, spread_init, spread_update, target_scale_known
 from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale
 from .recalibration import (LOG_CHI2_MEAN, RecalibrationState, is_informative, recalibrated_variance,
@@ -65,6 +70,8 @@ class CalibratedState(NamedTuple):
       t_ratio: ``[]`` ``Φ⁻¹(1 - α/2) / t_ν(1 - α/2)``, the scale of the
         Student-t output per Gaussian standard deviation (``None`` for a
         Gaussian output).
+      targets: :class:`~onlinejax.scaler.SpreadState` of the labels (``None``
+        without ``ConformalOptions.after_spread``).
     """
 
     inner: Any
@@ -72,6 +79,7 @@ class CalibratedState(NamedTuple):
     conformal: Any
     n_skipped: Array
     t_ratio: Optional[Array] = None
+    targets: Optional[SpreadState] = None
 
 
 class RecalibrationOptions(NamedTuple):
@@ -102,6 +110,9 @@ class ConformalOptions(NamedTuple):
         :func:`~onlinejax.standardize.standardize` whose predictions before it
         has the targets' scale the calibrators leave out (module doc, "The
         first items").
+      after_spread: the inner learner's members standardise inside: the
+        calibrators leave out the labels before the targets differ (module
+        doc, "The first items").
     """
 
     method: str
@@ -114,6 +125,7 @@ class ConformalOptions(NamedTuple):
     max_scale: float
     df: Optional[float] = None
     standardized: bool = False
+    after_spread: bool = False
 
 
 def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], /,
@@ -150,7 +162,8 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
     ratio = None
     if conf is not None and conf.df is not None:
         ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(conf.df, dt))
-    return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio)
+    targets = spread_init(dt) if conf is not None and conf.after_spread else None
+    return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio, targets)
 
 
 def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
@@ -254,15 +267,19 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
             score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
             c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
                                 max_scale=conf.max_scale)
-    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio)
+    targets = None if s.targets is None else spread_update(s.targets, y)
+    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio, targets)
 
 
 def _scale_known(conf: Optional[ConformalOptions], s: CalibratedState):
-    """Whether the inner standardisation had the targets' scale when it predicted (always, without ``conf.standardized``)."""
+    """Whether the inner standardisation had the targets' scale when it predicted.
+
+    With ``conf.after_spread``: whether the labels before differed; always without either option.
+    """
+    if conf is not None and conf.after_spread:
+        return s.targets.spread
     if conf is None or not conf.standardized:
         return True
-    from ..standardize import target_scale_known
-
     return target_scale_known(s.inner.scaler)
 
 

@@ -31,6 +31,7 @@ from ..base import Learner, check_in_range, check_int, describe_factory, keep_if
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
 from ..calibration import is_informative
+from ..scaler import SpreadState, spread_init, spread_update
 from .distribution import MixturePrediction, gaussian_log_density, mixture_prediction
 from .rules import WeightRule, ewa_squared_error
 
@@ -67,6 +68,8 @@ class MixState(NamedTuple):
         without recalibration), which caps its recalibrated variance.
       correction: :class:`~onlinejax.combination.MeanCorrectionState`, or
         ``None`` without a mean correction.
+      targets: :class:`~onlinejax.scaler.SpreadState`: whether the labels so
+        far differ (the recalibration waits for it), or ``None`` (it does not wait).
     """
 
     log_weights: Array
@@ -75,6 +78,7 @@ class MixState(NamedTuple):
     last_log_density: Array
     sq_err: Array
     correction: Optional[MeanCorrectionState] = None
+    targets: Optional[SpreadState] = None
 
 
 def _check_correct(correct) -> None:
@@ -83,10 +87,11 @@ def _check_correct(correct) -> None:
 
 
 def mix_init(rule: WeightRule, n_members: int, dtype, prior=None, correct: Optional[MeanCorrection] = None,
-             **rule_params) -> MixState:
+             after_spread: bool = False, **rule_params) -> MixState:
     """Initial :class:`MixState`: uniform weights or ``prior`` (``[M]``, >= 0, positive sum).
 
-    ``correct``: optional :func:`~onlinejax.combination.mean_correction` configuration.
+    ``correct``: optional :func:`~onlinejax.combination.mean_correction` configuration; ``after_spread``
+    (static): the recalibration waits until the labels differ (:func:`combine`).
     """
     M = check_int(n_members, "n_members", 1)
     if prior is None:
@@ -101,7 +106,7 @@ def mix_init(rule: WeightRule, n_members: int, dtype, prior=None, correct: Optio
     _check_correct(correct)
     corr = None if correct is None else correction_init(correct, M, dtype)
     return MixState(log_prior, rule.init(log_prior, **rule_params), jnp.ones((M,), dtype), jnp.zeros((M,), dtype),
-                    jnp.full((M,), jnp.inf, dtype), corr)
+                    jnp.full((M,), jnp.inf, dtype), corr, spread_init(dtype) if after_spread else None)
 
 
 def _mixture(ms: MixState, means: Array, vars: Array) -> tuple[MixturePrediction, MixturePrediction]:
@@ -154,7 +159,8 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
     Args:
       rule: the weight rule (static).
       recalibrate: ``None``, or the decay ``ρ`` of each member's running
-        variance scale ``c_m ← ρ c_m + (1 - ρ)(y - μ_m)²/σ²_m`` (static).
+        variance scale ``c_m ← ρ c_m + (1 - ρ)(y - μ_m)²/σ²_m`` (static),
+        from the first label after the labels differ if ``ms.targets`` is kept.
         Members are then mixed and scored as ``N(μ_m, min(c_m σ²_m, 25 E_m))``
         with ``c_m`` and the mean squared error ``E_m`` from *before* ``y``;
         see :func:`combine`. A mean correction, if ``ms`` holds one
@@ -172,14 +178,19 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
     scale, sq_err = ms.var_scale, ms.sq_err
     if recalibrate is not None:
         scale, sq_err = _recalibrated(ms, recalibrate, means, vars, y)
+        if ms.targets is not None:  # members that standardise had no target scale before the labels differed
+            scale, sq_err = (jnp.where(ms.targets.spread, a, b) for a, b in zip((scale, sq_err),
+                                                                                 (ms.var_scale, ms.sq_err)))
     corr = ms.correction
     if corr is not None:
         corr = correction_update(corr, deviations(pred0), y - pred0.mean)
-    return MixState(log_w, rule_state, scale, ell, sq_err, corr), pred
+    targets = None if ms.targets is None else spread_update(ms.targets, y)
+    return MixState(log_w, rule_state, scale, ell, sq_err, corr, targets), pred
 
 
 def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate: Optional[float] = None,
-           prior=None, correct: Optional[MeanCorrection] = None, record: Optional[Callable] = None, **rule_params):
+           prior=None, correct: Optional[MeanCorrection] = None, after_spread: bool = False,
+           record: Optional[Callable] = None, **rule_params):
     """Combine recorded member predictions: what :func:`combine` would predict, without re-running the members.
 
     The members learn the same whatever the weights, so their predictions can
@@ -190,7 +201,7 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
       rule: a :class:`~onlinejax.combination.WeightRule`; means, vars:
         ``[n, M]`` members' predictions of ``Y: [n]``, each made before its
         label was learned.
-      recalibrate, prior, correct, rule_params: as in :func:`combine`.
+      recalibrate, prior, correct, after_spread, rule_params: as in :func:`combine`.
       record: optional ``record(MixState) -> pytree`` after each item.
     Returns:
       ``(MixturePrediction with [n] leaves, records or None)``; equal to
@@ -201,10 +212,12 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
     Y = jnp.asarray(Y, means.dtype)
     if means.ndim != 2 or vars.shape != means.shape or Y.shape != means.shape[:1]:
         raise ValueError(f"means, vars: expected [n, M] with Y [n]; got {means.shape}, {vars.shape}, {Y.shape}")
-    ms = mix_init(rule, means.shape[1], means.dtype, prior, correct, **rule_params)
+    ms = mix_init(rule, means.shape[1], means.dtype, prior, correct, after_spread, **rule_params)
 
     def body(ms, mvy):
-        ms, p = mix_step(rule, recalibrate, ms, *mvy)
+        new, p = mix_step(rule, recalibrate, ms, *mvy)
+        # a missing label leaves the weighting as it is, as step_one does
+        ms = keep_if(jnp.isfinite(mvy[2]), new, ms)
         return ms, (p, record(ms) if record is not None else None)
 
     return jax.lax.scan(body, ms, (means, vars, Y))[1]
@@ -237,11 +250,13 @@ class CombinationState(NamedTuple):
 
 
 class CombinationOptions(NamedTuple):
-    """The static configuration of :func:`combine`: weight rule, recalibration decay ``ρ`` (or ``None``), correction."""
+    """The static configuration of :func:`combine`: weight rule, recalibration decay ``ρ`` (or ``None``), correction,
+    whether the recalibration waits until the labels differ."""
 
     rule: WeightRule
     recalibrate: Optional[float]
     correct: Optional[MeanCorrection]
+    after_spread: bool = False
 
 
 def init(members: tuple, opts: CombinationOptions, member_kwargs=None, prior=None, dtype=None,
@@ -258,7 +273,8 @@ def init(members: tuple, opts: CombinationOptions, member_kwargs=None, prior=Non
     if len(dts) != 1:
         raise ValueError(f"learners: members' states have different dtypes {sorted(map(str, dts))}")
     z = jnp.zeros((), jnp.int32)
-    return CombinationState(states, mix_init(opts.rule, M, dts.pop(), prior, opts.correct, **rule_params), z, z)
+    mix = mix_init(opts.rule, M, dts.pop(), prior, opts.correct, opts.after_spread, **rule_params)
+    return CombinationState(states, mix, z, z)
 
 
 def predict_one(members: tuple, s: CombinationState, x: Array) -> MixturePrediction:
@@ -309,7 +325,7 @@ def _checked_members(learners: Sequence[Learner]) -> tuple:
     return members
 
 
-def _checked_options(weighting, recalibrate, correct) -> CombinationOptions:
+def _checked_options(weighting, recalibrate, correct, after_spread=False) -> CombinationOptions:
     rule = weighting if weighting is not None else ewa_squared_error(0.95, 1.0)
     if not isinstance(rule, WeightRule):
         raise TypeError(f"weighting: expected a WeightRule (bma, fixed_share, stacking), got {type(rule).__name__}")
@@ -317,12 +333,13 @@ def _checked_options(weighting, recalibrate, correct) -> CombinationOptions:
         check_in_range(recalibrate, "recalibrate", 0.0, 1.0, hi_open=True)
         recalibrate = float(recalibrate)
     _check_correct(correct)
-    return CombinationOptions(rule, recalibrate, correct)
+    return CombinationOptions(rule, recalibrate, correct, bool(after_spread))
 
 
 @describe_factory
 def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None, *,
-            recalibrate: Optional[float] = None, correct: Optional[MeanCorrection] = None) -> Learner:
+            recalibrate: Optional[float] = None, correct: Optional[MeanCorrection] = None,
+            after_spread: bool = False) -> Learner:
     """A learner that mixes its members' predictive distributions online.
 
     Args:
@@ -349,6 +366,12 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
         ``(λ, τ, κ)``: the mixture is shifted by an online ridge regression of
         its residual on the members' deviations from its mean (linear stacking
         of the means, shrunk towards the rule's weights).
+      after_spread: the members standardise their targets inside
+        (:func:`~onlinejax.calibration.calibrated`): the recalibration leaves
+        out the labels before the labels differ, as the members' own
+        calibrators do, since their variances had no target scale (static).
+        Members in the targets' unit from the start (a prior's miss is
+        information about them) keep the default ``False``.
     Returns:
       A :class:`~onlinejax.base.Learner`. ``init(member_kwargs=None, prior=None,
       dtype=None, **rule_params)``: ``member_kwargs`` is an optional sequence of keyword dicts
@@ -359,7 +382,7 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
       lets every member learn (:func:`step_one`); ``tune`` tunes the members that can.
     """
     members = _checked_members(learners)
-    opts = _checked_options(weighting, recalibrate, correct)
+    opts = _checked_options(weighting, recalibrate, correct, after_spread)
     return make_learner(init=partial(init, members, opts), learn_one=partial(learn_one, members, opts),
                         predict_one=partial(predict_one, members), step_one=partial(step_one, members, opts),
                         n_features=members[0].n_features, tune=jax.jit(partial(tune_members, members)))

@@ -21,8 +21,9 @@ __all__ = ["replay_combination"]
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
-                       recalibrate: float | None = None, correct=None, family: str = "Combination", level: float = 0.95,
-                       stable_window: int = 128, wrap: Callable[[Learner], Learner] | None = None) -> GridResult:
+                       recalibrate: float | None = None, correct=None, after_spread: bool = False,
+                       family: str = "Combination", level: float = 0.95, stable_window: int = 128,
+                       wrap: Callable[[Learner], Learner] | None = None) -> GridResult:
     """Add rows for a combination of already-evaluated members, from their kept predictions.
 
     The members of :func:`onlinejax.combination.combine` learn the same
@@ -37,7 +38,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         that has rows for every name in ``members``.
       streams: the stream groups ``result`` was computed on.
       name: row label; members: member row labels (order = weight order);
-      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate, correct: as in
+      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate, correct, after_spread: as in
         :func:`~onlinejax.combination.combine`.
       level, stable_window: as in :func:`~onlinejax.evaluation.run_grid` (use the same values).
       wrap: optional wrapper of the combination learner, e.g.
@@ -58,7 +59,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     @jax.jit
     def combined(means, vars, Y, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
         def one(mu, v, y, wa, ws):
-            p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct)[0]
+            p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct, after_spread=after_spread)[0]
             if wrapped is not None:
                 st = wrapped.init(mean=p.mean, var=p.var, dtype=y.dtype)
                 p = progressive_validation(wrapped, st, jnp.zeros((y.shape[0], 1), y.dtype), y).predictions
