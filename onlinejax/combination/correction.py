@@ -75,7 +75,10 @@ def mean_correction(forgetting: float = 0.99, ridge: float = 100.0, max_shift: f
     few units then moves the narrow intervals off the targets. The clip keeps
     the shift within the mixture's own uncertainty, so coverage stays that of
     the rule's mixture while the mean still gains where members' errors
-    cancel.
+    cancel. For the same reason the regression learns each residual clipped
+    to 25 standard deviations of the rule's mixture
+    (:func:`~onlinejax.combination.mix_step`): one spike in the targets is
+    not a pattern of the members' errors.
 
     Args:
       forgetting: ``λ`` in (0, 1]; ridge: ``τ > 0`` (prior weight, in items, of

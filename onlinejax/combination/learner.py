@@ -52,6 +52,10 @@ __all__ = [
 ]
 
 
+#: The mean correction learns a residual clipped to this many standard deviations of the rule's mixture.
+RESIDUAL_CLIP = 25.0
+
+
 class MixState(NamedTuple):
     """The weighting part of a combination's state (everything but the members).
 
@@ -183,7 +187,10 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
                                                                                  (ms.var_scale, ms.sq_err)))
     corr = ms.correction
     if corr is not None:
-        corr = correction_update(corr, deviations(pred0), y - pred0.mean)
+        # a residual beyond RESIDUAL_CLIP of the mixture's sd (a spike every member missed) enters clipped: the
+        # regression is of the members' errors, not of one target's
+        lim = RESIDUAL_CLIP * jnp.sqrt(pred0.var)
+        corr = correction_update(corr, deviations(pred0), jnp.clip(y - pred0.mean, -lim, lim))
     targets = None if ms.targets is None else spread_update(ms.targets, y)
     return MixState(log_w, rule_state, scale, ell, sq_err, corr, targets), pred
 

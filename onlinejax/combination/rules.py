@@ -127,6 +127,12 @@ def fixed_share(rate: float = 0.01) -> WeightRule:
     return WeightRule("fixed_share", init, update)
 
 
+#: :func:`ewa_squared_error`: one item's squared error is charged at most this multiple of the member's own
+#: recent mean squared error, so an outlier in the targets, which every member misses, scales every member's
+#: error alike and leaves the weights as they were.
+CHARGE_CLIP = 1e4
+
+
 class EWASquaredErrorState(NamedTuple):
     """State of :func:`ewa_squared_error`.
 
@@ -177,7 +183,12 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     squared error of the item; an abstaining member (the "no information"
     variance) is charged the squared error of the mixture of the others, so
     abstaining neither costs nor earns weight (as in
-    :func:`~onlinejax.combination.combine`).
+    :func:`~onlinejax.combination.combine`). From the tenth item on, once a
+    member's ``e_m`` is positive, its charge is at most ``CHARGE_CLIP · e_m``: one
+    target far off (a sensor's spike) that every member misses multiplies
+    every ``e_m`` by about the same factor, where unclipped it would swamp
+    their differences for ``~log(spike)/(1-γ)`` items; a member whose
+    errors truly grow gets there within a few items.
 
     Args:
       forgetting: ``γ`` in (0, 1]; an array parameter.
@@ -196,6 +207,9 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     def update(st: EWASquaredErrorState, log_w, ell, means, vars, y):
         dt = means.dtype
         e2 = _charged_sq_errors(log_w, means, vars, y)
+        own = st.sq_error / jnp.maximum(st.count, jnp.finfo(dt).tiny)
+        # not on the first items, whose errors fall by orders of magnitude as the members learn
+        e2 = jnp.where((st.count >= 10) & (own > 0), jnp.minimum(e2, CHARGE_CLIP * own), e2)
         L = st.forgetting * st.sq_error + e2
         N = st.forgetting * st.count + 1.0
         mse = L / N
