@@ -124,18 +124,21 @@ def spread_init(dtype=None) -> SpreadState:
     return SpreadState(jnp.full((), jnp.nan, dt), jnp.zeros((), bool))
 
 
-def spread_update(s: SpreadState, y: Array) -> SpreadState:
-    """``s`` after the target ``y`` (``[]``); a non-finite ``y`` leaves it unchanged.
+def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
+    """``s`` after the target ``y`` (``[]``); a non-finite ``y``, or ``ok = False``, leaves it unchanged.
 
-    Two targets "differ" as :func:`target_scale_known`'s statistics have a
-    spread: their half-difference (the population sd of the two) above
-    ``10 ε`` times their level.
+    Two targets "differ" as :func:`target_scale_known`'s statistics of the
+    two have a spread: their half-difference (the population sd of the two)
+    squared above ``(10 ε · their mean)² + tiny``. ``ok``: ``[]`` bool, the
+    item counts (pass :func:`~onlinejax.base.learnable` ``(x, y)``, the
+    items a scaler is updated with).
     """
     y = jnp.asarray(y, s.first.dtype)
-    finite = jnp.isfinite(y)
-    first = jnp.where(jnp.isnan(s.first) & finite, y, s.first)
-    half = 0.5 * jnp.abs(y - first)
-    differs = finite & (half > 10.0 * jnp.finfo(first.dtype).eps * jnp.abs(0.5 * (y + first)))
+    use = jnp.isfinite(y) & ok
+    first = jnp.where(jnp.isnan(s.first) & use, y, s.first)
+    half = 0.5 * (y - first)
+    mean = 0.5 * y + 0.5 * first
+    differs = use & (half * half > (10.0 * jnp.finfo(first.dtype).eps * mean) ** 2 + jnp.finfo(first.dtype).tiny)
     return SpreadState(first, s.spread | differs)
 
 

@@ -128,6 +128,9 @@ def test_a_combination_of_calibrated_members_leaves_out_the_labels_without_a_tar
     X, Y = _stream(5, 24, 1.0)
     _, states = _run(_calibrated_pair(), X, Y)
     np.testing.assert_array_equal(np.asarray(states.recalibration.n)[:4], [0, 0, 0, 1])
+    # an item whose input is missing counts for no scaler: the labels differ only from item 2 on
+    _, gapped = _run(_calibrated_pair(), X.at[1, 0].set(jnp.nan), Y)
+    np.testing.assert_array_equal(np.asarray(gapped.recalibration.n)[:5], [0, 0, 0, 0, 1])
     scale = np.asarray(states.inner.mix.var_scale)
     np.testing.assert_array_equal(scale[:3], 1.0)
     assert np.all(scale[3] != 1.0)

@@ -267,7 +267,8 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
             score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
             c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
                                 max_scale=conf.max_scale)
-    targets = None if s.targets is None else spread_update(s.targets, y)
+    # the items the members' scalers count
+    targets = None if s.targets is None else spread_update(s.targets, y, learnable(x, y))
     return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio, targets)
 
 

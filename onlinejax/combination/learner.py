@@ -197,7 +197,7 @@ def mix_step(rule: WeightRule, recalibrate: Optional[float], ms: MixState, means
 
 def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate: Optional[float] = None,
            prior=None, correct: Optional[MeanCorrection] = None, after_spread: bool = False,
-           record: Optional[Callable] = None, **rule_params):
+           record: Optional[Callable] = None, learned: Optional[Array] = None, **rule_params):
     """Combine recorded member predictions: what :func:`combine` would predict, without re-running the members.
 
     The members learn the same whatever the weights, so their predictions can
@@ -210,6 +210,10 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
         label was learned.
       recalibrate, prior, correct, after_spread, rule_params: as in :func:`combine`.
       record: optional ``record(MixState) -> pytree`` after each item.
+      learned: optional ``[n]`` bool, the items the combination learned
+        (:func:`~onlinejax.base.learnable` of its inputs and labels); default:
+        the labels' own check, as for inputs that are all finite. The others
+        leave the weighting as it is, as in the learner.
     Returns:
       ``(MixturePrediction with [n] leaves, records or None)``; equal to
       the predictions of ``progressive_validation(combine(members, rule,
@@ -220,14 +224,14 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
     if means.ndim != 2 or vars.shape != means.shape or Y.shape != means.shape[:1]:
         raise ValueError(f"means, vars: expected [n, M] with Y [n]; got {means.shape}, {vars.shape}, {Y.shape}")
     ms = mix_init(rule, means.shape[1], means.dtype, prior, correct, after_spread, **rule_params)
+    ok = learnable(jnp.zeros((Y.shape[0], 1), Y.dtype), Y) if learned is None else jnp.asarray(learned, bool)
 
-    def body(ms, mvy):
-        new, p = mix_step(rule, recalibrate, ms, *mvy)
-        # a missing label leaves the weighting as it is, as step_one does
-        ms = keep_if(jnp.isfinite(mvy[2]), new, ms)
+    def body(ms, mvyk):
+        new, p = mix_step(rule, recalibrate, ms, *mvyk[:3])
+        ms = keep_if(mvyk[3], new, ms)  # an item not learned leaves the weighting as it is, as step_one does
         return ms, (p, record(ms) if record is not None else None)
 
-    return jax.lax.scan(body, ms, (means, vars, Y))[1]
+    return jax.lax.scan(body, ms, (means, vars, Y, ok))[1]
 
 
 class CombinationState(NamedTuple):

@@ -183,8 +183,9 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     squared error of the item; an abstaining member (the "no information"
     variance) is charged the squared error of the mixture of the others, so
     abstaining neither costs nor earns weight (as in
-    :func:`~onlinejax.combination.combine`). From the tenth item on, once a
-    member's ``e_m`` is positive, its charge is at most ``CHARGE_CLIP · e_m``: one
+    :func:`~onlinejax.combination.combine`). Once the discounted count ``N``
+    reaches ``min(10, 1/(2(1-γ)))`` and a member's ``e_m`` is positive, its
+    charge is at most ``CHARGE_CLIP · e_m``: one
     target far off (a sensor's spike) that every member misses multiplies
     every ``e_m`` by about the same factor, where unclipped it would swamp
     their differences for ``~log(spike)/(1-γ)`` items; a member whose
@@ -208,8 +209,10 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
         dt = means.dtype
         e2 = _charged_sq_errors(log_w, means, vars, y)
         own = st.sq_error / jnp.maximum(st.count, jnp.finfo(dt).tiny)
-        # not on the first items, whose errors fall by orders of magnitude as the members learn
-        e2 = jnp.where((st.count >= 10) & (own > 0), jnp.minimum(e2, CHARGE_CLIP * own), e2)
+        # not on the first items, whose errors fall by orders of magnitude as the members learn (N tends to
+        # 1/(1 - γ), so a short memory starts at half of it)
+        start = jnp.minimum(10.0, 0.5 / jnp.maximum(1.0 - st.forgetting, jnp.finfo(dt).tiny))
+        e2 = jnp.where((st.count >= start) & (own > 0), jnp.minimum(e2, CHARGE_CLIP * own), e2)
         L = st.forgetting * st.sq_error + e2
         N = st.forgetting * st.count + 1.0
         mse = L / N

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner
+from ..base import Learner, learnable
 from ..baseline import recorded
 from ..combination import replay
 from ..hedge import inner_prediction
@@ -57,16 +57,19 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     rows, kept = list(result.rows), dict(result.predictions)
 
     @jax.jit
-    def combined(means, vars, Y, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
-        def one(mu, v, y, wa, ws):
-            p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct, after_spread=after_spread)[0]
+    def combined(means, vars, Y, learned, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
+        def one(mu, v, y, ok, wa, ws):
+            p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct, after_spread=after_spread,
+                       learned=ok)[0]
             if wrapped is not None:
                 st = wrapped.init(mean=p.mean, var=p.var, dtype=y.dtype)
-                p = progressive_validation(wrapped, st, jnp.zeros((y.shape[0], 1), y.dtype), y).predictions
+                # the wrapper learns the items the combination learned: an input of 0 there, NaN elsewhere
+                x = jnp.where(ok, 0.0, jnp.nan).astype(y.dtype)[:, None]
+                p = progressive_validation(wrapped, st, x, y).predictions
             inner = inner_prediction(p)
             return stream_scores(acc, y, p, wa, ws), (p.mean, p.var, p.cdf(y), inner.mean, inner.var)
 
-        return jax.vmap(one)(means, vars, Y, w_all, w_st)
+        return jax.vmap(one)(means, vars, Y, learned, w_all, w_st)
 
     for grp in groups:
         S, n, _ = grp.X.shape
@@ -78,7 +81,8 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         vars = np.stack([[result.predictions[(m, s)][4] for m in members] for s in grp.names]).transpose(0, 2, 1)
         w_all = np.ones((S, n), means.dtype)
         w_st = np.stack([stable_mask(n, int(stable_window), [c]) for c in grp.change_points])
-        args = (means, vars, np.asarray(grp.Y, means.dtype), w_all, w_st.astype(means.dtype))
+        learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
+        args = (means, vars, np.asarray(grp.Y, means.dtype), learned, w_all, w_st.astype(means.dtype))
         combined(*args)  # compile outside the timing
         t0 = time.perf_counter()
         metrics, moments = jax.block_until_ready(combined(*args))
