@@ -128,8 +128,8 @@ def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
     """``s`` after the target ``y`` (``[]``); a non-finite ``y``, or ``ok = False``, leaves it unchanged.
 
     Two targets "differ" as :func:`target_scale_known`'s statistics of the
-    two have a spread: their half-difference (the population sd of the two)
-    squared above ``(10 ε · their mean)² + tiny``. ``ok``: ``[]`` bool, the
+    two have a spread (the same test of their population variance, the
+    squared half-difference, against their mean). ``ok``: ``[]`` bool, the
     item counts (pass :func:`~onlinejax.base.learnable` ``(x, y)``, the
     items a scaler is updated with).
     """
@@ -137,8 +137,7 @@ def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
     use = jnp.isfinite(y) & ok
     first = jnp.where(jnp.isnan(s.first) & use, y, s.first)
     half = 0.5 * (y - first)
-    mean = 0.5 * y + 0.5 * first
-    differs = use & (half * half > (10.0 * jnp.finfo(first.dtype).eps * mean) ** 2 + jnp.finfo(first.dtype).tiny)
+    differs = use & _has_spread(half * half, 0.5 * y + 0.5 * first)
     return SpreadState(first, s.spread | differs)
 
 
