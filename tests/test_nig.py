@@ -142,3 +142,42 @@ def test_no_features_and_unknown_init_keywords_are_refused():
         nig_linreg(1).init(beta=2.0)
     with pytest.raises(TypeError, match="time_scale"):
         nig_linreg(1, forgetting=0.9).init(time_scale=3.0)
+
+
+def test_float32_noise_count_stops_and_the_noise_estimate_stays_a_running_mean():
+    """From a state at the count's stop (``a = a_max``, as after 65,536 items of unit noise), 200,000 items of
+    noise variance 4: ``b/a`` follows the documented recursion (``a`` and ``b`` scaled back by
+    ``a_max/(a_max + 1/2)`` after each item, a running mean over ``2a_max`` items) computed in float64 to 0.5 %,
+    and ``df`` stays ``2a_max``. A count that kept growing would give the exact posterior's 3.26 instead of the
+    recursion's 3.86; one that stalled in float32 (at 2²³) would let ``b/a`` grow without bound."""
+    from onlinejax.linear.nig import max_count
+    n, a_max = 200_000, max_count(jnp.float32)
+    assert a_max == 2.0 ** 15
+    y = (2.0 * np.random.default_rng(3).normal(size=n)).astype(np.float32)
+    L = nig_linreg(0, intercept=True, prior_precision=1e-6, dtype=jnp.float32)
+    s0 = L.init()._replace(a=jnp.float32(a_max), b=jnp.float32(a_max))
+    s, _ = jax.lax.scan(lambda s, yi: (L.learn(s, jnp.zeros((0,), jnp.float32), yi), None), s0, jnp.asarray(y))
+    a, b, m = a_max, a_max, 0.0
+    resid = np.empty(n)
+    for t in range(n):  # the reference: the weights' posterior is a running mean here, its residuals exact
+        resid[t] = y[t] - m
+        m += (y[t] - m) / (t + 1.0 + 1e-6)
+    for r, g in zip(resid, 1.0 / (1.0 + 1.0 / (np.arange(n) + 1e-6))):
+        stop = a_max / (a + 0.5)
+        a, b = a_max, (b + 0.5 * r * r * g) * stop
+    np.testing.assert_allclose(float(s.b / s.a), b / a, rtol=5e-3)
+    assert abs(b / a - 3.86) < 0.05 and float(s.a) == a_max
+
+
+@pytest.mark.parametrize("level", [0.0, 3.0])
+def test_a_long_run_of_equal_targets_keeps_a_positive_variance(level):
+    """Forgetting takes ``b`` to 0 over 20,000 equal targets (``λ^n`` underflows in float32): every predictive
+    variance stays at least the floor ``eps·loc² + sqrt(tiny)`` and every log density is finite."""
+    n = 20000
+    L = nig_linreg(0, intercept=True, forgetting=0.95, dtype=jnp.float32)
+    y = np.full(n, level, np.float32)
+    p = progressive_validation(L, L.init(), np.zeros((n, 0), np.float32), y).predictions
+    fi = np.finfo(np.float32)
+    floor = fi.eps * level ** 2 + np.sqrt(fi.tiny)
+    assert np.all(np.asarray(p.var) >= 0.999 * floor)
+    assert np.all(np.isfinite(np.asarray(p.log_prob(jnp.asarray(y)))))

@@ -11,7 +11,12 @@ of ``σ²`` and ``f = Wᵀx``,
     a ← a + 1/2,    b ← b + (y - xᵀm)² / (2(1 + fᵀf))
 
 and the predictive is a Student-t with location ``xᵀm``, scale² ``(b/a)(1 + fᵀf)`` and
-``2a`` degrees of freedom (Murphy 2012 eq. 7.76). Unlike :func:`~onlinejax.linear.bayes_linreg`
+``2a`` degrees of freedom (Murphy 2012 eq. 7.76). The count ``a`` stops at :func:`max_count`
+(``2⁻⁸/eps``: 32,768 in float32, after 65,536 items), where ``a + 1/2`` would no longer be exact
+relative to ``b``'s increments: from there ``a`` and ``b`` are both scaled back by
+``a_max/(a_max + 1/2)`` after each item, so ``b/a`` becomes a running mean of the scaled squared
+errors over the last ``2a_max`` items (float32 keeps it to about 0.4 % over any stream) and the
+degrees of freedom stay at ``2a_max``. In float64 the stop (2⁴⁴) is never reached. Unlike :func:`~onlinejax.linear.bayes_linreg`
 (a fixed noise precision ``β``) the noise level is learned, and a model that has seen few
 items predicts heavy tails: what a run of :func:`~onlinejax.changepoint.bocpd` needs so that a
 young run neither claims a tight noise level nor reads its first surprise as a change.
@@ -22,7 +27,10 @@ Options (static presence):
   ``b ← λb`` (the step of a state-space model whose weights follow a random walk), so the
   model follows a drifting relation over about ``1/(1 - λ)`` items; with an intercept this
   is a local level. The noise's prior count ``a₀`` is not forgotten, so the degrees of
-  freedom stay above ``2a₀ > 2``. A direction no recent item excited is set back to its
+  freedom stay above ``2a₀ > 2``; on a stationary stream the noise estimate ``b/a`` is then
+  low by the factor ``1/(1 + 2a₀(1 - λ))`` (a calibration wrapper rescales it). Keeping ``b₀``
+  too would remove that factor but hold ``b/a`` above ``b₀(1 - λ)/(a₀(1 - λ) + 1/2)``, a floor in
+  the targets' units that a short memory of a low-noise stream pays for in every interval. A direction no recent item excited is set back to its
   prior variance once its variance reaches ``1/√eps`` times it
   (:func:`onlinejax.linalg.cap_variance`).
 * **trend** ``τ``: a level and a slope per ``τ`` items (a constant feature and a feature
@@ -47,12 +55,12 @@ import jax.numpy as jnp
 
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1
+from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
 
 __all__ = ["NIGState", "nig_linreg", "init", "predict_one", "step_one", "update_one", "predictive", "absorb",
-           "forget"]
+           "forget", "max_count"]
 
 
 class NIGState(NamedTuple):
@@ -87,20 +95,36 @@ def predictive(mean: Array, cov_sqrt: Array, a: Array, b: Array, x: Array):
 
     Returns:
       ``(f [F], loc [], scale2 [], df [])``: ``f = Wᵀx`` (the update needs it too), ``xᵀm``,
-      ``(b/a)(1 + fᵀf)`` and ``2a``.
+      ``(b/a)(1 + fᵀf)``, at least :func:`onlinejax.linalg.variance_floor` of ``loc²`` (forgetting
+      takes ``b`` to 0 over a long run of targets the model fits exactly), and ``2a``.
     """
     f = cov_sqrt.T @ x
-    return f, x @ mean, b / a * (1.0 + f @ f), 2.0 * a
+    loc = x @ mean
+    return f, loc, jnp.maximum(b / a * (1.0 + f @ f), variance_floor(loc * loc)), 2.0 * a
+
+
+def max_count(dtype) -> float:
+    """``a_max = 2⁻⁸/eps`` of ``dtype``: the largest noise count ``a`` (module doc).
+
+    Past it one item's share of ``b``, about ``1/(2a)``, would be fewer than 2⁷ of ``b``'s units in
+    the last place, and rounding would bias the noise estimate.
+    """
+    return 2.0 ** -8 / float(jnp.finfo(dtype).eps)
 
 
 def absorb(mean: Array, cov_sqrt: Array, a: Array, b: Array, x: Array, y: Array, f: Array, loc: Array):
     """Learn one item given :func:`predictive`'s ``f`` and ``loc`` (module doc's recursion).
 
+    ``a ← a + 1/2``, ``b ← b + (y - loc)²/(2(1 + fᵀf))``, both then scaled by
+    ``min(1, a_max/a)`` (:func:`max_count`), which is exactly 1 below it.
+
     Returns:
       ``(mean [F], cov_sqrt [F, F], a [], b [])`` of the posterior.
     """
     W, m = sqrt_cov_rank1(cov_sqrt, mean, x, y, 1.0, 1.0, f=f)
-    return m, W, a + 0.5, b + 0.5 * (y - loc) ** 2 / (1.0 + f @ f)
+    a_new = a + 0.5
+    stop = jnp.minimum(1.0, max_count(a.dtype) / a_new)
+    return m, W, a_new * stop, (b + 0.5 * (y - loc) ** 2 / (1.0 + f @ f)) * stop
 
 
 def forget(cov_sqrt: Array, a: Array, b: Array, forgetting: Array, prior_a: Array, prior_precision: Array,
