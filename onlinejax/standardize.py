@@ -23,7 +23,13 @@ target likewise (``s_y = 1`` until two distinct targets were seen).
 The statistics keep changing, so an item learned early was standardised with
 slightly different statistics than one learned late: with ``decay = 1`` (the
 default) the change after ``n`` items is ``O(1/n)``, and a learner that
-learns every item with forgetting follows it. ``decay < 1`` gives
+learns every item with forgetting follows it. A learner that never forgets
+keeps its coefficients in a blend of past coordinates, which a trending
+input (its running mean and scale growing with it) makes ever further from
+today's; given ``reexpress``, the learner's change of coordinates (an affine
+map for a linear model with an intercept,
+:func:`onlinejax.linear.bayes.reexpress`), its state is carried into the new
+coordinates whenever the statistics move, exactly. ``decay < 1`` gives
 exponentially weighted statistics (memory ``1/(1 - decay)`` items) for
 streams whose scale keeps moving. This is what River's
 ``preprocessing.StandardScaler`` in front of a model does, for the target
@@ -91,6 +97,7 @@ from __future__ import annotations
 
 import inspect
 from functools import partial
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -263,7 +270,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     xt, yt = inner_coordinates(options, sc, x, y)
     sy_new = scales(sc)[1]
     pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
-    inner = learner.update(s.inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
+    inner = s.inner if options.reexpress is None else _reexpressed(options, s.inner, s.scaler, sc)
+    inner = learner.update(inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
     spread = _has_spread(sc.x_var, sc.x_mean)
     spread_items = jnp.where(ok, jnp.where(spread, jnp.minimum(s.spread_items + 1, SHIFT_RUN), 0), s.spread_items)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
@@ -285,6 +293,24 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
                                                                             (out, moved, moved & ~jumped))[0]
     stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
     return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
+
+
+def _reexpressed(options: StandardizeOptions, inner, old: ScalerState, new: ScalerState):
+    """The inner state in the coordinates of the statistics ``new`` (``options.reexpress``, module doc).
+
+    Once the statistics have taken :data:`GATE_MIN` items: an input ``z' = (s/s')z + (μ - μ')/s'``, the
+    target likewise; an input (or the target) whose spread appears or vanishes between the two keeps its
+    coordinate (a scale of 1 becoming a first tiny spread would shrink its weight's prior with it).
+    """
+    on = old.seen >= GATE_MIN
+    (sx0, sy0), (sx1, sy1) = scales(old), scales(new)
+    same = on & (_has_spread(old.x_var, old.x_mean) == _has_spread(new.x_var, new.x_mean))
+    r = jnp.where(same, sx0 / sx1, 1.0)
+    c = jnp.where(same, (old.x_mean - new.x_mean) / sx1, 0.0)
+    known = on & target_scale_known(old) & target_scale_known(new)
+    g = jnp.where(known, sy0 / sy1, 1.0)
+    h = jnp.where(known, (old.y_mean - new.y_mean) / sy1, 0.0)
+    return options.reexpress(inner, r, c, g, h)
 
 
 def _after_jump(options: StandardizeOptions, outside: Array, x: Array, last_f: Array) -> Array:
@@ -363,7 +389,8 @@ def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> Standardi
 
 @describe_factory
 def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
-                warmup: int | None = None, scale_inputs: bool = True, keep: int | None = None) -> Learner:
+                warmup: int | None = None, scale_inputs: bool = True, keep: int | None = None,
+                reexpress: Callable | None = None) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
@@ -406,6 +433,12 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         when ``K`` is its window). A trending input leaves the fixed range
         step by step (module doc): its statistics are rebased after
         :data:`DRIFT_RUN` such items, computed from all ``K``.
+      reexpress: ``None``, or (without ``warmup``, with ``scale_inputs``) the inner learner's change
+        of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state`` for inputs
+        ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (e.g. :func:`onlinejax.linear.bayes.reexpress`):
+        applied whenever the statistics move, before the item is learned, so a learner that keeps
+        what it learned holds every item in today's coordinates (module doc). Not behind a scaler
+        that moves the inputs' coordinates upstream: the target must then move with them.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
@@ -429,7 +462,10 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         if warmup is None:
             raise ValueError("keep: needs a warmup")
         keep = check_int(keep, "keep", warmup)
-    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs), warmup if keep is None else keep)
+    if reexpress is not None and (warmup is not None or not scale_inputs):
+        raise ValueError("reexpress: only for moving statistics of the inputs and the target (warmup=None, "
+                         "scale_inputs=True)")
+    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs), warmup if keep is None else keep, reexpress)
     dd, takes_item = None, True
     if learner.downdate is not None:
         takes_item = len(inspect.signature(learner.downdate).parameters) == 3

@@ -12,7 +12,7 @@ with its outlier gate, shift and drift runs and rebase, is in
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +80,7 @@ class StandardizeOptions(NamedTuple):
       warmup: ``None`` or the number ``F`` of items whose statistics are kept.
       scale_inputs: whether the inputs are standardised (``False``: given standardised already).
       keep: with ``warmup``: the number ``K >= F`` of last items kept for a rebase's refit (``None``: ``F``).
+      reexpress: ``None`` or the inner learner's change of coordinates (without ``warmup``).
     """
 
     decay: float = 1.0
@@ -87,6 +88,7 @@ class StandardizeOptions(NamedTuple):
     warmup: Optional[int] = None
     scale_inputs: bool = True
     keep: Optional[int] = None
+    reexpress: Optional[Callable] = None
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):

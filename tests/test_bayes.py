@@ -408,3 +408,42 @@ def test_shared_step_gradient_ignores_a_skipped_item(rng):
     g_ref = jax.grad(loss)(b0, X[keep], Y[keep])
     assert np.isfinite(float(g_nan))
     assert float(g_nan) == pytest.approx(float(g_ref), rel=tol(1e-9, 1e-4))
+
+
+def test_reexpress_keeps_every_raw_prediction_and_gives_the_new_coordinates_statistics(rng):
+    """A forgetting model with an intercept learned 40 items in the coordinates ``A`` (inputs and target
+    standardised by one set of statistics), then :func:`bayes.reexpress` into ``B``: every raw-unit predictive
+    (mean and variance of ``y`` for fresh inputs) is unchanged, the sufficient statistics equal the λ-weighted sums
+    computed in float64 from the items in ``B``, and evidence tuning from them equals tuning the reference
+    statistics; with the identity it returns the state bit for bit."""
+    n, d, lam = 40, 3, 0.95
+    X = rng.normal(size=(n, d)) * [1.0, 5.0, 0.2] + [3.0, -1.0, 10.0]
+    y = X @ np.array([0.5, -0.2, 2.0]) + 4.0 + 0.3 * rng.normal(size=n)
+    mu_a, s_a, my_a, sy_a = X.mean(0), X.std(0), y.mean(), y.std()
+    mu_b, s_b, my_b, sy_b = mu_a + [0.4, -2.0, 0.1], s_a * [1.3, 0.7, 2.0], my_a - 1.5, sy_a * 0.6
+    lrn = oj.bayes_linreg(d, alpha=2.0, beta=3.0, forgetting=lam, intercept=True)
+    s = lrn.init()
+    for i in range(n):
+        s = lrn.learn(s, (X[i] - mu_a) / s_a, (y[i] - my_a) / sy_a)
+    r, c = s_a / s_b, (mu_a - mu_b) / s_b
+    g, h = sy_a / sy_b, (my_a - my_b) / sy_b
+    t = bayes.reexpress(s, *(jnp.asarray(v, s.mean.dtype) for v in (r, c, g, h)))
+    Xn = rng.normal(size=(5, d)) * [1.0, 5.0, 0.2] + [3.0, -1.0, 10.0]
+    pa, pb = lrn.predict(s, (Xn - mu_a) / s_a), lrn.predict(t, (Xn - mu_b) / s_b)
+    rt = tol(1e-10, 2e-4)
+    np.testing.assert_allclose(np.asarray(pb.mean) * sy_b + my_b, np.asarray(pa.mean) * sy_a + my_a, rtol=rt)
+    np.testing.assert_allclose(np.asarray(pb.var) * sy_b ** 2, np.asarray(pa.var) * sy_a ** 2, rtol=rt)
+    P = np.concatenate([(X - mu_b) / s_b, np.ones((n, 1))], axis=1)
+    yb, w = (y - my_b) / sy_b, lam ** np.arange(n - 1, -1, -1.0)
+    ref = SufficientStats(jnp.asarray((P.T * w) @ P), jnp.asarray(P.T @ (w * yb)), jnp.asarray(w @ yb ** 2),
+                          jnp.asarray(w.sum()))
+    for got, want in zip(t.stats, ref):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol(1e-9, 2e-3), atol=tol(1e-9, 2e-3))
+    tuned = bayes.tune_evidence(t)
+    want_a, want_b = evidence_fixed_point(ref, jnp.mean(t.alpha), t.beta, 100)
+    np.testing.assert_allclose([float(tuned.alpha[0]), float(tuned.beta)], [float(want_a), float(want_b)],
+                               rtol=tol(1e-8, 1e-2))
+    one = jnp.ones((d,), s.mean.dtype)
+    same = bayes.reexpress(s, one, 0.0 * one, one[0], 0.0 * one[0])
+    for a, b in zip(jax.tree_util.tree_leaves(same), jax.tree_util.tree_leaves(s)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

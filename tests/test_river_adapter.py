@@ -174,17 +174,19 @@ def test_bayes_linreg_grows_exactly(intercept):
 def test_default_learner_grows_like_a_wide_learner(warmup):
     """The default (standardised, tuned every 50 items, calibrated) grown from 2 inputs to 8 predicts
     as the same learner given 8 slots from the start, through tunes and growths; with a warm-up too
-    (fixed statistics and the kept items, inputs arriving after it)."""
+    (fixed statistics and the kept items, inputs arriving after it). With moving statistics the wide
+    learner carries its unseen weights' prior into each new target scale (``standardize(reexpress=)``)
+    while a grown one states it in today's: their predictions then agree to 2 %, not to rounding."""
     X, y = _stream(160, 5, seed=3)
     rows, _ = _late(X, [0, 0, 30, 75, 120])
     kw = {} if warmup is None else {"learner_params": {"warmup": warmup}}
     grown, wide = RiverRegressor(**kw), RiverRegressor(n_features=8, **kw)
     for x, yi in zip(rows, y):
-        _same_predictions(grown, wide, [x], tol(1e-7, 2e-3))
+        _same_predictions(grown, wide, [x], tol(1e-7, 2e-3) if warmup else 2e-2)
         grown.learn_one(x, yi)
         wide.learn_one(x, yi)
     assert grown._engine.slots.capacity == 8 and grown.n_ignored_features == 0
-    _same_predictions(grown, wide, [{k: 0.5 for k in NAMES[:5]}, {"e": -2.0}], tol(1e-7, 2e-3))
+    _same_predictions(grown, wide, [{k: 0.5 for k in NAMES[:5]}, {"e": -2.0}], tol(1e-7, 2e-3) if warmup else 2e-2)
 
 
 def test_growth_in_learn_many_matches_learn_one_and_pickles():
@@ -319,13 +321,16 @@ def test_the_default_behind_rivers_scaler_learns_as_on_raw_inputs():
     """River's StandardScaler in front: the default learner sees the pipeline change each item between its
     prediction and its learning, and takes the inputs as the scaler gives them (``scale_inputs=False``),
     standardising only the target. Standardised twice, a trending input the scaler holds near 1.7 sd was
-    stretched back to unit spread, and the default's MAE on TrumpApproval was 0.93 against 0.58 on raw inputs."""
+    stretched back to unit spread, and the default's MAE on TrumpApproval was 0.93 against 0.58 on raw inputs.
+    On raw inputs the default now carries its posterior into its statistics' new coordinates (MAE 0.51, log
+    density -0.94 per item); behind the scaler, which moves the inputs' coordinates itself, it keeps the target's
+    in step with them (0.58, -1.07)."""
     mae_raw, lpd_raw, raw = _trump_run(False)
     mae_scaled, lpd_scaled, scaled = _trump_run(True)
     assert not raw.inputs_scaled_upstream and "scale_inputs" not in raw._engine.learner_params
     assert scaled.inputs_scaled_upstream
-    assert mae_scaled < 1.05 * mae_raw, (mae_scaled, mae_raw)
-    assert lpd_scaled > lpd_raw - 0.05, (lpd_scaled, lpd_raw)
+    assert mae_scaled < 1.2 * mae_raw and mae_scaled < 0.62, (mae_scaled, mae_raw)
+    assert lpd_scaled > lpd_raw - 0.2, (lpd_scaled, lpd_raw)
     # asked for explicitly, the inputs are standardised again whatever comes in front
     kept = _trump_run(True, learner_params={"scale_inputs": True})[2]
     assert not kept.inputs_scaled_upstream

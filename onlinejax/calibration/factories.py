@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from functools import partial
-from typing import Optional
+from typing import Callable, Optional
 
 from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner
 from .recalibration import RECALIBRATION_CLIP
@@ -182,7 +182,8 @@ def _recipe_options(level, lr, recalibrate, df) -> tuple[RecalibrationOptions, C
 @describe_factory
 def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
                recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None,
-               scale_inputs: bool = True, keep: Optional[int] = None) -> Learner:
+               scale_inputs: bool = True, keep: Optional[int] = None,
+               reexpress: Optional[Callable] = None) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
     ``conformal(standardize(learner, clip=clip), level, method="quantile",
@@ -207,10 +208,13 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
         inputs standardised upstream by statistics that move, River's scaler).
       keep: see :func:`~onlinejax.standardize.standardize` (with ``warmup``:
         the items a rebase refits on; give a window learner's window).
+      reexpress: see :func:`~onlinejax.standardize.standardize` (without ``warmup``: the
+        learner's change of coordinates when the statistics move).
     """
     from ..standardize import standardize
 
-    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs, keep=keep)
+    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs, keep=keep,
+                        reexpress=reexpress)
     rc, cc = _recipe_options(level, lr, recalibrate, df)
     return _calibrated(inner, rc, cc._replace(standardized=True))
 
@@ -252,18 +256,21 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
       forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.linear.bayes_linreg`).
       alpha, beta: prior and noise precision on the standardised scale.
       level: the calibrated level.
-      warmup: ``None`` (statistics that keep moving) or ``F``: the first
-        ``F`` items' statistics, then fixed and rebased only after a
-        covariate shift (:func:`~onlinejax.standardize.standardize`). A
-        learner that never forgets keeps its coefficients in the coordinates
-        of the items it learned them from, so moving statistics cost it on a
-        trending input; fixed ones cost it on a stream whose first items are
-        not representative (time 0 for every chick in River's ChickWeights).
+      warmup: ``None`` (statistics that keep moving; with ``scale_inputs`` the
+        posterior is carried into the new coordinates whenever they move,
+        :func:`onlinejax.linear.bayes.reexpress`, so a trending input costs
+        nothing) or ``F``: the first ``F`` items' statistics, then fixed and
+        rebased only after a covariate shift
+        (:func:`~onlinejax.standardize.standardize`); fixed ones cost it on a
+        stream whose first items are not representative (time 0 for every
+        chick in River's ChickWeights).
       scale_inputs: ``True``; ``False`` for inputs standardised upstream by
         moving statistics (:func:`calibrated`). The River adapter sets it when it
         sees a scaler in front (:class:`~onlinejax.adapters.river.RiverRegressor`).
     """
     from ..linear import bayes_linreg
+    from ..linear.bayes import reexpress
 
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level, warmup=warmup, scale_inputs=scale_inputs)
+                      level, warmup=warmup, scale_inputs=scale_inputs,
+                      reexpress=reexpress if warmup is None and scale_inputs else None)

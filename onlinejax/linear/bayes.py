@@ -69,6 +69,7 @@ __all__ = [
     "predict_batch",
     "unlearn_one",
     "tune_evidence",
+    "reexpress",
     "forgetting_from_smoothing",
     "forgetting_from_thesis",
 ]
@@ -261,6 +262,42 @@ def tune_evidence(state: BayesLinRegState, n_iter: int = 100) -> BayesLinRegStat
     alpha = jnp.broadcast_to(a, state.alpha.shape)
     W, m = posterior_from_stats(state.stats, alpha, b)
     return state._replace(mean=m, cov_sqrt=W, alpha=alpha, beta=b)
+
+
+def reexpress(state: BayesLinRegState, x_ratio: Array, x_shift: Array, y_ratio: Array,
+              y_shift: Array) -> BayesLinRegState:
+    """The same posterior in new coordinates, for features ``φ = [z, 1]`` (``bayes_linreg(intercept=True)``).
+
+    With inputs ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (new standardising statistics:
+    ``r = s/s'``, ``c = (μ - μ')/s'``), ``φ' = Mφ`` with ``M = [[diag(r), c], [0, 1]]`` and the model
+    ``ỹ = θᵀφ + ε`` is ``ỹ' = θ'ᵀφ' + gε`` with ``θ' = gM⁻ᵀθ + h e₁`` (``e₁`` the constant's weight):
+    ``m ← gM⁻ᵀm + h e₁``, ``W ← gM⁻ᵀW``, ``β ← β/g²``, and the sufficient statistics
+    ``Σφφᵀ ← M(Σφφᵀ)Mᵀ``, ``Σφỹ ← M(gΣφỹ + hΣφ)``, ``Σỹ² ← g²Σỹ² + 2ghΣỹ + h²n`` (``Σφ`` is
+    ``Σφφᵀ``'s last column, ``Σỹ`` ``Σφỹ``'s last entry). Exact: every prediction in raw units is
+    unchanged, and learning on continues as if every item had been learned in the new coordinates.
+    With ``r = 1``, ``c = 0``, ``g = 1``, ``h = 0`` it returns the state bit for bit.
+
+    Args:
+      state: a state over ``d + 1`` features, the constant last.
+      x_ratio, x_shift: ``[d]`` ``r`` and ``c``; y_ratio, y_shift: ``[]`` ``g`` and ``h``.
+    """
+    def inv_t(v):  # M⁻ᵀv over the leading axis (v: [d + 1] or [d + 1, k])
+        top = v[:-1] / (x_ratio if v.ndim == 1 else x_ratio[:, None])
+        cr = x_shift / x_ratio
+        return jnp.concatenate([top, (v[-1] - cr @ v[:-1])[None]], axis=0)
+
+    def fwd(v):  # Mv over the leading axis
+        scale = x_ratio if v.ndim == 1 else x_ratio[:, None]
+        shift = jnp.outer(x_shift, v[-1]) if v.ndim == 2 else x_shift * v[-1]
+        return jnp.concatenate([scale * v[:-1] + shift, v[-1:]], axis=0)
+
+    e1 = jnp.zeros_like(state.mean).at[-1].set(1.0)
+    st = state.stats
+    sum_phi, sum_y = st.gram[:, -1], st.xty[-1]
+    stats = SufficientStats(fwd(fwd(st.gram).T).T, fwd(y_ratio * st.xty + y_shift * sum_phi),
+                            y_ratio ** 2 * st.yty + 2.0 * y_ratio * y_shift * sum_y + y_shift ** 2 * st.n, st.n)
+    return state._replace(mean=y_ratio * inv_t(state.mean) + y_shift * e1, cov_sqrt=y_ratio * inv_t(state.cov_sqrt),
+                          beta=state.beta / y_ratio ** 2, stats=stats)
 
 
 def forgetting_from_smoothing(gamma, beta):
