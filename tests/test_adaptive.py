@@ -335,7 +335,7 @@ def _np_cusum(z2s, threshold, drift, warmup, clip, shock):
 
 
 @pytest.mark.parametrize("shock", [None, 50.0])
-def test_detect_is_the_relative_cusum(shock):
+def test_cusum_update_is_the_relative_cusum(shock):
     """``cusum().update``: Page's CUSUM on r = min(z²/mean z², clip), the mean updated with r·mean (float64
     reference)."""
     rule = cusum(threshold=6.0, drift=0.5, warmup=3, clip=10.0, shock=shock)
