@@ -22,8 +22,9 @@ The module's anatomy: the machine's types are in :mod:`onlinejax.adaptive_state`
 :func:`~onlinejax.adaptive_state.wrap_state`) and its drift detectors in
 :mod:`onlinejax.detectors` (:class:`DetectorState`, and the detectors as
 values: :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen`,
-:func:`~onlinejax.detectors.bocpd_detector`); this module re-exports them and runs the machine: :func:`update_one`
-and :func:`step_one` (one item through the machine); :func:`learn_one`,
+:func:`~onlinejax.detectors.bocpd_detector`); this module re-exports the state
+types and runs the machine: :func:`update_one` and :func:`step_one` (one item
+through the machine); :func:`learn_one`,
 :func:`predict_one`, :func:`tune_inner`; the factory :func:`adaptive` binds
 the inner learner and the options to them.
 

@@ -199,7 +199,8 @@ def test_a_skipped_item_issues_a_nan_student_t_mixture():
 
 
 def test_scale_runs_recursion_matches_a_numpy_reference():
-    """The residual-variance model of adaptive(detector=bocpd_detector()): InvGamma(1, 1) runs, exact while not pruned."""
+    """The residual-variance model of adaptive(detector=bocpd_detector()): InvGamma(1, 1) runs, exact while not
+    pruned."""
     from onlinejax.changepoint import recent_change_probability, scale_runs_init, scale_runs_update
 
     rng = np.random.default_rng(0)
