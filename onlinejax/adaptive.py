@@ -20,19 +20,22 @@ which its tune runs) so plots can shade the phases:
 The module's anatomy: the machine's types are in :mod:`onlinejax.adaptive_state`
 (:class:`AdaptiveState`, the static :class:`AdaptiveOptions`, :func:`init` /
 :func:`~onlinejax.adaptive_state.wrap_state`) and its drift detectors in
-:mod:`onlinejax.detectors` (:class:`DetectorState`, :func:`detect`, the alarm
-rule); this module re-exports them and runs the machine: :func:`update_one`
-and :func:`step_one` (one item through the machine); :func:`learn_one`,
+:mod:`onlinejax.detectors` (:class:`DetectorState`, and the detectors as
+values: :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen`,
+:func:`~onlinejax.detectors.bocpd_detector`); this module re-exports the state
+types and runs the machine: :func:`update_one` and :func:`step_one` (one item
+through the machine); :func:`learn_one`,
 :func:`predict_one`, :func:`tune_inner`; the factory :func:`adaptive` binds
 the inner learner and the options to them.
 
 Drift detection
 ---------------
-``detector=`` chooses the detector that watches a stable phase's errors:
-``"cusum"`` (the default, a relative CUSUM on the standardised squared
-residuals), ``"frozen"`` (the thesis's frozen-reference rule) or ``"bocpd"``
-(Bayesian online changepoint detection on the residuals' scale);
-:mod:`onlinejax.detectors` describes each.
+``detector=`` takes the detector that watches a stable phase's errors, a
+value that carries its own options and its own ``init`` and ``update``:
+``cusum()`` (the default, a relative CUSUM on the standardised squared
+residuals), ``frozen()`` (the thesis's frozen-reference rule) or
+``bocpd_detector()`` (Bayesian online changepoint detection on the
+residuals' scale), all of :mod:`onlinejax.detectors`, which describes each.
 
 The CUSUM and BOCPD detectors are relative to the phase's own errors, so a window that is
 wrong from the start (learned on a stuck sensor's constant run, or around an
@@ -76,11 +79,10 @@ import jax.numpy as jnp
 
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState, init,
                              record_mode, wrap_state)
-from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, check_positive, describe_factory,
-                   keep_if, make_learner)
+from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, describe_factory, keep_if,
+                   make_learner)
 from .batching import cond_if_any
-from .detectors import (DETECTOR_RUNS, DETECTORS, PERSIST_ITEMS, RECENT_ITEMS, DetectorState, _fresh_detector,
-                        detect)
+from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
 
 Array = jax.Array
 
@@ -100,7 +102,6 @@ __all__ = [
     "HIGH_ERROR",
     "TUNE",
     "MODES",
-    "DETECTORS",
 ]
 
 #: ``naive_alarm``: the memory (items) of the targets' running mean and of the learner's losing share.
@@ -134,14 +135,15 @@ def _naive_check(options: AdaptiveOptions, s: AdaptiveState, det: DetectorState,
 def _left_out(options: AdaptiveOptions, s: AdaptiveState, x: Array, y: Array, z2: Array, stable: Array) -> Array:
     """``[]`` bool: the item is neither learned nor counted in a learning phase.
 
-    With ``learn_shock=False`` an item that alarmed on its own (``shock``; it
-    stays out of the new window); with ``skip_repeats`` an item equal in ``x``
+    With ``learn_shock=False`` an item that alarmed on its own (the detector's
+    ``shock``; it stays out of the new window); with ``skip_repeats`` an item equal in ``x``
     and ``y`` to the one before (a stuck sensor's run adds one point to the
     window, not ``W`` copies of it).
     """
     out = jnp.zeros((), bool)
-    if options.shock is not None and not options.learn_shock and options.detector != "frozen":
-        out = stable & (z2 > options.shock * jnp.maximum(s.detector.mean_z2, jnp.finfo(z2.dtype).tiny))
+    shocked = None if options.learn_shock else options.detector.shock_test(s.detector, z2)
+    if shocked is not None:
+        out = stable & shocked
     if options.skip_repeats:
         out = out | ((s.n_seen > 0) & jnp.all(x == s.last_x) & (y == s.last_y))
     return out
@@ -182,7 +184,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
                pred: Prediction) -> AdaptiveState:
     """Run the state machine on the item, judging ``pred``, the prediction issued for it (thesis 5.3, Fig. 5.3).
 
-    Stable: the detector (:func:`detect`) sees the residual; an alarm switches
+    Stable: the detector (``options.detector.update``) sees the residual; an alarm switches
     to high error. Cold start / high error (and ``always_learn``, and with
     ``follow_inputs`` a stable item whose input trends out of the learned
     range): the inner learner learns the item; after ``phase_length`` items learned in the
@@ -207,7 +209,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     # surprise (it alarms), never as a NaN that would silence the detector for good
     z2 = jnp.nan_to_num(e * e / jnp.maximum(pred.var, jnp.finfo(dt).tiny), nan=big, posinf=big)
     abs_err, stable = jnp.abs(e), s.mode == STABLE
-    det, alarm = detect(options, s.detector, z2, abs_err, s.reference)
+    det, alarm = options.detector.update(s.detector, z2, abs_err, s.reference)
     det, naive_alarm, naive_mean = _naive_check(options, s, det, e, y)
     alarm = stable & (alarm | naive_alarm)
     left_out = _left_out(options, s, x, y, z2, stable)
@@ -232,7 +234,7 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
         last=jnp.where(end, TUNE, mode).astype(jnp.int32),
         n_phase=jnp.where(end, 0, n_phase),
         phase_length=s.phase_length,
-        detector=keep_if(end, _fresh_detector(dt, 0 if det.runs is None else det.runs.run_length.shape[0]), det),
+        detector=keep_if(end, options.detector.init(dt), det),
         phase_abs_err=jnp.where(end, 0.0, phase_abs),
         phase_n=jnp.where(end, 0, phase_n),
         reference=jnp.where(end, phase_abs / jnp.maximum(phase_n, 1).astype(dt), s.reference),
@@ -302,10 +304,17 @@ def _checked_margin(follow_inputs) -> float | None:
     return float(follow_inputs)
 
 
+def _check_detector(detector) -> None:
+    """A TypeError unless ``detector`` is a :class:`~onlinejax.detectors.Detector` (a name such as ``"cusum"``
+    says which factory to call)."""
+    if not isinstance(detector, Detector):
+        raise TypeError(f"detector: expected a detector value, e.g. onlinejax.detectors.cusum(...), "
+                        f"onlinejax.detectors.frozen(...) or onlinejax.detectors.bocpd_detector(...), got {detector!r}")
+
+
 @describe_factory
-def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshold=20.0, drift=0.5, warmup: int = 20,
-             clip=10.0, shock=1e3, frozen_factor=3.0, always_learn: bool = False, tune: bool = True,
-             tune_batch: int | None | str = "auto", hazard=1 / 250, split_tune: bool = True,
+def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetector(), always_learn: bool = False,
+             tune: bool = True, tune_batch: int | None | str = "auto", split_tune: bool = True,
              tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
              skip_repeats: bool = False, min_moves: int = 0, tune_unmoved: bool = True,
              follow_inputs: float | None = None) -> Learner:
@@ -315,19 +324,12 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       learner: the windowed learner (``tune`` is used when it has one).
       window: its window ``W``: the default length of the cold-start and
         high-error phases (``init(window=)`` overrides it; it lives in the state).
-      detector: ``"cusum"`` (default; standardised, relative CUSUM),
-        ``"frozen"`` (the thesis's frozen-reference rule) or ``"bocpd"``
+      detector: the drift detector, a value of :mod:`onlinejax.detectors` that
+        carries its options: :func:`~onlinejax.detectors.cusum` (default
+        ``cusum()``: standardised, relative CUSUM, with a one-item ``shock``
+        alarm), :func:`~onlinejax.detectors.frozen` (the thesis's
+        frozen-reference rule) or :func:`~onlinejax.detectors.bocpd_detector`
         (Bayesian online changepoint detection on the residuals' scale); see the module doc.
-      threshold, drift, warmup, clip: CUSUM alarm level ``λ``, allowance ``δ``,
-        items used only to estimate the phase's mean ``z²``, and the clip of
-        ``r`` (static Python numbers).
-      shock: ``None``, or alarm at once on one item whose ``z²`` exceeds
-        ``shock`` times the phase's mean ``z²`` (static; default 10³: a
-        residual of ~32 standard deviations, which a calibrated model all
-        but never makes). The clipped CUSUM needs about three large residuals
-        to alarm; a frozen model scores each of them, and after a jump each
-        can cost thousands of nats of log score.
-      frozen_factor: the frozen rule's multiple of the reference error.
       always_learn: learn on every item, stable ones included (the detector
         still schedules the tunes).
       tune: call the learner's ``tune`` at the end of each learning phase.
@@ -340,7 +342,6 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         streams that do not need it), ``None`` on accelerators (a GPU tunes
         the whole batch in about the time of one tune, while tuning the
         streams one after another would serialise thousands of tunes).
-      hazard: ``detector="bocpd"``: the prior probability of a change per item, in (0, 1).
       split_tune: also give the learner a :class:`~onlinejax.base.DeferredStep`
         (``Learner.deferred``), so that progressive validation of one stream
         tunes between item loops instead of carrying the tune's branch in every
@@ -367,7 +368,7 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
         start, which the relative detectors cannot see.
       learn_shock: ``True`` (default, the thesis's rule): the item that
         raised an alarm is the first item learned in the new phase;
-        ``False``: an item that alarmed on its own (``shock``) is not
+        ``False``: an item that alarmed on its own (the detector's ``shock``) is not
         learned, so that a single outlier is not fitted into the new window
         and kept there through the next stable phase (a drift's next items
         fill the window instead).
@@ -406,41 +407,27 @@ def adaptive(learner: Learner, window: int, *, detector: str = "cusum", threshol
       only counts in ``n_skipped``); see :func:`~onlinejax.adaptive_state.wrap_state`, :func:`record_mode`.
     """
     W = check_int(window, "window", 1)
-    if detector not in DETECTORS:
-        raise ValueError(f"detector: must be one of {DETECTORS}, got {detector!r}")
-    for name, v in (("threshold", threshold), ("clip", clip), ("frozen_factor", frozen_factor)):
-        check_positive(v, name)
-    if not float(drift) >= 0.0:
-        raise ValueError(f"drift: must be >= 0, got {drift!r}")
-    warmup = check_int(warmup, "warmup", 1)
+    _check_detector(detector)
     min_moves = check_int(min_moves, "min_moves", 0)
     if not isinstance(tune_unmoved, bool):
         raise TypeError(f"tune_unmoved: expected a bool, got {type(tune_unmoved).__name__}")
     follow_inputs = _checked_margin(follow_inputs)
-    if shock is not None:
-        check_positive(shock, "shock")
-        if not float(shock) > 1.0:
-            raise ValueError(f"shock: must be > 1, got {shock!r}")
-        shock = float(shock)
     if isinstance(tune_batch, str):
         if tune_batch != "auto":
             raise ValueError(f"tune_batch: must be an int >= 1, None or 'auto', got {tune_batch!r}")
         tune_batch = _default_tune_batch()
     if tune and learner.tune is not None and tune_batch is not None:
         tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
-    check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
     tune_every = check_int(tune_every, "tune_every", 1)
     if naive_alarm is not None:
         check_in_range(naive_alarm, "naive_alarm", 0.0, 1.0, hi_open=True)
         naive_alarm = float(naive_alarm)
-    opts = AdaptiveOptions(detector, float(threshold), float(drift), warmup, float(clip), shock, float(frozen_factor),
-                           always_learn, tune, tune_batch, float(hazard), tune_every=tune_every,
+    opts = AdaptiveOptions(detector, always_learn, tune, tune_batch, tune_every=tune_every,
                            naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
                            min_moves=min_moves, tune_unmoved=bool(tune_unmoved), follow_inputs=follow_inputs)
-    runs = DETECTOR_RUNS if detector == "bocpd" else 0
 
     def build(o):
-        return make_learner(init=partial(init, learner, W, detector_runs=runs),
+        return make_learner(init=partial(init, learner, W, detector=detector),
                             learn_one=partial(learn_one, learner, o),
                             predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
                             update_one=partial(update_one, learner, o),

@@ -4,7 +4,8 @@ This module holds the phase codes (``COLD_START``, ``STABLE``, ``HIGH_ERROR``,
 ``TUNE``; :data:`MODES` names them), the machine's state
 (:class:`AdaptiveState`, with the drift detector's
 :class:`~onlinejax.detectors.DetectorState`), its static options
-(:class:`AdaptiveOptions`), and the fresh cold-start state (:func:`init`,
+(:class:`AdaptiveOptions`, with the drift detector, a
+:class:`~onlinejax.detectors.Detector` value), and the fresh cold-start state (:func:`init`,
 :func:`wrap_state`); :func:`record_mode` reads an item's phase.
 :mod:`onlinejax.adaptive` runs the machine and re-exports these names.
 """
@@ -16,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from .base import Learner, state_dtype
-from .detectors import DetectorState, _fresh_detector
+from .detectors import CusumDetector, Detector, DetectorState
 
 Array = jax.Array
 
@@ -85,15 +86,12 @@ class AdaptiveOptions(NamedTuple):
     """The static options of :func:`~onlinejax.adaptive.adaptive` (Python values; see its Args).
 
     Attributes:
-      detector: ``"cusum"``, ``"frozen"`` or ``"bocpd"``.
-      threshold, drift, warmup, clip: the CUSUM's alarm level ``λ``, allowance
-        ``δ``, estimation-only items and clip of ``r``.
-      shock: ``None`` or the one-item alarm ratio of ``z²`` to the phase's mean ``z²``.
-      frozen_factor: the frozen rule's multiple of the reference error.
+      detector: the drift detector (:class:`~onlinejax.detectors.Detector`, a value with its own options:
+        :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen` or
+        :func:`~onlinejax.detectors.bocpd_detector`).
       always_learn: learn on stable items too.
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
-      hazard: ``detector="bocpd"``'s prior probability of a change per item.
       defer_tune: count the tune at a phase's end but leave it to the caller
         (the learner's :class:`~onlinejax.base.DeferredStep`).
       tune_every: run a due tune only on items whose count ``n_seen`` is a
@@ -110,17 +108,10 @@ class AdaptiveOptions(NamedTuple):
         (a trending input).
     """
 
-    detector: str = "cusum"
-    threshold: float = 20.0
-    drift: float = 0.5
-    warmup: int = 20
-    clip: float = 10.0
-    shock: Optional[float] = 1e3
-    frozen_factor: float = 3.0
+    detector: Detector = CusumDetector()
     always_learn: bool = False
     tune: bool = True
     tune_batch: Optional[int] = 1
-    hazard: float = 1 / 250
     defer_tune: bool = False
     tune_every: int = 1
     naive_alarm: Optional[float] = None
@@ -131,18 +122,20 @@ class AdaptiveOptions(NamedTuple):
     follow_inputs: Optional[float] = None
 
 
-def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features: int) -> AdaptiveState:
+def wrap_state(inner_state, phase_length, detector: Detector = CusumDetector(), *,
+               n_features: int) -> AdaptiveState:
     """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
 
     ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
-    ``detector_runs``: the BOCPD detector's hypotheses (static; 0 for the other detectors).
+    ``detector``: the drift detector (:class:`~onlinejax.detectors.Detector`, static), whose ``init`` gives the
+    detector's state.
     ``n_features``: the input width ``d`` (static).
     """
     dt = state_dtype(inner_state)
     i0 = jnp.zeros((), jnp.int32)
     return AdaptiveState(
         inner=inner_state, mode=i0 + COLD_START, last=i0 + COLD_START, n_phase=i0,
-        phase_length=jnp.asarray(phase_length, jnp.int32), detector=_fresh_detector(dt, detector_runs),
+        phase_length=jnp.asarray(phase_length, jnp.int32), detector=detector.init(dt),
         phase_abs_err=jnp.zeros((), dt), phase_n=i0, reference=jnp.full((), jnp.inf, dt), n_learned=i0,
         n_tunes=i0, n_alarms=i0, n_seen=i0, n_skipped=i0, tune_pending=jnp.zeros((), bool),
         naive_mean=jnp.zeros((), dt), last_y=jnp.zeros((), dt), last_x=jnp.zeros((n_features,), dt),
@@ -151,7 +144,7 @@ def wrap_state(inner_state, phase_length, detector_runs: int = 0, *, n_features:
     )
 
 
-def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: int = 0,
+def init(learner: Learner, phase_length: int, /, window=None, *, detector: Detector = CusumDetector(),
          **inner_kwargs) -> AdaptiveState:
     """The cold-start state around ``learner.init(**inner_kwargs)``.
 
@@ -160,13 +153,13 @@ def init(learner: Learner, phase_length: int, /, window=None, *, detector_runs: 
       phase_length: the default phase length ``W`` (the factory's ``window``).
       window: ``None``, or a window that is passed on to ``learner.init``
         (learners whose window is an init value) and becomes the phase length.
-      detector_runs: see :func:`wrap_state` (the factory sets it for ``detector="bocpd"``).
+      detector: the drift detector, see :func:`wrap_state` (the factory passes its own).
       **inner_kwargs: passed on to ``learner.init``.
     """
     d = learner.n_features
     if window is None:
-        return wrap_state(learner.init(**inner_kwargs), phase_length, detector_runs, n_features=d)
-    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector_runs, n_features=d)
+        return wrap_state(learner.init(**inner_kwargs), phase_length, detector, n_features=d)
+    return wrap_state(learner.init(window=window, **inner_kwargs), window, detector, n_features=d)
 
 
 def record_mode(state: AdaptiveState) -> Array:

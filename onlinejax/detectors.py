@@ -1,17 +1,22 @@
 """The drift detectors of the state machine (:func:`~onlinejax.adaptive.adaptive`'s ``detector=``).
 
-This module holds the detectors' state (:class:`DetectorState`), a fresh one
-per stable phase (``_fresh_detector``), and the alarm rule (:func:`detect`)
-that the machine runs on each stable item; :data:`DETECTORS` names them.
+A detector is a value: a small immutable record (a frozen dataclass, equal
+and hashable by its options, as the machine's static options must be) built
+by a factory of this module, :func:`cusum`, :func:`frozen` or
+:func:`bocpd_detector`, that carries the options it uses and its own two
+pure functions: ``init(dtype)``, the state of a new stable phase
+(:class:`DetectorState`), and ``update(det, z2, abs_err, reference)``, one
+stable item through the alarm rule. The machine calls them; it does not
+branch on the detector's kind. :class:`Detector` is their common type.
 
 The thesis compared each error with a reference frozen at the end of the
 last learning phase; that reference includes the large errors of the
 learning phase itself (cold start, or the first items after a drift), so a
 later drift of the same size stays under it and is missed. Our reading of
-that rule is available as ``detector="frozen"`` (alarm when ``|e| >
-frozen_factor × mean |e|`` of the last learning phase).
+that rule is available as ``detector=frozen()`` (alarm when ``|e| >
+factor × mean |e|`` of the last learning phase).
 
-The default ``detector="cusum"`` is a one-sided CUSUM (Page, 1954; the
+The default ``detector=cusum()`` is a one-sided CUSUM (Page, 1954; the
 Page–Hinkley form) on the **standardised** squared residual
 ``z² = (y - μ)²/σ²`` of the learner's own predictive distribution, made
 scale-free by dividing by its running mean in the current stable phase
@@ -38,7 +43,7 @@ phase's own mean, a learner whose intervals are too wide or too narrow by a
 constant factor is handled too. The first ``warmup`` stable items only
 estimate the mean.
 
-``detector="bocpd"`` replaces the CUSUM by Bayesian online changepoint
+``detector=bocpd_detector()`` replaces the CUSUM by Bayesian online changepoint
 detection (Adams & MacKay 2007; :mod:`onlinejax.changepoint`) on the same
 standardised residuals: each of 16 run-length hypotheses has its own
 inverse-gamma posterior of the residuals' variance
@@ -52,37 +57,38 @@ absorbed into the runs' variance, as the CUSUM's relative test absorbs it.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+import dataclasses
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
 from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
+from .checks import check_in_range, check_int, check_positive
 
 Array = jax.Array
 
-__all__ = ["DetectorState", "detect", "DETECTORS"]
+__all__ = ["Detector", "CusumDetector", "FrozenDetector", "BOCPDDetector", "DetectorState", "cusum", "frozen",
+           "bocpd_detector"]
 
-DETECTORS = ("cusum", "frozen", "bocpd")
-
-#: ``detector="bocpd"``: run-length hypotheses kept, and the alarm's horizon: a change between
+#: :func:`bocpd_detector`: run-length hypotheses kept, and the alarm's horizon: a change between
 #: ``PERSIST_ITEMS`` and ``RECENT_ITEMS`` items ago (a single outlier opens a run of length 1 that the next
 #: items mostly close again; a drift's run keeps growing).
 DETECTOR_RUNS, RECENT_ITEMS, PERSIST_ITEMS = 16, 8, 3
 
 
 class DetectorState(NamedTuple):
-    """CUSUM state for the current stable phase.
+    """The drift detector's state for the current stable phase.
 
     Attributes:
       n: ``[]`` int32 stable items seen since the phase began.
       mean_z2: ``[]`` running mean of the (clipped) standardised squared residuals,
         started from a pseudo-observation of 1 (the calibrated value).
-      cusum: ``[]`` the statistic ``g``.
-      runs: ``detector="bocpd"``'s run-length posterior
+      cusum: ``[]`` the statistic ``g`` (:func:`cusum`; 0 for the other detectors).
+      runs: :func:`bocpd_detector`'s run-length posterior
         (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
       losing: ``[]`` the weighted share of the phase's items on which the
-        learner lost to both naive forecasts (``naive_alarm``; 0 otherwise).
+        learner lost to both naive forecasts (``adaptive(naive_alarm=)``; 0 otherwise).
     """
 
     n: Array
@@ -93,47 +99,205 @@ class DetectorState(NamedTuple):
 
 
 def _fresh_detector(dt, n_runs: int = 0) -> DetectorState:
-    """The detector of a new stable phase (``n_runs``: ``detector="bocpd"``'s hypotheses, 0 for the others)."""
+    """The detector state of a new stable phase (``n_runs``: :func:`bocpd_detector`'s hypotheses, 0 for the others)."""
     runs = scale_runs_init(n_runs, dt) if n_runs else None
     z = jnp.zeros((), dt)
     return DetectorState(n=jnp.zeros((), jnp.int32), mean_z2=jnp.ones((), dt), cusum=z, runs=runs, losing=z)
 
 
-def detect(options: Any, det: DetectorState, z2: Array, abs_err: Array,
-           reference: Array) -> tuple[DetectorState, Array]:
-    """One stable item through the drift detector (see the module doc).
+@dataclasses.dataclass(frozen=True)
+class Detector:
+    """A drift detector: its static options and its pure ``init`` / ``update`` (build one with a factory).
 
-    ``"cusum"`` (Page 1954, Page–Hinkley form, on the relative standardised
-    squared residual): ``r = min(z²/mean(z²), clip)``,
-    ``g ← max(0, g + r - 1 - drift)`` once ``warmup`` items estimated the
-    mean, alarm when ``g > threshold`` or (with ``shock``) when
-    ``z²/mean(z²) > shock``; the mean is updated with ``r·mean`` (so one item
-    moves it by at most the factor ``clip``). ``"frozen"`` (the thesis's rule,
-    5.3): alarm when ``|e| > frozen_factor · reference``, no state.
-
-    Args:
-      options: the machine's :class:`~onlinejax.adaptive.AdaptiveOptions` (static; read: ``detector``,
-        ``threshold``, ``drift``, ``warmup``, ``clip``, ``shock``, ``frozen_factor``, ``hazard``).
-      det: :class:`DetectorState` of the current stable phase.
-      z2: ``[]`` ``(y - μ)²/σ²``; abs_err: ``[]`` ``|y - μ|``.
-      reference: ``[]`` the mean ``|e|`` of the last learning phase.
-    Returns:
-      ``(det, alarm)``: the new detector state and a ``[]`` bool.
+    Equal detectors compare and hash equal (frozen dataclasses), so machines
+    built with equal detectors share compiled programs; the ``repr`` is the
+    factory call with the options that differ from its defaults.
     """
-    o = options
-    if o.detector == "frozen":
-        return det, abs_err > o.frozen_factor * reference
-    dt = det.mean_z2.dtype
-    tiny = jnp.finfo(dt).tiny
+
+    #: the factory that builds this kind (its name is the ``repr``'s).
+    _factory = "Detector"
+
+    def init(self, dtype) -> DetectorState:
+        """The state of a new stable phase (:class:`DetectorState`, arrays of ``dtype``)."""
+        return _fresh_detector(dtype)
+
+    def update(self, det: DetectorState, z2: Array, abs_err: Array,
+               reference: Array) -> tuple[DetectorState, Array]:
+        """One stable item through the alarm rule: ``(det, alarm)``, the new state and a ``[]`` bool.
+
+        Args:
+          det: :class:`DetectorState` of the current stable phase.
+          z2: ``[]`` ``(y - μ)²/σ²``; abs_err: ``[]`` ``|y - μ|``.
+          reference: ``[]`` the mean ``|e|`` of the last learning phase.
+        """
+        raise NotImplementedError
+
+    def shock_test(self, det: DetectorState, z2: Array) -> Optional[Array]:
+        """``[]`` bool: the item alarms on its own (``shock``), judged on ``det`` before the item; ``None``
+        for a detector without that test (``adaptive(learn_shock=False)`` then leaves no item out)."""
+        return None
+
+    def __repr__(self) -> str:
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                   if getattr(self, f.name) != f.default]
+        return f"{self._factory}({', '.join(changed)})"
+
+
+def _shock_test(shock: Optional[float], det: DetectorState, z2: Array) -> Optional[Array]:
+    """``z² > shock · mean z²`` (``None`` without ``shock``)."""
+    if shock is None:
+        return None
+    return z2 > shock * jnp.maximum(det.mean_z2, jnp.finfo(z2.dtype).tiny)
+
+
+def _relative(det: DetectorState, z2: Array, warmup: int, clip: float, shock: Optional[float]):
+    """The relative residual of :func:`cusum` and :func:`bocpd_detector`: ``(r, warm, shocked)``.
+
+    ``r = min(z²/mean(z²), clip)``; ``warm``: ``warmup`` items estimated the
+    mean; ``shocked``: ``z²/mean(z²) > shock`` (``False`` without ``shock``).
+    """
+    tiny = jnp.finfo(det.mean_z2.dtype).tiny
     ratio = z2 / jnp.maximum(det.mean_z2, tiny)
-    shocked = (ratio > o.shock) if o.shock is not None else False
-    r = jnp.minimum(ratio, o.clip)
-    warm = det.n >= o.warmup
-    g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - o.drift), 0.0)
-    nf = det.n.astype(dt)
-    mean = (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
-    if o.detector == "bocpd":
-        runs = scale_runs_update(det.runs, z2, o.hazard)
+    shocked = (ratio > shock) if shock is not None else False
+    return jnp.minimum(ratio, clip), det.n >= warmup, shocked
+
+
+def _mean_after(det: DetectorState, r: Array) -> Array:
+    """The phase's running mean of ``z²`` after an item of relative residual ``r`` (updated with ``r·mean``)."""
+    nf = det.n.astype(det.mean_z2.dtype)
+    return (det.mean_z2 * (nf + 1.0) + r * det.mean_z2) / (nf + 2.0)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class CusumDetector(Detector):
+    """:func:`cusum`'s detector (see its Args for the fields)."""
+
+    _factory = "cusum"
+    threshold: float = 20.0
+    drift: float = 0.5
+    warmup: int = 20
+    clip: float = 10.0
+    shock: Optional[float] = 1e3
+
+    def update(self, det, z2, abs_err, reference):
+        """Page's CUSUM on ``r = min(z²/mean(z²), clip)`` (module doc): ``g ← max(0, g + r - 1 - drift)`` once
+        ``warmup`` items estimated the mean; alarm when ``g > threshold`` or ``z²/mean(z²) > shock``."""
+        r, warm, shocked = _relative(det, z2, self.warmup, self.clip, self.shock)
+        g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - self.drift), 0.0)
+        mean = _mean_after(det, r)
+        return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > self.threshold)) | shocked
+
+    def shock_test(self, det, z2):
+        return _shock_test(self.shock, det, z2)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class FrozenDetector(Detector):
+    """:func:`frozen`'s detector (see its Args for the field)."""
+
+    _factory = "frozen"
+    factor: float = 3.0
+
+    def update(self, det, z2, abs_err, reference):
+        """The thesis's rule (5.3): alarm when ``|e| > factor · reference``; the state is left as it is."""
+        return det, abs_err > self.factor * reference
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class BOCPDDetector(Detector):
+    """:func:`bocpd_detector`'s detector (see its Args for the fields)."""
+
+    _factory = "bocpd_detector"
+    hazard: float = 1 / 250
+    warmup: int = 20
+    clip: float = 10.0
+    shock: Optional[float] = 1e3
+
+    def init(self, dtype) -> DetectorState:
+        return _fresh_detector(dtype, DETECTOR_RUNS)
+
+    def update(self, det, z2, abs_err, reference):
+        """The runs' posterior takes ``z²`` (:func:`~onlinejax.changepoint.scale_runs_update`); alarm once ``warmup``
+        items passed when a change between :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago has posterior
+        probability above ½, or when ``z²/mean(z²) > shock``."""
+        r, warm, shocked = _relative(det, z2, self.warmup, self.clip, self.shock)
+        mean = _mean_after(det, r)
+        runs = scale_runs_update(det.runs, z2, self.hazard)
         alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
         return det._replace(n=det.n + 1, mean_z2=mean, runs=runs), alarm | shocked
-    return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > o.threshold)) | shocked
+
+    def shock_test(self, det, z2):
+        return _shock_test(self.shock, det, z2)
+
+
+def _checked_relative(warmup, clip, shock) -> tuple[int, float, Optional[float]]:
+    """``warmup``, ``clip`` and ``shock`` checked (ValueErrors naming them) and as Python numbers."""
+    warmup = check_int(warmup, "warmup", 1)
+    check_positive(clip, "clip")
+    if shock is not None:
+        check_positive(shock, "shock")
+        if not float(shock) > 1.0:
+            raise ValueError(f"shock: must be > 1, got {shock!r}")
+        shock = float(shock)
+    return warmup, float(clip), shock
+
+
+def cusum(threshold: float = 20.0, drift: float = 0.5, warmup: int = 20, clip: float = 10.0,
+          shock: Optional[float] = 1e3) -> CusumDetector:
+    """The relative CUSUM on the standardised squared residuals (the machine's default; module doc).
+
+    Args:
+      threshold: the alarm level ``λ`` of ``g`` (> 0).
+      drift: the allowance ``δ`` subtracted per item (>= 0).
+      warmup: the stable items that only estimate the phase's mean ``z²`` (int >= 1).
+      clip: the clip of ``r = z²/mean(z²)`` (> 0; one item adds at most ``clip - 1 - drift`` to ``g``).
+      shock: ``None``, or alarm at once on one item whose ``z²`` exceeds
+        ``shock`` times the phase's mean ``z²`` (> 1; default 10³: a
+        residual of ~32 standard deviations, which a calibrated model all
+        but never makes). The clipped CUSUM needs about three large residuals
+        to alarm; a frozen model scores each of them, and after a jump each
+        can cost thousands of nats of log score.
+    Returns:
+      A :class:`CusumDetector` for :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+
+    Example::
+
+      >>> cusum(threshold=30.0)
+      cusum(threshold=30.0)
+    """
+    check_positive(threshold, "threshold")
+    if not float(drift) >= 0.0:
+        raise ValueError(f"drift: must be >= 0, got {drift!r}")
+    warmup, clip, shock = _checked_relative(warmup, clip, shock)
+    return CusumDetector(float(threshold), float(drift), warmup, clip, shock)
+
+
+def frozen(factor: float = 3.0) -> FrozenDetector:
+    """The thesis's frozen-reference rule (5.3): alarm when ``|e| > factor × mean |e|`` of the last learning phase.
+
+    Args:
+      factor: the multiple of the reference error (> 0).
+    Returns:
+      A :class:`FrozenDetector` for :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+    """
+    check_positive(factor, "factor")
+    return FrozenDetector(float(factor))
+
+
+def bocpd_detector(hazard: float = 1 / 250, warmup: int = 20, clip: float = 10.0,
+                   shock: Optional[float] = 1e3) -> BOCPDDetector:
+    """Bayesian online changepoint detection on the standardised residuals' scale (module doc).
+
+    Args:
+      hazard: the prior probability of a change per item, in (0, 1).
+      warmup: the stable items before the runs' posterior may alarm (int >= 1).
+      clip: the clip of ``z²/mean(z²)`` in the phase's running mean of ``z²`` (> 0), which ``shock`` reads.
+      shock: ``None``, or alarm at once on one item whose ``z²`` exceeds ``shock`` times the phase's mean
+        ``z²`` (> 1), as :func:`cusum`'s.
+    Returns:
+      A :class:`BOCPDDetector` (:data:`DETECTOR_RUNS` run-length hypotheses) for
+      :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+    """
+    check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
+    warmup, clip, shock = _checked_relative(warmup, clip, shock)
+    return BOCPDDetector(float(hazard), warmup, clip, shock)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, adaptive, detect,
+from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, adaptive,
                                 record_mode, step_one)
+from onlinejax.detectors import bocpd_detector, cusum, frozen
 from onlinejax.adaptive import init as adaptive_init
 from onlinejax.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
@@ -15,6 +16,9 @@ from onlinejax.kernel_regression import kernel_regression
 from conftest import DTYPE, X64, tol
 
 pytestmark = pytest.mark.float32_only  # the state machine's logic; float64 runs it through the pinned rows
+
+#: the detectors by name (the parametrised tests' ids), at their defaults
+DETECTORS = {"cusum": cusum, "frozen": frozen, "bocpd": bocpd_detector}
 
 
 # ---------------------------------------------------------------- cond_if_any
@@ -133,7 +137,7 @@ def test_frozen_rule_alarm_semantics():
     # with the frozen rule, a stable item alarms iff |e| > factor × (mean |e| of the last learning phase)
     W = 4
     inner = oj.windowed_bayes_linreg(1, W, alpha=1e-6, beta=1e4, intercept=True)
-    lrn = adaptive(inner, W, detector="frozen", frozen_factor=2.0)
+    lrn = adaptive(inner, W, detector=frozen(2.0))
     s = lrn.init()
     xs = [0.0, 1.0, 2.0, 3.0]
     for x in xs:
@@ -159,10 +163,19 @@ def test_no_recompile_and_bad_arguments(rng):
         (lrn.step(s, np.array([0.7]), np.float64(2.0)), lrn.learn(s, [0.1], 3), lrn.tune(s)))) == 0
     with pytest.raises(ValueError, match="window"):
         adaptive(kernel_regression(1, 5), 0)
-    with pytest.raises(ValueError, match="detector"):
-        adaptive(kernel_regression(1, 5), 5, detector="magic")
+    with pytest.raises(TypeError, match=r"detector: .*onlinejax\.detectors\.cusum"):
+        adaptive(kernel_regression(1, 5), 5, detector="cusum")
+    with pytest.raises(TypeError):  # the detector's options are the detector's, not the machine's
+        adaptive(kernel_regression(1, 5), 5, threshold=20.0)
     with pytest.raises(ValueError, match="threshold"):
-        adaptive(kernel_regression(1, 5), 5, threshold=-1.0)
+        cusum(threshold=-1.0)
+    for bad, name in ((dict(drift=-0.1), "drift"), (dict(warmup=0), "warmup"), (dict(clip=0.0), "clip")):
+        with pytest.raises(ValueError, match=name):
+            cusum(**bad)
+    with pytest.raises(ValueError, match="factor"):
+        frozen(0.0)
+    with pytest.raises(ValueError, match="warmup"):
+        bocpd_detector(warmup=1.5)
 
 
 # ---------------------------------------------------------------- issue 4's drift check
@@ -196,7 +209,7 @@ def _drift_runs(d, make_inner, detector):
     data = [_stream(s, d) for s in _drift_seeds(d)]
     Xs = jnp.stack([a[0] for a in data]).astype(DTYPE)
     Ys = jnp.stack([a[1] for a in data]).astype(DTYPE)
-    lrn = adaptive(make_inner(d), W_DRIFT, detector=detector)
+    lrn = adaptive(make_inner(d), W_DRIFT, detector=DETECTORS[detector]())
     run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y, record=record_mode)[1::2]))
     preds, modes = run(Xs, Ys)
     return np.asarray(Ys, np.float64), np.asarray(preds.mean, np.float64), np.asarray(modes)
@@ -256,7 +269,7 @@ def test_one_shock_alarms_at_once_and_a_moderate_outlier_does_not():
     x = rng.uniform(0, 1, 60)
     y = 2 * x + 0.1 * rng.normal(size=60)
     for shock, want in ((1e3, HIGH_ERROR), (None, STABLE)):
-        lrn = adaptive(inner, W, shock=shock)
+        lrn = adaptive(inner, W, detector=cusum(shock=shock))
         s = lrn.init()
         for t in range(40):
             s = lrn.learn(s, [x[t]], y[t])
@@ -266,7 +279,7 @@ def test_one_shock_alarms_at_once_and_a_moderate_outlier_does_not():
         s_jump = lrn.learn(s, [0.5], float(p.mean) + 100 * float(p.std))  # z² = 1e4
         assert int(s_mild.mode) == STABLE and int(s_jump.mode) == want
     with pytest.raises(ValueError, match="shock"):
-        adaptive(inner, W, shock=0.5)
+        cusum(shock=0.5)
 
 
 # ---------------------------------------------------------------- the module-level functions
@@ -283,8 +296,8 @@ def test_pure_step_one_equals_the_learner(rng):
     inner = oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True)
     X, Y = _two_concepts(rng)
     X, Y = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
-    lrn = adaptive(inner, W, threshold=15.0, shock=None)
-    opts = AdaptiveOptions(threshold=15.0, shock=None)
+    lrn = adaptive(inner, W, detector=cusum(threshold=15.0, shock=None))
+    opts = AdaptiveOptions(detector=cusum(threshold=15.0, shock=None))
     pure = jax.jit(lambda s0: jax.lax.scan(lambda s, xy: step_one(inner, opts, s, *xy), s0, (X, Y)))
     s_pure, p_pure = pure(adaptive_init(inner, W))
     s_lrn, p_lrn = jax.jit(lambda s0: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), s0, (X, Y)))(lrn.init())
@@ -322,23 +335,23 @@ def _np_cusum(z2s, threshold, drift, warmup, clip, shock):
 
 
 @pytest.mark.parametrize("shock", [None, 50.0])
-def test_detect_is_the_relative_cusum(shock):
-    """``detect``: Page's CUSUM on r = min(z²/mean z², clip), the mean updated with r·mean (float64 reference)."""
-    opts = AdaptiveOptions(threshold=6.0, drift=0.5, warmup=3, clip=10.0, shock=shock)
+def test_cusum_update_is_the_relative_cusum(shock):
+    """``cusum().update``: Page's CUSUM on r = min(z²/mean z², clip), the mean updated with r·mean (float64
+    reference)."""
+    rule = cusum(threshold=6.0, drift=0.5, warmup=3, clip=10.0, shock=shock)
     z2s = [0.5, 2.0, 1.0, 4.0, 30.0, 0.2, 80.0, 30.0, 0.1, 500.0]
     det = DetectorState(jnp.zeros((), jnp.int32), jnp.ones((), DTYPE), jnp.zeros((), DTYPE))
     alarms = []
     for z2 in z2s:
-        det, alarm = detect(opts, det, jnp.asarray(z2, DTYPE), jnp.asarray(0.0, DTYPE), jnp.asarray(1.0, DTYPE))
+        det, alarm = rule.update(det, jnp.asarray(z2, DTYPE), jnp.asarray(0.0, DTYPE), jnp.asarray(1.0, DTYPE))
         alarms.append(bool(alarm))
     mean, g, want = _np_cusum(z2s, 6.0, 0.5, 3, 10.0, shock)
     assert alarms == want and any(want)
     assert int(det.n) == len(z2s)
     np.testing.assert_allclose([float(det.mean_z2), float(det.cusum)], [mean, g], rtol=tol(1e-12, 1e-5))
     # the frozen rule: |e| > factor × reference, no state
-    frozen = AdaptiveOptions(detector="frozen", frozen_factor=3.0)
     for e, want in ((2.9, False), (3.1, True)):
-        d2, alarm = detect(frozen, det, jnp.asarray(1e6, DTYPE), jnp.asarray(e, DTYPE), jnp.asarray(1.0, DTYPE))
+        d2, alarm = frozen(3.0).update(det, jnp.asarray(1e6, DTYPE), jnp.asarray(e, DTYPE), jnp.asarray(1.0, DTYPE))
         assert bool(alarm) == want and d2 is det
 
 
@@ -373,7 +386,7 @@ def test_deferred_tunes_equal_the_step(name, detector):
     falls back to the plain scan. Both equal scanning learner.step: the same tunes, states and predictions."""
     W = 32
     lrn = adaptive({"gp": lambda: gp_window(2, W, mean="ols"), "kernel_regression": lambda: kernel_regression(2, W)}[name](),
-                   W, detector=detector)
+                   W, detector=DETECTORS[detector]())
     assert lrn.deferred is not None and adaptive(kernel_regression(2, W), W, tune=False).deferred is None
     assert adaptive(kernel_regression(2, W), W, split_tune=False).deferred is None
     plain = lrn._replace(deferred=None)
@@ -518,7 +531,7 @@ def test_gp_tune_on_a_window_without_spread_keeps_its_hyperparameters(rng):
 
 
 def test_a_nan_variance_alarms_instead_of_silencing_the_detector():
-    opts = AdaptiveOptions(threshold=15.0, warmup=3)
+    opts = AdaptiveOptions(detector=cusum(threshold=15.0, warmup=3))
     lrn = oj.bayes_linreg(1)  # any learner: its prediction is replaced below
     s = adaptive_init(lrn, 8)._replace(mode=jnp.asarray(STABLE, jnp.int32))
     s = s._replace(detector=s.detector._replace(n=jnp.asarray(10, jnp.int32)))
@@ -566,13 +579,14 @@ def test_naive_alarm_replaces_a_window_learned_on_a_stuck_sensor_and_stays_quiet
     inner = kernel_regression(d, 32)
     mse = {}
     for naive in (None, 0.7):
-        lrn = adaptive(inner, 32, naive_alarm=naive, shock=None, threshold=1e6)  # only the naive test alarms
+        # only the naive test alarms
+        lrn = adaptive(inner, 32, naive_alarm=naive, detector=cusum(threshold=1e6, shock=None))
         res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.n_alarms)
         assert int(np.asarray(res.records)[-1]) == (0 if naive is None else 1)
         mse[naive] = np.mean((np.asarray(res.predictions.mean)[500:] - y[500:]) ** 2)
     assert mse[0.7] < 0.2 * mse[None], mse
     # a useful model on a stationary stream beats the naive forecasts: no alarm from the naive test
-    lrn = adaptive(oj.bayes_linreg(d, beta=10.0), 32, naive_alarm=0.7, shock=None, threshold=1e6)
+    lrn = adaptive(oj.bayes_linreg(d, beta=10.0), 32, naive_alarm=0.7, detector=cusum(threshold=1e6, shock=None))
     for seed in range(4):
         r = np.random.default_rng(100 + seed)
         X = r.uniform(-1.0, 1.0, (3000, d)).astype(DTYPE)
@@ -594,7 +608,7 @@ def test_skip_repeats_learns_a_stuck_run_as_its_first_item():
     X[45:50] = X[45]  # the same input with new targets: not repeats
     keep = np.r_[0:11, 40:100]
     inner = oj.windowed_bayes_linreg(d, W, alpha=1e-2, beta=10.0, intercept=True)
-    lrn = adaptive(inner, W, skip_repeats=True, shock=None, threshold=1e6, tune=False)
+    lrn = adaptive(inner, W, skip_repeats=True, detector=cusum(threshold=1e6, shock=None), tune=False)
     rec = lambda s: (s.inner, s.n_learned, s.mode)  # noqa: E731
     full = progressive_validation(lrn, lrn.init(), X, y, record=rec).records
     short = progressive_validation(lrn, lrn.init(), X[keep], y[keep], record=rec).records
@@ -605,7 +619,7 @@ def test_skip_repeats_learns_a_stuck_run_as_its_first_item():
     np.testing.assert_array_equal(np.asarray(full[1])[after], np.asarray(short[1])[after - 29])
     assert int(np.asarray(full[1])[49]) == 11 + 10  # items 0..10 and 40..49, the same x at 45..49 included
     assert int(np.asarray(full[1])[-1]) == W  # the phase ended after W learned items
-    plain = adaptive(inner, W, shock=None, threshold=1e6, tune=False)
+    plain = adaptive(inner, W, detector=cusum(threshold=1e6, shock=None), tune=False)
     n_plain = np.asarray(progressive_validation(plain, plain.init(), X, y, record=rec).records[1])
     assert n_plain[-1] == W and np.asarray(full[2])[39] != STABLE and n_plain[31] == W  # the copies filled it
 

@@ -9,6 +9,7 @@ from scipy.optimize import brentq
 
 import onlinejax as oj
 from onlinejax.adaptive import PERSIST_ITEMS, RECENT_ITEMS, adaptive
+from onlinejax.detectors import CusumDetector, FrozenDetector, bocpd_detector, cusum, frozen
 from onlinejax.evaluation.progressive import progressive_validation
 
 from conftest import DTYPE
@@ -20,10 +21,10 @@ ALPHA = 1e-4
 D, W, N_ITEMS, N_STREAMS, CHANGE, SHIFT, DETECT_WITHIN = 2, 20, 3000, 16, 2000, 4.0, 30
 #: CUSUM threshold: at the default 20 the guaranteed mean run length e^{θλ} (~340 items) is shorter
 #: than a CUSUM without allowance takes to alarm (~λ²/Var r ≈ 200 items), so 30 separates the two
-CUSUM = dict(threshold=30.0)
+CUSUM = cusum(threshold=30.0)
 #: BOCPD hazard: at the default 1/250 its bound (~1/21 alarms per stable item) is the most the machine can
 #: raise (one per warmup + 1 stable items), a bound no detector can break
-DETECTORS = {"cusum": CUSUM, "frozen": {}, "bocpd": dict(hazard=1e-3)}
+DETECTORS = {"cusum": CUSUM, "frozen": frozen(), "bocpd": bocpd_detector(hazard=1e-3)}
 
 
 def _n_alarms(s):
@@ -40,7 +41,7 @@ def _alarm_streams():
     return jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
 
 
-def _alarms(detector, **options):
+def _alarms(detector):
     """``(alarms, stable items)`` pooled over the stationary streams, and per shifted stream whether it
     alarmed within ``DETECT_WITHIN`` items of the change.
 
@@ -48,7 +49,7 @@ def _alarms(detector, **options):
     predictive is the exact posterior predictive of its window.
     """
     inner = oj.windowed_bayes_linreg(D, W, alpha=1.0, beta=1.0, onestep_floor=False)
-    lrn = adaptive(inner, W, detector=detector, tune=False, **options)
+    lrn = adaptive(inner, W, detector=detector, tune=False)
     run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y, record=_n_alarms)))
     res = run(*_alarm_streams())
     s, counts = res.state, np.asarray(res.records)
@@ -66,22 +67,22 @@ def _cusum_rate(drift, threshold):
     return np.exp(-theta * threshold)
 
 
-def _design_rate(detector, o):
+def _design_rate(o):
     """Each detector's false alarms per stable item on a calibrated stream, from its design."""
-    if detector == "cusum":
-        return _cusum_rate(o.get("drift", 0.5), o["threshold"])
-    if detector == "frozen":
+    if isinstance(o, CusumDetector):
+        return _cusum_rate(o.drift, o.threshold)
+    if isinstance(o, FrozenDetector):
         # |e| > f·(mean |e| of a W-item phase), e Gaussian of one scale (the learning phase's errors are no
         # smaller than the frozen model's): that mean is ~N(√(2/π), (1 - 2/π)/W) in units of the scale
-        f, m = o.get("frozen_factor", 3.0), np.sqrt(2.0 / np.pi)
+        f, m = o.factor, np.sqrt(2.0 / np.pi)
         return 2.0 * stats.norm.cdf(-f * m / np.sqrt(1.0 + f * f * (1.0 - m * m) / W))
     # Markov on the run-length posterior's calibration: P(π > ½) <= 2E[π] = 2·P(change in the alarm's window)
-    h = o["hazard"]
+    h = o.hazard
     return 2.0 * sum(h * (1.0 - h) ** (r - 1) for r in range(PERSIST_ITEMS, RECENT_ITEMS + 1))
 
 
-def _alarm_bound(detector, options, stable):
-    return stats.poisson.ppf(1.0 - ALPHA, _design_rate(detector, options) * stable)
+def _alarm_bound(detector, stable):
+    return stats.poisson.ppf(1.0 - ALPHA, _design_rate(detector) * stable)
 
 
 @pytest.mark.parametrize("detector", sorted(DETECTORS))
@@ -89,11 +90,10 @@ def test_false_alarms_stay_under_the_detectors_design_bound_and_a_change_alarms(
     """On stationary calibrated streams the alarm count is within the design's rate (Poisson upper
     quantile); on shifted streams most alarm within ``DETECT_WITHIN`` items, so the bound is no
     free pass for a detector that cannot alarm."""
-    options = DETECTORS[detector]
-    alarms, stable, detected = _alarms(detector, **options)
+    alarms, stable, detected = _alarms(DETECTORS[detector])
     # each learning phase (the cold start, then one per alarm) is W items: the rest is stable
     assert stable >= N_STREAMS * N_ITEMS - W * (N_STREAMS + alarms), (alarms, stable)
-    assert alarms <= _alarm_bound(detector, options, stable), (alarms, stable)
+    assert alarms <= _alarm_bound(DETECTORS[detector], stable), (alarms, stable)
     # most, not all: a shift can meet a phase whose frozen reference exceeds it, or a run-length
     # posterior that dates the change a few items too early
     assert np.mean(detected) >= 0.75, detected
@@ -102,8 +102,8 @@ def test_false_alarms_stay_under_the_detectors_design_bound_and_a_change_alarms(
 def test_cusum_without_its_allowance_breaks_that_bound():
     """With the allowance ``δ`` at 0 the CUSUM is a reflected zero-mean walk that reaches the
     threshold every few hundred items: the bound of the default ``δ`` then fails."""
-    alarms, stable, _ = _alarms("cusum", **CUSUM, drift=0.0)
-    assert alarms > _alarm_bound("cusum", CUSUM, stable), (alarms, stable)
+    alarms, stable, _ = _alarms(cusum(threshold=CUSUM.threshold, drift=0.0))
+    assert alarms > _alarm_bound(CUSUM, stable), (alarms, stable)
 
 
 # ---------------------------------------------------------------- two-sided coverage and PIT uniformity

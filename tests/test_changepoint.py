@@ -199,7 +199,8 @@ def test_a_skipped_item_issues_a_nan_student_t_mixture():
 
 
 def test_scale_runs_recursion_matches_a_numpy_reference():
-    """The residual-variance model of adaptive(detector="bocpd"): InvGamma(1, 1) runs, exact while not pruned."""
+    """The residual-variance model of adaptive(detector=bocpd_detector()): InvGamma(1, 1) runs, exact while not
+    pruned."""
     from onlinejax.changepoint import recent_change_probability, scale_runs_init, scale_runs_update
 
     rng = np.random.default_rng(0)
@@ -222,17 +223,18 @@ def test_scale_runs_recursion_matches_a_numpy_reference():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
     from onlinejax.adaptive import HIGH_ERROR, adaptive, record_mode
+    from onlinejax.detectors import bocpd_detector
 
     rng = np.random.default_rng(seed)
     n, change = 900, 500
     X = rng.normal(size=(n, 2))
     w1, w2 = rng.normal(size=2) * 2, rng.normal(size=2) * 2
     Y = np.where(np.arange(n) < change, X @ w1, X @ w2) + 0.3 * rng.normal(size=n)
-    L = adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector="bocpd")
+    L = adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector=bocpd_detector())
     res = progressive_validation(L, L.init(), X, Y, record=record_mode)
     modes = np.asarray(res.records)
     alarms = [i for i in range(1, n) if modes[i] == HIGH_ERROR and modes[i - 1] != HIGH_ERROR]
     assert len(alarms) == 1 and change <= alarms[0] <= change + 5, alarms
     assert int(res.state.n_alarms) == 1
     with pytest.raises(ValueError, match="^hazard: "):
-        adaptive(oj.windowed_bayes_linreg(2, 64), 64, detector="bocpd", hazard=0.0)
+        bocpd_detector(hazard=0.0)
