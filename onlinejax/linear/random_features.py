@@ -40,6 +40,15 @@ no recent item excited would have its variance grow without bound; once its
 variance reaches ``1/√eps`` times the prior's it is set back to the prior's
 (:func:`onlinejax.linalg.cap_variance`, which then leaves it alone for
 ``log(1/√eps)/log(1/λ)`` items: 156 at ``λ = 0.95`` in float32).
+
+An input equal to the one learned before it excites one direction only, so
+the step after it forgets that direction alone (directional forgetting,
+Kulhavý 1987; the noise statistics as above): ``S ← S + (1/λ - 1)
+SφφᵀS/(φᵀSφ)``. A sensor that repeats its last row then still follows a
+drifting target there, while the directions no repeat excites keep their
+variance: forgetting every direction at each of ``n`` repeats would inflate
+them by ``λ⁻ⁿ``, and the first new row after a block of repeats would be
+predicted from a model that had forgotten everything else.
 """
 from __future__ import annotations
 
@@ -78,6 +87,7 @@ class RandomFeatureState(NamedTuple):
       forgetting: ``[K]`` each model's ``λ_k ∈ (0, 1]``.
       n_seen: ``[]`` int32 items learned.
       n_skipped: ``[]`` int32 items skipped (non-finite or too large).
+      last_x: ``[d]`` the last input learned (a repeat of it is forgotten along its own direction only).
     """
 
     freqs: Array
@@ -93,6 +103,7 @@ class RandomFeatureState(NamedTuple):
     forgetting: Array
     n_seen: Array
     n_skipped: Array
+    last_x: Array
 
 
 def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
@@ -153,6 +164,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
         forgetting=lam,
         n_seen=jnp.zeros((), jnp.int32),
         n_skipped=jnp.zeros((), jnp.int32),
+        last_x=jnp.zeros((d,), dtype),
     )
 
 
@@ -189,11 +201,47 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
                                                                        state.b, phi, y, f, loc)
     if forget:  # the step to the next item; the models reach their windup clamps on different items: one at a time
-        W, a, b = jax.vmap(partial(_forget, max_batch=1), in_axes=(0, 0, 0, 0, None, None))(
-            W, a, b, state.forgetting, state.prior_a, state.prior_precision)
+        repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
+        W, a, b = jax.lax.cond(repeat, _forget_along, _forget_all, W, a, b, phi, state)
     return state._replace(cov_sqrt=W, mean=m, a=a, b=b,
                           log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
-                          n_seen=state.n_seen + 1)
+                          n_seen=state.n_seen + 1, last_x=x)
+
+
+def _forget_all(W, a, b, phi, state: RandomFeatureState):
+    """The forgetting step of every direction (module doc): ``S ← S/λ`` with the windup clamp.
+
+    Args:
+      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` (unused).
+      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``, ``α₀``).
+    Returns:
+      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+    """
+    return jax.vmap(partial(_forget, max_batch=1), in_axes=(0, 0, 0, 0, None, None))(
+        W, a, b, state.forgetting, state.prior_a, state.prior_precision)
+
+
+def _forget_along(W, a, b, phi, state: RandomFeatureState):
+    """The forgetting step after a repeated input: only along the direction the repeats excite.
+
+    Directional forgetting (Kulhavý 1987; Hägglund 1983): ``S ← S + (1/λ - 1) SφφᵀS/(φᵀSφ)`` with
+    ``φ`` the repeated input's features ``[K, F]``, so the variance of ``φᵀw`` grows by ``1/λ`` as in the full
+    step, while the directions no repeat excites keep theirs (the full step would inflate them by ``λ⁻ⁿ``
+    over ``n`` repeats). In the square root: ``W ← W + (λ^(-1/2) - 1)(Wu)uᵀ``, ``u = Wᵀφ/|Wᵀφ|``. The
+    noise statistics are forgotten as in the full step.
+
+    Args:
+      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` its features.
+      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``).
+    Returns:
+      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+    """
+    lam = state.forgetting
+    f = jnp.einsum("kij,ki->kj", W, phi)  # [K, F], Wᵀφ
+    u = f * jax.lax.rsqrt(jnp.maximum(jnp.sum(f * f, -1, keepdims=True), jnp.finfo(f.dtype).tiny))
+    Wu = jnp.einsum("kij,kj->ki", W, u)
+    W = W + (jax.lax.rsqrt(lam) - 1.0)[:, None, None] * Wu[:, :, None] * u[:, None, :]
+    return W, lam * a + (1.0 - lam) * state.prior_a, lam * b
 
 
 def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
