@@ -16,7 +16,8 @@ from .recalibration import RECALIBRATION_CLIP
 from .wrapper import (ConformalOptions, RecalibrationOptions, downdate_item, downdate_oldest, init, learn_one,
                       predict_one, step_one, tune_inner, update_one)
 
-__all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_combination", "calibrated_bayes_linreg"]
+__all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_combination", "calibrated_bayes_linreg",
+           "CARRIED_CLIP"]
 
 #: Conformal methods of :func:`conformal`.
 METHODS = ("aci", "quantile")
@@ -241,6 +242,14 @@ def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optiona
     return _calibrated(learner, rc, cc._replace(after_spread=True))
 
 
+#: :func:`calibrated_bayes_linreg`'s clip of its standardised inputs when its posterior is carried into the
+#: statistics' new coordinates. A clipped item is carried at the clip's raw value of its time for good: at 5 sd
+#: the ones of a binary feature rarer than 1 in 26 (a late one-hot category) were all learned there and biased
+#: its weight for good (its rows' MSE 3x the noise); with no clip the first items' volatile statistics cost
+#: streams of duplicated rows up to 200 items. 20 sd keeps both (rarer than 1 in 400 is still clipped).
+CARRIED_CLIP = 20.0
+
+
 @describe_factory
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
                             level: float = 0.95, warmup: Optional[int] = None, scale_inputs: bool = True) -> Learner:
@@ -259,7 +268,8 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
       warmup: ``None`` (statistics that keep moving; with ``scale_inputs`` the
         posterior is carried into the new coordinates whenever they move,
         :func:`onlinejax.linear.bayes.reexpress`, so a trending input costs
-        nothing) or ``F``: the first ``F`` items' statistics, then fixed and
+        nothing, and the inputs are clipped at :data:`CARRIED_CLIP` standard
+        deviations instead of 5) or ``F``: the first ``F`` items' statistics, then fixed and
         rebased only after a covariate shift
         (:func:`~onlinejax.standardize.standardize`); fixed ones cost it on a
         stream whose first items are not representative (time 0 for every
@@ -271,6 +281,7 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
     from ..linear import bayes_linreg
     from ..linear.bayes import reexpress
 
+    carried = warmup is None and scale_inputs
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level, warmup=warmup, scale_inputs=scale_inputs,
-                      reexpress=reexpress if warmup is None and scale_inputs else None)
+                      level, clip=CARRIED_CLIP if carried else 5.0, warmup=warmup, scale_inputs=scale_inputs,
+                      reexpress=reexpress if carried else None)

@@ -280,7 +280,12 @@ def reexpress(state: BayesLinRegState, x_ratio: Array, x_shift: Array, y_ratio: 
     Args:
       state: a state over ``d + 1`` features, the constant last.
       x_ratio, x_shift: ``[d]`` ``r`` and ``c``; y_ratio, y_shift: ``[]`` ``g`` and ``h``.
+    Raises:
+      ValueError: when the state has not ``d + 1`` features (a model without the intercept).
     """
+    if state.mean.shape[-1] != jnp.shape(x_ratio)[-1] + 1:
+        raise ValueError(f"state: reexpress needs d + 1 = {jnp.shape(x_ratio)[-1] + 1} features, the constant last "
+                         f"(bayes_linreg(d, intercept=True)), got {state.mean.shape[-1]}")
     def inv_t(v):  # M⁻ᵀv over the leading axis (v: [d + 1] or [d + 1, k])
         top = v[:-1] / (x_ratio if v.ndim == 1 else x_ratio[:, None])
         cr = x_shift / x_ratio
