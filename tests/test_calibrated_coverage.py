@@ -110,11 +110,11 @@ def test_cusum_without_its_allowance_breaks_that_bound():
 N_PRIOR_STREAMS, N_PRIOR_ITEMS, D_PRIOR, PRIOR_PRECISION, NOISE_PRECISION, PRIOR_DF = 100, 100, 4, 1.0, 4.0, 4.0
 
 
-def _prior_stream(model):
+def _prior_stream(model, n_streams=N_PRIOR_STREAMS, n_items=N_PRIOR_ITEMS, seed=1):
     """Streams drawn from ``model``'s own prior (so its prequential PITs are i.i.d. uniform, Dawid
     1984) and the learner: ``"bayes"`` (known noise) or ``"nig"`` (noise variance ~ InvGamma)."""
-    r = np.random.default_rng(1)
-    shape = (N_PRIOR_STREAMS, 1)
+    r = np.random.default_rng(seed)
+    shape = (n_streams, 1)
     if model == "bayes":
         sd = np.full(shape, NOISE_PRECISION ** -0.5)
         lrn = oj.bayes_linreg(D_PRIOR, alpha=PRIOR_PRECISION, beta=NOISE_PRECISION)
@@ -125,9 +125,9 @@ def _prior_stream(model):
                             prior_df=PRIOR_DF)
     # w ~ N(0, I/α₀) under bayes_linreg, w | σ² ~ N(0, σ²I/α₀) under the NIG model
     w_sd = PRIOR_PRECISION ** -0.5 * (1.0 if model == "bayes" else sd[..., None])
-    w = w_sd * r.normal(size=(N_PRIOR_STREAMS, 1, D_PRIOR))
-    X = r.normal(size=(N_PRIOR_STREAMS, N_PRIOR_ITEMS, D_PRIOR))
-    Y = np.sum(X * w, -1) + sd * r.normal(size=(N_PRIOR_STREAMS, N_PRIOR_ITEMS))
+    w = w_sd * r.normal(size=(n_streams, 1, D_PRIOR))
+    X = r.normal(size=(n_streams, n_items, D_PRIOR))
+    Y = np.sum(X * w, -1) + sd * r.normal(size=(n_streams, n_items))
     return lrn, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
 
 
@@ -142,5 +142,25 @@ def test_prequential_intervals_cover_two_sided_and_pit_is_uniform_on_the_priors_
         hits = int(jnp.sum((lo <= Y) & (Y <= hi)))
         lo_hits, hi_hits = stats.binom.interval(1.0 - ALPHA, Y.size, level)
         assert lo_hits <= hits <= hi_hits, (level, hits / Y.size)
+    pit = np.asarray(preds.cdf(Y), np.float64).ravel()
+    assert stats.kstest(pit, "uniform").pvalue > 1e-3
+
+
+#: seeds (one stream each, its own weights and noise drawn from the prior) and items per seed
+N_SEEDS, N_SEED_ITEMS = 12, 1000
+
+
+@pytest.mark.parametrize("model", ["bayes", "nig"])
+def test_each_seeds_95_percent_coverage_is_within_its_binomial_bound_and_pooled_pit_is_uniform(model):
+    """Per seed, over long streams, the 95 % interval's hits lie in the two-sided binomial interval of
+    its ``n`` items: a pooled count can pass while seeds over- and under-cover in turn (a predictive
+    scale that misses each seed's own noise level), and a short stream hides errors the posterior only
+    shows once it has concentrated. The pooled PITs pass a Kolmogorov–Smirnov test of uniformity."""
+    lrn, X, Y = _prior_stream(model, N_SEEDS, N_SEED_ITEMS, seed=2)
+    preds = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))(X, Y)
+    lo, hi = preds.interval(0.95)
+    hits = np.sum(np.asarray((lo <= Y) & (Y <= hi)), axis=1)
+    lo_hits, hi_hits = stats.binom.interval(1.0 - ALPHA, N_SEED_ITEMS, 0.95)
+    assert np.all((lo_hits <= hits) & (hits <= hi_hits)), (hits, lo_hits, hi_hits)
     pit = np.asarray(preds.cdf(Y), np.float64).ravel()
     assert stats.kstest(pit, "uniform").pvalue > 1e-3

@@ -1,7 +1,12 @@
+import jax
 import numpy as np
 import pytest
 
+import onlinejax as oj
+from onlinejax.evaluation import compare_evaluations
 from onlinejax.evaluation import crossval as cv
+
+from conftest import DTYPE, tol
 
 
 def _no_leak(splits, n=None):
@@ -124,3 +129,32 @@ def test_linear_fit_with_a_ridge_is_the_penalised_normal_equations(rng):
         want = np.linalg.solve(Z.T @ Z + lam * np.eye(5), Z.T @ y)
         np.testing.assert_allclose(cv.linear_fit(X, y, ridge=lam), want, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(cv.linear_predict(want, X[:7]), Z[:7] @ want, rtol=1e-12)
+
+
+def _online_held_out_mae(lrn, X, y, splits):
+    """Per split: a fresh state learns the training items one at a time, then predicts the held-out ones (MAE)."""
+    learn = jax.jit(lrn.learn)
+    out = []
+    for tr, te in splits:
+        s = lrn.init()
+        for i in tr:
+            s = learn(s, X[i:i + 1], y[i:i + 1])
+        out.append(np.mean(np.abs(y[te] - np.asarray(lrn.predict(s, X[te]).mean, np.float64))))
+    return np.array(out)
+
+
+def test_compare_evaluations_splits_equal_an_item_by_item_held_out_loop():
+    """The temporal split and shuffled K-fold scores of ``compare_evaluations`` (an online learner used as a
+    batch model) equal learning each fold's training items one by one with ``learn`` and scoring the
+    held-out items: the folds, the fresh state per fold and the held-out target all enter."""
+    r = np.random.default_rng(3)
+    n, k = 60, 4
+    X = np.asarray(r.normal(size=(n, 2)), DTYPE)
+    y = np.asarray(X @ [1.0, -2.0] + 0.5 * r.normal(size=n), DTYPE)
+    lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
+    got = compare_evaluations(lrn, X, y, k=k, test_size=0.25, seed=5, verbose=False)
+    rtol = tol(1e-9, 1e-4)
+    want_split = _online_held_out_mae(lrn, X, y, [(np.arange(45), np.arange(45, n))])  # the last quarter held out
+    assert got["temporal split"] == pytest.approx(want_split[0], rel=rtol)
+    want_cv = _online_held_out_mae(lrn, X, y, list(cv.kfold(n, k, shuffle=True, seed=5)))
+    assert got[f"{k}-fold CV (shuffled)"] == pytest.approx(np.mean(want_cv), rel=rtol)

@@ -271,3 +271,42 @@ def test_delayed_metrics_score_each_prediction_by_its_own_distribution(rng, kind
     np.testing.assert_allclose(res.metrics["icr"], np.mean((Y >= lo) & (Y <= hi)), atol=tol(1e-12, 1.5 / n))  # a float32 bound may flip one item
     np.testing.assert_allclose(res.metrics["mae"], np.abs(Y - mu).mean(), rtol=r)
     np.testing.assert_allclose(res.metrics["smse"], np.mean((Y - mu) ** 2) / np.var(Y), rtol=r)
+
+
+@pytest.mark.parametrize("k,student_t", [(1, False), (1, True), (3, False)], ids=["k1-gauss", "k1-t", "k3-gauss"])
+def test_evaluate_streams_delay_k_equals_the_constant_delay_schedule(k, student_t):
+    """``evaluate_streams(delay=k)`` predicts and scores like ``delayed_progressive_validation`` with
+    ``schedule_from_delays(k)`` on every stream: means, variances, and the metrics, which are also
+    recomputed in float64 with scipy (log density and the 95 % interval's hits) from those predictions.
+    ``k = 1`` is the smallest delay, the one a ``delay`` read as "no delay" or off by one would change."""
+    from scipy import stats
+
+    from onlinejax.evaluation import evaluate_streams, prequential
+    from onlinejax.evaluation.metrics import score
+
+    r = np.random.default_rng(7)
+    S, n = 3, 80
+    X = r.normal(size=(S, n, 2))
+    Y = X @ np.array([1.0, -2.0]) + 0.3 * r.normal(size=(S, n))
+    lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
+    lrn = oj.conformal(lrn, df=4.0) if student_t else lrn
+    res = evaluate_streams(lrn, X, Y, delay=k, keep_predictions=True)
+    Xj, Yj = jnp.asarray(X, res.predictions.mean.dtype), jnp.asarray(Y, res.predictions.mean.dtype)
+    sched = schedule_from_delays(np.full(n, k))
+    run = jax.vmap(lambda x, y: delayed_progressive_validation(lrn, lrn.init(), x, y, sched).predictions)
+    want = jax.jit(run)(Xj, Yj)
+    assert isinstance(res.predictions, oj.StudentTPrediction) == student_t == isinstance(want, oj.StudentTPrediction)
+    close = dict(rtol=tol(1e-10, 1e-4), atol=tol(1e-10, 1e-4))
+    np.testing.assert_allclose(res.predictions.mean, want.mean, **close)
+    np.testing.assert_allclose(res.predictions.var, want.var, **close)
+    ref = jax.vmap(lambda y, p: score(prequential(0.95), y, p))(Yj, want)
+    for m in ("smse", "icr", "aiw", "mlpd", "crps"):
+        np.testing.assert_allclose(res.metrics[m], ref[m], rtol=tol(1e-10, 2e-4), err_msg=m)
+    mu = np.asarray(want.mean, np.float64)
+    if student_t:
+        dist = stats.t(np.asarray(want.df, np.float64), mu, np.asarray(want.scale, np.float64))
+    else:
+        dist = stats.norm(mu, np.sqrt(np.asarray(want.var, np.float64)))
+    np.testing.assert_allclose(res.metrics["mlpd"], dist.logpdf(Y).mean(-1), rtol=tol(1e-8, 1e-4))
+    lo, hi = dist.interval(0.95)
+    np.testing.assert_allclose(res.metrics["icr"], np.mean((lo <= Y) & (Y <= hi), -1), atol=1.5 / n)
