@@ -447,3 +447,17 @@ def test_reexpress_keeps_every_raw_prediction_and_gives_the_new_coordinates_stat
     same = bayes.reexpress(s, one, 0.0 * one, one[0], 0.0 * one[0])
     for a, b in zip(jax.tree_util.tree_leaves(same), jax.tree_util.tree_leaves(s)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_reexpress_is_refused_where_it_has_no_meaning():
+    """Without the constant feature the affine map is undefined; with fixed statistics (a warm-up) or inputs
+    standardised upstream (River's scaler) there is nothing to carry, or the target must move with the inputs."""
+    from onlinejax.standardize import standardize
+
+    s = oj.bayes_linreg(3).init()
+    with pytest.raises(ValueError, match="intercept"):
+        bayes.reexpress(s, jnp.ones(3), jnp.zeros(3), 1.0, 0.0)
+    lrn = oj.bayes_linreg(3, intercept=True)
+    for kw in (dict(warmup=8), dict(scale_inputs=False)):
+        with pytest.raises(ValueError, match="reexpress"):
+            standardize(lrn, reexpress=bayes.reexpress, **kw)
