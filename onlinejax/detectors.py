@@ -248,9 +248,9 @@ def cusum(threshold: float = 20.0, drift: float = 0.5, warmup: int = 20, clip: f
 
     Args:
       threshold: the alarm level ``λ`` of ``g`` (> 0).
-      drift: the allowance ``δ`` subtracted per item (>= 0).
+      drift: the allowance ``δ`` subtracted per item (finite, >= 0).
       warmup: the stable items that only estimate the phase's mean ``z²`` (int >= 1).
-      clip: the clip of ``r = z²/mean(z²)`` (> 0; one item adds at most ``clip - 1 - drift`` to ``g``).
+      clip: the clip of ``r = z²/mean(z²)`` (> ``1 + drift``: one item adds at most ``clip - 1 - drift`` to ``g``).
       shock: ``None``, or alarm at once on one item whose ``z²`` exceeds
         ``shock`` times the phase's mean ``z²`` (> 1; default 10³: a
         residual of ~32 standard deviations, which a calibrated model all
@@ -266,9 +266,12 @@ def cusum(threshold: float = 20.0, drift: float = 0.5, warmup: int = 20, clip: f
       cusum(threshold=30.0)
     """
     check_positive(threshold, "threshold")
-    if not float(drift) >= 0.0:
-        raise ValueError(f"drift: must be >= 0, got {drift!r}")
+    if not 0.0 <= float(drift) < float("inf"):
+        raise ValueError(f"drift: must be finite and >= 0, got {drift!r}")
     warmup, clip, shock = _checked_relative(warmup, clip, shock)
+    if clip <= 1.0 + float(drift):
+        raise ValueError(f"clip: must exceed 1 + drift = {1.0 + float(drift)!r} (an item adds at most "
+                         f"clip - 1 - drift to g, so the CUSUM could never alarm), got {clip!r}")
     return CusumDetector(float(threshold), float(drift), warmup, clip, shock)
 
 

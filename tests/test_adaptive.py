@@ -169,7 +169,8 @@ def test_no_recompile_and_bad_arguments(rng):
         adaptive(kernel_regression(1, 5), 5, threshold=20.0)
     with pytest.raises(ValueError, match="threshold"):
         cusum(threshold=-1.0)
-    for bad, name in ((dict(drift=-0.1), "drift"), (dict(warmup=0), "warmup"), (dict(clip=0.0), "clip")):
+    for bad, name in ((dict(drift=-0.1), "drift"), (dict(warmup=0), "warmup"), (dict(clip=0.0), "clip"),
+                      (dict(drift=float("inf")), "drift"), (dict(clip=1.2), "clip")):  # the last two never alarm
         with pytest.raises(ValueError, match=name):
             cusum(**bad)
     with pytest.raises(ValueError, match="factor"):
