@@ -133,21 +133,17 @@ class Detector:
         raise NotImplementedError
 
     def shock_test(self, det: DetectorState, z2: Array) -> Optional[Array]:
-        """``[]`` bool: the item alarms on its own (``shock``), judged on ``det`` before the item; ``None``
-        for a detector without that test (``adaptive(learn_shock=False)`` then leaves no item out)."""
-        return None
+        """``[]`` bool: the item alarms on its own, ``z² > shock · mean z²`` judged on ``det`` before the item;
+        ``None`` for a detector without a ``shock`` (``adaptive(learn_shock=False)`` then leaves no item out)."""
+        shock = getattr(self, "shock", None)
+        if shock is None:
+            return None
+        return z2 > shock * jnp.maximum(det.mean_z2, jnp.finfo(z2.dtype).tiny)
 
     def __repr__(self) -> str:
         changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
                    if getattr(self, f.name) != f.default]
         return f"{self._factory}({', '.join(changed)})"
-
-
-def _shock_test(shock: Optional[float], det: DetectorState, z2: Array) -> Optional[Array]:
-    """``z² > shock · mean z²`` (``None`` without ``shock``)."""
-    if shock is None:
-        return None
-    return z2 > shock * jnp.maximum(det.mean_z2, jnp.finfo(z2.dtype).tiny)
 
 
 def _relative(det: DetectorState, z2: Array, warmup: int, clip: float, shock: Optional[float]):
@@ -187,9 +183,6 @@ class CusumDetector(Detector):
         mean = _mean_after(det, r)
         return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > self.threshold)) | shocked
 
-    def shock_test(self, det, z2):
-        return _shock_test(self.shock, det, z2)
-
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class FrozenDetector(Detector):
@@ -225,9 +218,6 @@ class BOCPDDetector(Detector):
         runs = scale_runs_update(det.runs, z2, self.hazard)
         alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
         return det._replace(n=det.n + 1, mean_z2=mean, runs=runs), alarm | shocked
-
-    def shock_test(self, det, z2):
-        return _shock_test(self.shock, det, z2)
 
 
 def _checked_relative(warmup, clip, shock) -> tuple[int, float, Optional[float]]:

@@ -281,7 +281,6 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
     from ..linear import bayes_linreg
     from ..linear.bayes import reexpress
 
-    carried = warmup is None and scale_inputs
+    carried = dict(clip=CARRIED_CLIP, reexpress=reexpress) if warmup is None and scale_inputs else {}
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level, clip=CARRIED_CLIP if carried else 5.0, warmup=warmup, scale_inputs=scale_inputs,
-                      reexpress=reexpress if carried else None)
+                      level, warmup=warmup, scale_inputs=scale_inputs, **carried)
