@@ -1,15 +1,17 @@
 """Where the thesis's features are computed: from standardised inputs (as recommended) or from raw ones.
 
-Run:  .venv/bin/python benchmarks/mapped_features.py [--seeds 5,11] [--per-cell 2]
+Run:  .venv/bin/python benchmarks/mapped_features.py [--seeds 5,11] [--per-cell 2] [--maps standardised,raw,both]
 
 The recommended linear learners (``RecommendedForgettingLinear``, ``RecommendedWindowedLinear``) standardise
 the inputs, then map them (:func:`onlinejax.linear.thesis_features`: the inputs, their squares and products,
 ``sign·log1p|·|`` and ``sign·sqrt|·|``). The thesis maps the raw inputs, where log and square root mean the
 log-linear and square-root growth of positive inputs. "raw" here maps the raw inputs first and standardises
-the mapped features (``map_features(fm, calibrated(...))``), with everything else as recommended. Printed,
+the mapped features (``map_features(fm, calibrated(...))``), with everything else as recommended; "both"
+adds, behind the standardiser, ``sign·log1p|z|`` and ``sign·sqrt|z|`` of the standardised inputs ``z`` (the
+standardised map's odd features; its quadratics span the same space as the raw ones). Printed,
 per learner and map: the median and mean SMSE and mean log predictive density over ``--per-cell`` streams
 of each of the thesis grid's 12 cells per seed (``stratified_names``, 2,000 items), then per cell (ND / D,
-d) the median ratio raw / standardised of SMSE and the mean change of MLPD (nats per item).
+d) the median ratio raw (both) / standardised of SMSE and the mean change of MLPD (nats per item).
 """
 from __future__ import annotations
 
@@ -47,11 +49,36 @@ def makers() -> dict:
             fm.n_out, W, mapped=False, intercept=True, alpha=zoo.unit_prior_alpha(d),
             prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR)))
 
+    def centred_odd(fm, d):
+        # inside the standardiser the first d mapped features are the standardised inputs z
+        import jax.numpy as jnp
+        from onlinejax.linear.features import FeatureMap
+
+        def fn(v):
+            z = v[:d]
+            return jnp.concatenate([v, jnp.sign(z) * jnp.log1p(jnp.abs(z)), jnp.sign(z) * jnp.sqrt(jnp.abs(z))])
+        return FeatureMap(fm.n_out, fm.n_out + 2 * d, fn, fm.names + tuple(f"odd{i}" for i in range(2 * d)))
+
+    def forgetting_both(d):
+        fm = thesis_features(d)
+        odd = centred_odd(fm, d)
+        return map_features(fm, calibrated(map_features(odd, bayesian_map_forgetting(
+            odd.n_out, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(odd.n_out)))))
+
+    def windowed_both(d):
+        fm = thesis_features(d)
+        odd = centred_odd(fm, d)
+        return map_features(fm, windowed(map_features(odd, bayesian_map_windowed(
+            odd.n_out, W, mapped=False, intercept=True, alpha=float(odd.n_out),
+            prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR))))
+
     conf = zoo.configurations()
     return {("RecommendedForgettingLinear", "standardised"): conf["RecommendedForgettingLinear"].make,
             ("RecommendedForgettingLinear", "raw"): forgetting_raw,
             ("RecommendedWindowedLinear", "standardised"): conf["RecommendedWindowedLinear"].make,
-            ("RecommendedWindowedLinear", "raw"): windowed_raw}
+            ("RecommendedWindowedLinear", "raw"): windowed_raw,
+            ("RecommendedForgettingLinear", "both"): forgetting_both,
+            ("RecommendedWindowedLinear", "both"): windowed_both}
 
 
 def run(make, groups) -> tuple:
@@ -69,6 +96,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="5,11", help="comma-separated stream-sample seeds")
     ap.add_argument("--per-cell", type=int, default=2, help="streams per grid cell and seed")
+    ap.add_argument("--maps", default="standardised,raw,both", help="comma-separated maps to run")
     args = ap.parse_args(argv)
     import jax
     from onlinejax.data.grid import stratified_names, thesis_grid
@@ -80,6 +108,8 @@ def main(argv=None):
     names = [n for _, ns in streams for n in sorted(ns, key=lambda s: int(s.split("_")[4]))]
     out = {}
     for (learner, where), make in makers().items():
+        if where not in args.maps.split(","):
+            continue
         t = time.time()
         res = [run(make, groups) for groups in data]
         out[learner, where] = tuple(np.concatenate(a) for a in zip(*res))
@@ -87,12 +117,13 @@ def main(argv=None):
         print(f"{learner:28s} {where:12s} median SMSE {np.median(sm):.4f} mean {np.mean(sm):.4f} "
               f"MLPD {np.mean(lp):.3f} ({time.time() - t:.0f} s)", flush=True)
     cells = [(n.split("_")[1], int(n.split("_")[4])) for n in names]
-    for learner in ("RecommendedForgettingLinear", "RecommendedWindowedLinear"):
-        (s0, l0), (s1, l1) = out[learner, "standardised"], out[learner, "raw"]
+    for learner, where in [(a, b) for a in ("RecommendedForgettingLinear", "RecommendedWindowedLinear")
+                           for b in ("raw", "both") if (a, b) in out]:
+        (s0, l0), (s1, l1) = out[learner, "standardised"], out[learner, where]
         for cell in sorted(set(cells)):
             i = np.array([c == cell for c in cells])
             r = s1[i] / s0[i]
-            print(f"{learner:28s} {cell[0]:2s} d={cell[1]} SMSE raw/standardised median {np.median(r):.2f} "
+            print(f"{learner:28s} {where:5s} {cell[0]:2s} d={cell[1]} SMSE /standardised median {np.median(r):.2f} "
                   f"[{r.min():.2f}, {r.max():.2f}]  MLPD {np.mean(l1[i] - l0[i]):+.2f}")
 
 
