@@ -1,14 +1,16 @@
-"""Where the thesis's features are computed: from standardised inputs (as recommended) or from raw ones.
+"""Where the thesis's features are computed: from standardised inputs, raw ones, or both (as recommended).
 
 Run:  .venv/bin/python benchmarks/mapped_features.py [--seeds 5,11] [--per-cell 2] [--maps standardised,raw,both]
 
-The recommended linear learners (``RecommendedForgettingLinear``, ``RecommendedWindowedLinear``) standardise
-the inputs, then map them (:func:`onlinejax.linear.thesis_features`: the inputs, their squares and products,
-``sign·log1p|·|`` and ``sign·sqrt|·|``). The thesis maps the raw inputs, where log and square root mean the
+"standardised": the recommended linear learners (``RecommendedForgettingLinear``, ``RecommendedWindowedLinear``)
+as they were before 2026-11-30, which standardised the inputs, then mapped them
+(:func:`onlinejax.linear.thesis_features`: the inputs, their squares and products, ``sign·log1p|·|`` and
+``sign·sqrt|·|``). The thesis maps the raw inputs, where log and square root mean the
 log-linear and square-root growth of positive inputs. "raw" here maps the raw inputs first and standardises
 the mapped features (``map_features(fm, calibrated(...))``), with everything else as recommended; "both"
-adds, behind the standardiser, ``sign·log1p|z|`` and ``sign·sqrt|z|`` of the standardised inputs ``z`` (the
-standardised map's odd features; its quadratics span the same space as the raw ones). Printed,
+(the recommended learners now, :func:`onlinejax.zoo.both_maps`) adds, behind the standardiser,
+``sign·log1p|z|`` and ``sign·sqrt|z|`` of the standardised inputs ``z`` (the standardised map's odd
+features; its quadratics span the same space as the raw ones). Printed,
 per learner and map: the median and mean SMSE and mean log predictive density over ``--per-cell`` streams
 of each of the thesis grid's 12 cells per seed (``stratified_names``, 2,000 items), then per cell (ND / D,
 d) the median ratio raw (both) / standardised of SMSE and the mean change of MLPD (nats per item).
@@ -49,36 +51,21 @@ def makers() -> dict:
             fm.n_out, W, mapped=False, intercept=True, alpha=zoo.unit_prior_alpha(d),
             prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR)))
 
-    def centred_odd(fm, d):
-        # inside the standardiser the first d mapped features are the standardised inputs z
-        import jax.numpy as jnp
-        from onlinejax.linear.features import FeatureMap
+    def forgetting_standardised(d):
+        return calibrated(bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
+                                                  alpha=zoo.unit_prior_alpha(d)))
 
-        def fn(v):
-            z = v[:d]
-            return jnp.concatenate([v, jnp.sign(z) * jnp.log1p(jnp.abs(z)), jnp.sign(z) * jnp.sqrt(jnp.abs(z))])
-        return FeatureMap(fm.n_out, fm.n_out + 2 * d, fn, fm.names + tuple(f"odd{i}" for i in range(2 * d)))
-
-    def forgetting_both(d):
-        fm = thesis_features(d)
-        odd = centred_odd(fm, d)
-        return map_features(fm, calibrated(map_features(odd, bayesian_map_forgetting(
-            odd.n_out, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(odd.n_out)))))
-
-    def windowed_both(d):
-        fm = thesis_features(d)
-        odd = centred_odd(fm, d)
-        return map_features(fm, windowed(map_features(odd, bayesian_map_windowed(
-            odd.n_out, W, mapped=False, intercept=True, alpha=float(odd.n_out),
-            prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR))))
+    def windowed_standardised(d):
+        return windowed(bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(d),
+                                              prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR))
 
     conf = zoo.configurations()
-    return {("RecommendedForgettingLinear", "standardised"): conf["RecommendedForgettingLinear"].make,
+    return {("RecommendedForgettingLinear", "standardised"): forgetting_standardised,
             ("RecommendedForgettingLinear", "raw"): forgetting_raw,
-            ("RecommendedWindowedLinear", "standardised"): conf["RecommendedWindowedLinear"].make,
+            ("RecommendedWindowedLinear", "standardised"): windowed_standardised,
             ("RecommendedWindowedLinear", "raw"): windowed_raw,
-            ("RecommendedForgettingLinear", "both"): forgetting_both,
-            ("RecommendedWindowedLinear", "both"): windowed_both}
+            ("RecommendedForgettingLinear", "both"): conf["RecommendedForgettingLinear"].make,
+            ("RecommendedWindowedLinear", "both"): conf["RecommendedWindowedLinear"].make}
 
 
 def run(make, groups) -> tuple:

@@ -67,7 +67,7 @@ from .gp import gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
-                     map_features, nig_linreg, thesis_features)
+                     map_features, nig_linreg, odd_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
@@ -91,6 +91,7 @@ __all__ = [
     "RECOMMENDED_RANDOM_FEATURE_GP",
     "CLIMATOLOGY",
     "recommended_bocpd",
+    "both_maps",
     "configurations",
     "register_all",
 ]
@@ -284,6 +285,29 @@ def unit_prior_alpha(n_inputs: int) -> float:
     return float(thesis_features(n_inputs).n_out)
 
 
+def both_maps(n_inputs: int, wrap, make_linear):
+    """The recommended linear learners' features: the thesis's map of the raw inputs, standardised, and more.
+
+    ``map_features(thesis_features(d), wrap(map_features(odd, make_linear(m))))``: the
+    thesis's features (:func:`~onlinejax.linear.thesis_features`) are computed from the raw
+    inputs, where the log and square root mean log-linear and square-root growth, then
+    standardised by ``wrap`` (e.g. :func:`~onlinejax.calibration.calibrated`); behind it
+    :func:`~onlinejax.linear.odd_features` appends the standardised inputs' odd log and
+    square root, which turn sharply at the inputs' centre (the map of standardised inputs
+    the recommended learners used alone before; ``benchmarks/RESULTS.md``, "Where the
+    thesis's features are computed").
+
+    Args:
+      n_inputs: ``d``.
+      wrap: ``Learner -> Learner``, the standardising wrapper.
+      make_linear: ``m -> Learner`` for ``m = d + d(d+1)/2 + 4d`` features; give it the unit prior
+        ``alpha = m`` (:func:`unit_prior_alpha`'s reasoning: ``m`` standardised features of order 1).
+    """
+    fm = thesis_features(n_inputs)
+    odd = odd_features(fm.n_out, n_inputs)
+    return map_features(fm, wrap(map_features(odd, make_linear(odd.n_out))))
+
+
 def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 1000, forgetting: float = 0.995,
                       trend: float = 50.0, noise_var: float = 0.1):
     """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
@@ -323,23 +347,22 @@ def _recommended() -> list[GridLearner]:
         # and no tune on a window of a few distinct inputs, where the marginal likelihood cannot place a lengthscale
         "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average"), tune_unmoved=False), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
-        "RecommendedWindowedLinear": ("BayesianMAP", lambda d: windowed(
-            bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=unit_prior_alpha(d),
-                                  prior_floor=RECOMMENDED_PRIOR_FLOOR)), None),
+        "RecommendedWindowedLinear": ("BayesianMAP", lambda d: both_maps(d, windowed, lambda m: bayesian_map_windowed(
+            m, W, mapped=False, intercept=True, alpha=float(m), prior_floor=RECOMMENDED_PRIOR_FLOOR)), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
-        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: calibrated(
-            bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
-                                    alpha=unit_prior_alpha(d))), None),
+        "RecommendedForgettingLinear": ("BayesianLinear", lambda d: both_maps(d, calibrated, lambda m: (
+            bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(m)))),
+            None),
     }
     calib = "standardised and calibrated (Student-t 95 % interval)"
     about = {
         "RecommendedGP": f"GP regression over the last {W} items (window-average mean, type-II MAP tunes), "
                          f"{calib}{_MACHINE}",
         "RecommendedKernelRegression": f"Nadaraya-Watson kernel regression over the last {W} items, {calib}{_MACHINE}",
-        "RecommendedWindowedLinear": f"Bayesian linear regression on the thesis's mapped features over the last {W} "
+        "RecommendedWindowedLinear": f"Bayesian linear regression on the thesis's features (both maps) over the last {W} "
                                      f"items, evidence-tuned, {calib}{_MACHINE}",
-        "RecommendedForgettingLinear": "Bayesian linear regression on the thesis's mapped features forgetting over "
+        "RecommendedForgettingLinear": "Bayesian linear regression on the thesis's features (both maps) forgetting over "
                                        f"about 100 items, {calib}",
     }
     out = [grid_learner(name, fam, make, vmap_bytes=vb, description=about[name])

@@ -187,6 +187,18 @@ def test_thesis_features_match_definition():
     assert fm(jnp.ones((5, 3))).shape == (5, 15)
 
 
+def test_odd_features_match_definition():
+    fm = oj.linear.odd_features(5, 2)
+    assert fm.n_out == 9 and len(fm.names) == 9
+    v = np.array([-4.0, 0.25, 3.0, 7.0, -1.0])
+    z = v[:2]
+    want = [*v, *(np.sign(z) * np.log1p(np.abs(z))), *(np.sign(z) * np.sqrt(np.abs(z)))]
+    np.testing.assert_allclose(fm(jnp.asarray(v, DTYPE)), want, rtol=tol(1e-12, 1e-6))
+    assert fm(jnp.zeros((3, 5), DTYPE)).shape == (3, 9)
+    with pytest.raises(ValueError, match="n_inputs"):
+        oj.linear.odd_features(2, 3)
+
+
 def test_map_features_checks_width():
     with pytest.raises(ValueError, match="learner"):
         oj.map_features(oj.thesis_features(2), oj.bayes_linreg(3))

@@ -44,6 +44,35 @@ def test_unit_prior_alpha_is_the_thesis_feature_count():
     assert zoo.unit_prior_alpha(10) == thesis_features(10).n_out == 85
 
 
+def test_both_maps_feed_the_raw_map_and_the_odd_features_of_what_the_wrapper_passes():
+    """``both_maps`` with a pass-through wrapper against a float64 Bayesian linear regression on the features
+    computed by hand (the thesis's map of the raw inputs, then the first d features' odd log and root)."""
+    from onlinejax.linear import bayes_linreg
+
+    rng = np.random.default_rng(3)
+    d, n, alpha, beta = 2, 30, 2.0, 5.0
+    X = rng.uniform(-3.0, 3.0, (n, d))
+    y = X[:, 0] ** 2 - X[:, 1] + 0.1 * rng.normal(size=n)
+    lrn = zoo.both_maps(d, lambda inner: inner, lambda m: bayes_linreg(m, alpha=alpha, beta=beta))
+    s = lrn.init()
+    for i in range(n - 1):
+        s = lrn.learn(s, jnp.asarray(X[i], DTYPE), jnp.asarray(y[i], DTYPE))
+    p = lrn.predict(s, jnp.asarray(X[-1], DTYPE))
+
+    def phi(x):
+        quad = [x[i] * x[j] for i in range(d) for j in range(i, d)]
+        odd = [*(np.sign(x) * np.log1p(np.abs(x))), *(np.sign(x) * np.sqrt(np.abs(x)))]
+        return np.array([*x, *quad, *odd, *odd])  # the raw map, then the odd features of its first d (= x)
+
+    F = np.array([phi(x) for x in X])
+    prec = alpha * np.eye(F.shape[1]) + beta * F[:-1].T @ F[:-1]
+    mean = np.linalg.solve(prec, beta * F[:-1].T @ y[:-1])
+    want_mu = F[-1] @ mean
+    want_var = 1.0 / beta + F[-1] @ np.linalg.solve(prec, F[-1])
+    rtol = 1e-9 if DTYPE == jnp.float64 else 2e-3
+    np.testing.assert_allclose([float(p.mean), float(p.var)], [want_mu, want_var], rtol=rtol)
+
+
 @pytest.mark.parametrize("name", zoo.RECOMMENDED_MEMBERS + (zoo.RECOMMENDED_BOCPD,))
 def test_member_on_raw_drifting_stream(name):
     """Raw features of any scale, a drift: finite predictions with positive variance, calibrated 95 % intervals

@@ -1,7 +1,7 @@
 """Linear learners: conjugate Bayesian (forgetting, windowed, learning the noise), the thesis's MLE/MAP, SGD."""
 from .bayes import BayesLinRegState, bayes_linreg, forgetting_from_smoothing, forgetting_from_thesis
 from .evidence import SufficientStats, evidence_fixed_point, log_evidence, posterior_from_stats
-from .features import FeatureMap, compose, intercept_features, map_features, thesis_features
+from .features import FeatureMap, compose, intercept_features, map_features, odd_features, thesis_features
 from .nig import NIGState, nig_linreg
 from .random_features import RandomFeatureState, random_feature_gp
 from .windowed import WindowedBayesState, windowed_bayes_linreg, window_stats
@@ -39,6 +39,7 @@ __all__ = [
     "compose",
     "intercept_features",
     "map_features",
+    "odd_features",
     "thesis_features",
     "SufficientStats",
     "evidence_fixed_point",

@@ -18,7 +18,7 @@ from ..base import Learner, describe_factory, make_learner
 
 Array = jax.Array
 
-__all__ = ["FeatureMap", "thesis_features", "intercept_features", "compose", "map_features"]
+__all__ = ["FeatureMap", "thesis_features", "odd_features", "intercept_features", "compose", "map_features"]
 
 
 class FeatureMap(NamedTuple):
@@ -71,6 +71,36 @@ def thesis_features(n_inputs: int) -> FeatureMap:
         )
 
     return FeatureMap(d, len(names), fn, tuple(names))
+
+
+def odd_features(n_in: int, n_inputs: int) -> FeatureMap:
+    """Append ``sign(z)·log(1 + |z|)`` and ``sign(z)·√|z|`` of the first ``n_inputs`` of ``n_in`` features.
+
+    Meant behind a standardiser over :func:`thesis_features` of the raw
+    inputs, whose first ``d`` features are then the standardised inputs
+    ``z``. The two maps hold different shapes: the raw inputs' log and
+    square root follow log-linear and square-root growth of positive inputs
+    (the thesis's intent), while these odd features of the centred ``z`` turn
+    sharply at the inputs' centre, like a step there. (The quadratics of raw
+    and of standardised inputs span the same space.)
+
+    Args:
+      n_in: width of the features given (``>= n_inputs``).
+      n_inputs: ``d``, how many leading features are the inputs.
+    Returns:
+      A :class:`FeatureMap` ``[n_in] -> [n_in + 2d]``: the features, then the ``d`` odd logs and ``d`` odd roots.
+    """
+    n, d = int(n_in), int(n_inputs)
+    if not 1 <= d <= n:
+        raise ValueError(f"n_inputs: must be in [1, n_in = {n}], got {n_inputs!r}")
+    names = tuple(f"f{i}" for i in range(n)) + tuple(f"slog1p(z{i})" for i in range(d)) + tuple(
+        f"ssqrt(z{i})" for i in range(d))
+
+    def fn(v):
+        z = v[:d]
+        return jnp.concatenate([v, jnp.sign(z) * jnp.log1p(jnp.abs(z)), jnp.sign(z) * jnp.sqrt(jnp.abs(z))])
+
+    return FeatureMap(n, n + 2 * d, fn, names)
 
 
 def intercept_features(n_inputs: int) -> FeatureMap:
