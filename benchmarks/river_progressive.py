@@ -20,7 +20,7 @@ data sets, every model inside the same River pipeline:
 
 Models: River's ``linear_model.BayesianLinearRegression()`` (its defaults), the adapter's default
 ``RiverRegressor()`` (``calibrated_bayes_linreg``: standardised, an intercept, evidence-tuned
-every 50 items, calibrated), and ``RiverRegressor(windowed_linear, tune_every=64)``: the same
+every 50 items, calibrated), and ``RiverRegressor(windowed_linear, tune_interval=64)``: the same
 recipe on the last 64 items (:func:`windowed_linear`). (The zoo's ``RecommendedWindowedLinear``
 maps its inputs to quadratic features, ~2000 of them for 64 inputs: too slow here.)
 
@@ -96,8 +96,8 @@ def _models(data: str):
     wide = {"n_features": 64} if data == "ChickWeights" else {}
     return {"River BayesianLinearRegression": lambda: linear_model.BayesianLinearRegression(),
             "RiverRegressor() (calibrated_bayes_linreg)": lambda: RiverRegressor(),
-            "RiverRegressor(windowed_linear, tune_every=64)": lambda: RiverRegressor(windowed_linear, tune_every=64,
-                                                                                     **wide)}
+            "RiverRegressor(windowed_linear, tune_interval=64)": lambda: RiverRegressor(windowed_linear,
+                                                                                        tune_interval=64, **wide)}
 
 
 def _run(data: str, scaled: bool, make):

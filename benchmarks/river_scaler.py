@@ -103,8 +103,8 @@ def adapter_rows():
         wide = {"n_features": 64} if data == "ChickWeights" else {}
         for scaled in (False, True):
             for name, make in (("default", lambda: RiverRegressor()),
-                               ("mixture 0.99", lambda: RiverRegressor(mixture, tune_every=50, **wide)),
-                               ("mixture 0.95", lambda: RiverRegressor(mixture_095, tune_every=50, **wide))):
+                               ("mixture 0.99", lambda: RiverRegressor(mixture, tune_interval=50, **wide)),
+                               ("mixture 0.95", lambda: RiverRegressor(mixture_095, tune_interval=50, **wide))):
                 sc = rp._run(data, scaled, make)[0]
                 print(f"{data:14s} {'scaled' if scaled else 'raw':6s} {name:13s} {sc['mae']:8.3f} {sc['lpd']:8.3f} "
                       f"{sc['cover']:6.3f}", flush=True)

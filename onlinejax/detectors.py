@@ -20,17 +20,17 @@ The default ``detector=cusum()`` is a one-sided CUSUM (Page, 1954; the
 Page–Hinkley form) on the **standardised** squared residual
 ``z² = (y - μ)²/σ²`` of the learner's own predictive distribution, made
 scale-free by dividing by its running mean in the current stable phase
-(``r = z² / mean(z²)``, clipped at ``clip`` so one outlier adds at most
-``clip - 1 - drift`` to ``g``): ``g ← max(0, g + r - 1 - drift)``, alarm when
-``g > threshold``. At the defaults (``clip=10``) one item adds at most 8.5
+(``r = z² / mean(z²)``, clipped at ``ratio_clip`` so one outlier adds at most
+``ratio_clip - 1 - drift`` to ``g``): ``g ← max(0, g + r - 1 - drift)``, alarm when
+``g > threshold``. At the defaults (``ratio_clip=10``) one item adds at most 8.5
 against a threshold of 20, so it takes three large residuals close together
-to alarm; a single outlier cannot (it could with ``clip >= threshold + 1 +
+to alarm; a single outlier cannot (it could with ``ratio_clip >= threshold + 1 +
 drift``). Why: with the model frozen in a stable phase and i.i.d. inputs,
 the ``z²`` of a misspecified learner (a GP extrapolating at the window's
 edge, a discontinuity) are heavy-tailed, and with a clip above the threshold
 single outliers raise most alarms — each one a needless tune, and a model
 refitted to the few items after the outlier. A real drift saturates ``r`` at
-``clip``, so it is still caught within about three items.
+``ratio_clip``, so it is still caught within about three items.
 Under no drift ``r`` has mean 1, so ``g`` drifts down by ``drift`` per item;
 for a calibrated learner (``z² ~ χ²₁``) the mean run length to a false
 alarm is at least ``exp(θ·threshold)`` stable items, with ``θ > 0`` the root
@@ -40,7 +40,7 @@ defaults, a guaranteed minimum: the Gaussian approximation
 drift that multiplies the squared error by ``k`` is detected after about
 ``threshold/(k - 1 - drift)`` items. Because the test is relative to the
 phase's own mean, a learner whose intervals are too wide or too narrow by a
-constant factor is handled too. The first ``warmup`` stable items only
+constant factor is handled too. The first ``reference_items`` stable items only
 estimate the mean.
 
 ``detector=bocpd_detector()`` replaces the CUSUM by Bayesian online changepoint
@@ -50,7 +50,7 @@ inverse-gamma posterior of the residuals' variance
 (:func:`~onlinejax.changepoint.scale_runs_update`), and the machine alarms
 when the posterior probability that the variance changed between
 :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago exceeds ½ (after
-``warmup`` items; ``hazard`` is the prior probability of a change per item):
+``reference_items`` items; ``hazard`` is the prior probability of a change per item):
 a single outlier is explained by a new run of length 1 that the following
 items close again, a drift's run persists. A constant miscalibration is
 absorbed into the runs' variance, as the CUSUM's relative test absorbs it.
@@ -146,16 +146,16 @@ class Detector:
         return f"{self._factory}({', '.join(changed)})"
 
 
-def _relative(det: DetectorState, z2: Array, warmup: int, clip: float, shock: Optional[float]):
+def _relative(det: DetectorState, z2: Array, reference_items: int, ratio_clip: float, shock: Optional[float]):
     """The relative residual of :func:`cusum` and :func:`bocpd_detector`: ``(r, warm, shocked)``.
 
-    ``r = min(z²/mean(z²), clip)``; ``warm``: ``warmup`` items estimated the
+    ``r = min(z²/mean(z²), ratio_clip)``; ``warm``: ``reference_items`` items estimated the
     mean; ``shocked``: ``z²/mean(z²) > shock`` (``False`` without ``shock``).
     """
     tiny = jnp.finfo(det.mean_z2.dtype).tiny
     ratio = z2 / jnp.maximum(det.mean_z2, tiny)
     shocked = (ratio > shock) if shock is not None else False
-    return jnp.minimum(ratio, clip), det.n >= warmup, shocked
+    return jnp.minimum(ratio, ratio_clip), det.n >= reference_items, shocked
 
 
 def _mean_after(det: DetectorState, r: Array) -> Array:
@@ -171,14 +171,14 @@ class CusumDetector(Detector):
     _factory = "cusum"
     threshold: float = 20.0
     drift: float = 0.5
-    warmup: int = 20
-    clip: float = 10.0
+    reference_items: int = 20
+    ratio_clip: float = 10.0
     shock: Optional[float] = 1e3
 
     def update(self, det, z2, abs_err, reference):
-        """Page's CUSUM on ``r = min(z²/mean(z²), clip)`` (module doc): ``g ← max(0, g + r - 1 - drift)`` once
-        ``warmup`` items estimated the mean; alarm when ``g > threshold`` or ``z²/mean(z²) > shock``."""
-        r, warm, shocked = _relative(det, z2, self.warmup, self.clip, self.shock)
+        """Page's CUSUM on ``r = min(z²/mean(z²), ratio_clip)`` (module doc): ``g ← max(0, g + r - 1 - drift)``
+        once ``reference_items`` items estimated the mean; alarm when ``g > threshold`` or ``z²/mean(z²) > shock``."""
+        r, warm, shocked = _relative(det, z2, self.reference_items, self.ratio_clip, self.shock)
         g = jnp.where(warm, jnp.maximum(0.0, det.cusum + r - 1.0 - self.drift), 0.0)
         mean = _mean_after(det, r)
         return det._replace(n=det.n + 1, mean_z2=mean, cusum=g), (warm & (g > self.threshold)) | shocked
@@ -202,45 +202,46 @@ class BOCPDDetector(Detector):
 
     _factory = "bocpd_detector"
     hazard: float = 1 / 250
-    warmup: int = 20
-    clip: float = 10.0
+    reference_items: int = 20
+    ratio_clip: float = 10.0
     shock: Optional[float] = 1e3
 
     def init(self, dtype) -> DetectorState:
         return _fresh_detector(dtype, DETECTOR_RUNS)
 
     def update(self, det, z2, abs_err, reference):
-        """The runs' posterior takes ``z²`` (:func:`~onlinejax.changepoint.scale_runs_update`); alarm once ``warmup``
-        items passed when a change between :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago has posterior
-        probability above ½, or when ``z²/mean(z²) > shock``."""
-        r, warm, shocked = _relative(det, z2, self.warmup, self.clip, self.shock)
+        """The runs' posterior takes ``z²`` (:func:`~onlinejax.changepoint.scale_runs_update`); alarm once
+        ``reference_items`` items passed when a change between :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items
+        ago has posterior probability above ½, or when ``z²/mean(z²) > shock``."""
+        r, warm, shocked = _relative(det, z2, self.reference_items, self.ratio_clip, self.shock)
         mean = _mean_after(det, r)
         runs = scale_runs_update(det.runs, z2, self.hazard)
         alarm = warm & (recent_change_probability(runs, RECENT_ITEMS, PERSIST_ITEMS) > 0.5)
         return det._replace(n=det.n + 1, mean_z2=mean, runs=runs), alarm | shocked
 
 
-def _checked_relative(warmup, clip, shock) -> tuple[int, float, Optional[float]]:
-    """``warmup``, ``clip`` and ``shock`` checked (ValueErrors naming them) and as Python numbers."""
-    warmup = check_int(warmup, "warmup", 1)
-    check_positive(clip, "clip")
+def _checked_relative(reference_items, ratio_clip, shock) -> tuple[int, float, Optional[float]]:
+    """``reference_items``, ``ratio_clip`` and ``shock`` checked (ValueErrors naming them) and as Python numbers."""
+    reference_items = check_int(reference_items, "reference_items", 1)
+    check_positive(ratio_clip, "ratio_clip")
     if shock is not None:
         check_positive(shock, "shock")
         if not float(shock) > 1.0:
             raise ValueError(f"shock: must be > 1, got {shock!r}")
         shock = float(shock)
-    return warmup, float(clip), shock
+    return reference_items, float(ratio_clip), shock
 
 
-def cusum(threshold: float = 20.0, drift: float = 0.5, warmup: int = 20, clip: float = 10.0,
+def cusum(threshold: float = 20.0, drift: float = 0.5, reference_items: int = 20, ratio_clip: float = 10.0,
           shock: Optional[float] = 1e3) -> CusumDetector:
     """The relative CUSUM on the standardised squared residuals (the machine's default; module doc).
 
     Args:
       threshold: the alarm level ``λ`` of ``g`` (> 0).
       drift: the allowance ``δ`` subtracted per item (finite, >= 0).
-      warmup: the stable items that only estimate the phase's mean ``z²`` (int >= 1).
-      clip: the clip of ``r = z²/mean(z²)`` (> ``1 + drift``: one item adds at most ``clip - 1 - drift`` to ``g``).
+      reference_items: the stable items that only estimate the phase's mean ``z²`` (int >= 1).
+      ratio_clip: the clip of ``r = z²/mean(z²)`` (> ``1 + drift``: one item adds at most
+        ``ratio_clip - 1 - drift`` to ``g``).
       shock: ``None``, or alarm at once on one item whose ``z²`` exceeds
         ``shock`` times the phase's mean ``z²`` (> 1; default 10³: a
         residual of ~32 standard deviations, which a calibrated model all
@@ -258,11 +259,11 @@ def cusum(threshold: float = 20.0, drift: float = 0.5, warmup: int = 20, clip: f
     check_positive(threshold, "threshold")
     if not 0.0 <= float(drift) < float("inf"):
         raise ValueError(f"drift: must be finite and >= 0, got {drift!r}")
-    warmup, clip, shock = _checked_relative(warmup, clip, shock)
-    if clip <= 1.0 + float(drift):
-        raise ValueError(f"clip: must exceed 1 + drift = {1.0 + float(drift)!r} (an item adds at most "
-                         f"clip - 1 - drift to g, so the CUSUM could never alarm), got {clip!r}")
-    return CusumDetector(float(threshold), float(drift), warmup, clip, shock)
+    reference_items, ratio_clip, shock = _checked_relative(reference_items, ratio_clip, shock)
+    if ratio_clip <= 1.0 + float(drift):
+        raise ValueError(f"ratio_clip: must exceed 1 + drift = {1.0 + float(drift)!r} (an item adds at most "
+                         f"ratio_clip - 1 - drift to g, so the CUSUM could never alarm), got {ratio_clip!r}")
+    return CusumDetector(float(threshold), float(drift), reference_items, ratio_clip, shock)
 
 
 def frozen(factor: float = 3.0) -> FrozenDetector:
@@ -277,14 +278,14 @@ def frozen(factor: float = 3.0) -> FrozenDetector:
     return FrozenDetector(float(factor))
 
 
-def bocpd_detector(hazard: float = 1 / 250, warmup: int = 20, clip: float = 10.0,
+def bocpd_detector(hazard: float = 1 / 250, reference_items: int = 20, ratio_clip: float = 10.0,
                    shock: Optional[float] = 1e3) -> BOCPDDetector:
     """Bayesian online changepoint detection on the standardised residuals' scale (module doc).
 
     Args:
       hazard: the prior probability of a change per item, in (0, 1).
-      warmup: the stable items before the runs' posterior may alarm (int >= 1).
-      clip: the clip of ``z²/mean(z²)`` in the phase's running mean of ``z²`` (> 0), which ``shock`` reads.
+      reference_items: the stable items before the runs' posterior may alarm (int >= 1).
+      ratio_clip: the clip of ``z²/mean(z²)`` in the phase's running mean of ``z²`` (> 0), which ``shock`` reads.
       shock: ``None``, or alarm at once on one item whose ``z²`` exceeds ``shock`` times the phase's mean
         ``z²`` (> 1), as :func:`cusum`'s.
     Returns:
@@ -292,5 +293,5 @@ def bocpd_detector(hazard: float = 1 / 250, warmup: int = 20, clip: float = 10.0
       :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
     """
     check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
-    warmup, clip, shock = _checked_relative(warmup, clip, shock)
-    return BOCPDDetector(float(hazard), warmup, clip, shock)
+    reference_items, ratio_clip, shock = _checked_relative(reference_items, ratio_clip, shock)
+    return BOCPDDetector(float(hazard), reference_items, ratio_clip, shock)

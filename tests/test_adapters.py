@@ -150,10 +150,10 @@ def test_river_pickle_mid_stream_resumes_bitwise():
 
 
 def test_river_tune_every_splits_batches_at_tune_points():
-    """learn_many with tune_every tunes after the same items as a learn_one loop."""
+    """learn_many with tune_interval tunes after the same items as a learn_one loop."""
     X, y = _stream(50)
     df = pd.DataFrame(X, columns=list("abc"))
-    one = RiverRegressor("windowed_bayes_linreg", {"window": 16}, tune_every=16)
+    one = RiverRegressor("windowed_bayes_linreg", {"window": 16}, tune_interval=16)
     many = one.clone()
     for x, yi in zip(_dicts(X), y):
         one.learn_one(x, yi)
@@ -311,7 +311,7 @@ def test_sklearn_predict_interval_is_the_learners_own(kind):
 
     X, y = _stream(60, 2)
     lrn = oj.calibrated_bayes_linreg(2) if kind == "student_t" else _mixture(2)
-    model = OnlineRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_every=0)
+    model = OnlineRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_interval=0)
     model.fit(X[:40], y[:40])
     lo, hi = model.predict_interval(X[40:], 0.9)
     p = lrn.predict(lrn.learn(lrn.init(), X[:40], y[:40]), X[40:])
@@ -336,7 +336,7 @@ def test_sklearn_predict_interval_is_the_learners_own(kind):
 
 def test_sklearn_clone_and_pickle_round_trip():
     X, y = _stream()
-    model = OnlineRegressor("windowed_bayes_linreg", {"window": 32}, tune_every=32).fit(X[:80], y[:80])
+    model = OnlineRegressor("windowed_bayes_linreg", {"window": 32}, tune_interval=32).fit(X[:80], y[:80])
     c = clone(model)
     assert c.get_params() == model.get_params()
     assert not hasattr(c, "state_")

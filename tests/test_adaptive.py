@@ -169,14 +169,15 @@ def test_no_recompile_and_bad_arguments(rng):
         adaptive(kernel_regression(1, 5), 5, threshold=20.0)
     with pytest.raises(ValueError, match="threshold"):
         cusum(threshold=-1.0)
-    for bad, name in ((dict(drift=-0.1), "drift"), (dict(warmup=0), "warmup"), (dict(clip=0.0), "clip"),
-                      (dict(drift=float("inf")), "drift"), (dict(clip=1.2), "clip")):  # the last two never alarm
+    for bad, name in ((dict(drift=-0.1), "drift"), (dict(reference_items=0), "reference_items"),
+                      (dict(ratio_clip=0.0), "ratio_clip"), (dict(drift=float("inf")), "drift"),
+                      (dict(ratio_clip=1.2), "ratio_clip")):  # the last two never alarm
         with pytest.raises(ValueError, match=name):
             cusum(**bad)
     with pytest.raises(ValueError, match="factor"):
         frozen(0.0)
-    with pytest.raises(ValueError, match="warmup"):
-        bocpd_detector(warmup=1.5)
+    with pytest.raises(ValueError, match="reference_items"):
+        bocpd_detector(reference_items=1.5)
 
 
 # ---------------------------------------------------------------- issue 4's drift check
@@ -322,12 +323,12 @@ def test_boundary_skips_nonfinite_items():
         _leaves_equal(s2._replace(n_skipped=s.n_skipped), s)
 
 
-def _np_cusum(z2s, threshold, drift, warmup, clip, shock):
+def _np_cusum(z2s, threshold, drift, reference_items, ratio_clip, shock):
     n, mean, g, alarms = 0, 1.0, 0.0, []
     for z2 in z2s:
         ratio = z2 / mean
-        r = min(ratio, clip)
-        warm = n >= warmup
+        r = min(ratio, ratio_clip)
+        warm = n >= reference_items
         g = max(0.0, g + r - 1.0 - drift) if warm else 0.0
         mean = (mean * (n + 1) + r * mean) / (n + 2)
         n += 1
@@ -337,9 +338,9 @@ def _np_cusum(z2s, threshold, drift, warmup, clip, shock):
 
 @pytest.mark.parametrize("shock", [None, 50.0])
 def test_cusum_update_is_the_relative_cusum(shock):
-    """``cusum().update``: Page's CUSUM on r = min(z²/mean z², clip), the mean updated with r·mean (float64
+    """``cusum().update``: Page's CUSUM on r = min(z²/mean z², ratio_clip), the mean updated with r·mean (float64
     reference)."""
-    rule = cusum(threshold=6.0, drift=0.5, warmup=3, clip=10.0, shock=shock)
+    rule = cusum(threshold=6.0, drift=0.5, reference_items=3, ratio_clip=10.0, shock=shock)
     z2s = [0.5, 2.0, 1.0, 4.0, 30.0, 0.2, 80.0, 30.0, 0.1, 500.0]
     det = DetectorState(jnp.zeros((), jnp.int32), jnp.ones((), DTYPE), jnp.zeros((), DTYPE))
     alarms = []
@@ -532,7 +533,7 @@ def test_gp_tune_on_a_window_without_spread_keeps_its_hyperparameters(rng):
 
 
 def test_a_nan_variance_alarms_instead_of_silencing_the_detector():
-    opts = AdaptiveOptions(detector=cusum(threshold=15.0, warmup=3))
+    opts = AdaptiveOptions(detector=cusum(threshold=15.0, reference_items=3))
     lrn = oj.bayes_linreg(1)  # any learner: its prediction is replaced below
     s = adaptive_init(lrn, 8)._replace(mode=jnp.asarray(STABLE, jnp.int32))
     s = s._replace(detector=s.detector._replace(n=jnp.asarray(10, jnp.int32)))

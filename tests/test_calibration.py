@@ -108,7 +108,7 @@ def _q(a):
     return np.inf if a <= 0 else (0.0 if a >= 1 else -ndtri(a / 2))
 
 
-def _ref_quantile(m, v, y, ok, level, lr, window, gain=None, csat=1.0, max_scale=1e4):
+def _ref_quantile(m, v, y, ok, level, lr, time_scale, gain=None, csat=1.0, max_scale=1e4):
     a = 1.0 - level
     z = -ndtri(a / 2)
     qp, S, n, R, out = z, 0.0, 0, np.sqrt(2 / np.pi), []
@@ -124,13 +124,13 @@ def _ref_quantile(m, v, y, ok, level, lr, window, gain=None, csat=1.0, max_scale
         if ok[t]:
             err = float(abs(y[t] - m[t]) > z * np.sqrt(var))
             score = abs(y[t] - m[t]) / np.sqrt(v[t])
-            if window:
-                R = R + (min(score, SCORE_CLIP * R) - R) / window
+            if time_scale:
+                R = R + (min(score, SCORE_CLIP * R) - R) / time_scale
                 eta = lr * SCORE_CLIP * R
             else:
                 eta = lr
             qp = min(max(qp + eta * (err - a), z / np.sqrt(max_scale)), z * np.sqrt(max_scale))
-            if window:
+            if time_scale:
                 R = max(R, qp * np.sqrt(2 / np.pi) / z)
             S += err - a
             n += 1
@@ -212,12 +212,12 @@ def test_aci_matches_numpy_reference(gamma):
     np.testing.assert_allclose(at[1:], np.where(ok, nxt, at[:-1]), rtol=0, atol=tol(1e-15, 1e-6))
 
 
-@pytest.mark.parametrize("window, gain", [(None, None), (50, None), (50, 1.0)], ids=["const", "range", "range+I"])
-def test_quantile_tracker_matches_numpy_reference(window, gain):
+@pytest.mark.parametrize("time_scale, gain", [(None, None), (50, None), (50, 1.0)], ids=["const", "range", "range+I"])
+def test_quantile_tracker_matches_numpy_reference(time_scale, gain):
     X, Y = _hostile_stream()
     m, v, y, ok = _ok(X, Y)
-    lr, level, a, csat = (0.05 if window is None else 0.02), 0.9, 0.1, 2.0
-    lrn = conformal(ORACLE, level, "quantile", lr=lr, window=window, integrator_gain=gain, saturation=csat)
+    lr, level, a, csat = (0.05 if time_scale is None else 0.02), 0.9, 0.1, 2.0
+    lrn = conformal(ORACLE, level, "quantile", lr=lr, time_scale=time_scale, integrator_gain=gain, saturation=csat)
     st, (before, preds) = _trace(lrn, lrn.init(), X, Y)
     b = before.conformal
     q, S, n, R = _f64(b.q), _f64(b.integral), np.asarray(b.n), _f64(b.score_scale)
@@ -234,19 +234,19 @@ def test_quantile_tracker_matches_numpy_reference(window, gain):
     # R_t = R_{t-1} + (min(s_t, k R_{t-1}) - R_{t-1})/W, then at least q̂_{t+1} E|Z|/z; S_{t+1} = S_t + err_t - α
     err = np.abs(y - m) > z * np.sqrt(_f64(preds.var))
     score = np.abs(y - m) / np.sqrt(v)
-    R_new = R + (np.minimum(score, SCORE_CLIP * R) - R) / window if window else R
-    eta = lr * SCORE_CLIP * R_new if window else lr
+    R_new = R + (np.minimum(score, SCORE_CLIP * R) - R) / time_scale if time_scale else R
+    eta = lr * SCORE_CLIP * R_new if time_scale else lr
     q_new = np.clip(q + eta * (err - a), z / 100, 100 * z)
-    if window:
+    if time_scale:
         R_new = np.maximum(R_new, q_new * np.sqrt(2 / np.pi) / z)
     nxt = lambda arr, last: np.append(arr[1:], float(last))  # noqa: E731  the state after each item
     q1, S1, R1 = nxt(q, st.conformal.q), nxt(S, st.conformal.integral), nxt(R, st.conformal.score_scale)
     np.testing.assert_allclose(q1, np.where(ok, q_new, q), rtol=tol(1e-12, 1e-6), atol=tol(1e-14, 1e-6))
     np.testing.assert_allclose(S1, np.where(ok, S + err - a, S), rtol=tol(1e-12, 1e-6), atol=tol(1e-12, 1e-4))
-    if window:
+    if time_scale:
         np.testing.assert_allclose(R1, np.where(ok, R_new, R), rtol=tol(1e-12, 1e-6))
     if X64:
-        ref_var, q_end = _ref_quantile(m, v, y, ok, level, lr, window, gain, csat)
+        ref_var, q_end = _ref_quantile(m, v, y, ok, level, lr, time_scale, gain, csat)
         np.testing.assert_allclose(_f64(preds.var), ref_var, rtol=1e-9)
         np.testing.assert_allclose(float(st.conformal.q), q_end, rtol=1e-9)
 
@@ -588,7 +588,7 @@ def test_bad_arguments_raise_naming_them():
     lrn = bayes_linreg(2)
     for kw, name in [({"level": 1.2}, "level"), ({"level": 0.0}, "level"), ({"level": 1.0}, "level"),
                      ({"gamma": 0.0}, "gamma"), ({"gamma": -0.1}, "gamma"), ({"method": "pid"}, "method"),
-                     ({"lr": 0.0}, "lr"), ({"window": 0}, "window"), ({"max_scale": 1.0}, "max_scale"),
+                     ({"lr": 0.0}, "lr"), ({"time_scale": 0}, "time_scale"), ({"max_scale": 1.0}, "max_scale"),
                      ({"recalibrate": 1.0}, "recalibrate"), ({"integrator_gain": -1.0}, "integrator_gain")]:
         with pytest.raises(ValueError, match=name):
             conformal(lrn, **kw)
@@ -644,8 +644,8 @@ def test_pure_step_one_equals_the_learner():
     """``step_one`` with the inner learner and the options passed by hand is ``conformal(...).step``, bit for bit."""
     X, Y = _hostile_stream(1200, seed=3)
     rc = RecalibrationOptions(0.99, 25.0, 1e12, None)
-    for method, window in (("quantile", 100), ("aci", 100)):
-        cc = ConformalOptions(method, 0.9, 0.005, 0.02, window, None, 1.0, 1e4, 4.0)
+    for method, time_scale in (("quantile", 100), ("aci", 100)):
+        cc = ConformalOptions(method, 0.9, 0.005, 0.02, time_scale, None, 1.0, 1e4, 4.0)
         lrn = conformal(ORACLE, 0.9, method, recalibrate=0.99, df=4.0)
         pure = jax.jit(lambda s0, X, Y: jax.lax.scan(lambda s, xy: step_one(ORACLE, rc, cc, s, *xy), s0, (X, Y)))
         got = pure(calibrated_init(ORACLE, rc, cc), jnp.asarray(X), jnp.asarray(Y))

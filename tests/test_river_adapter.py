@@ -84,11 +84,11 @@ def test_rejected_first_item_does_not_fix_the_width():
 
 
 def test_rejected_learn_many_learns_nothing():
-    """A batch with one bad target is rejected whole, also when ``tune_every`` splits it."""
+    """A batch with one bad target is rejected whole, also when ``tune_interval`` splits it."""
     X, y = _stream(20, 3)
     yb = y.copy()
     yb[18] = np.nan
-    model = RiverRegressor("windowed_bayes_linreg", {"window": 8}, tune_every=8)
+    model = RiverRegressor("windowed_bayes_linreg", {"window": 8}, tune_interval=8)
     ref = model.clone()
     model.learn_one({"a": 1.0}, 1.0)
     ref.learn_one({"a": 1.0}, 1.0)
@@ -267,7 +267,7 @@ def test_predict_one_returns_the_learners_own_distribution(kind):
     import onlinejax as oj
 
     X, y = _stream(40, 2)
-    model = RiverRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_every=0)
+    model = RiverRegressor("calibrated_bayes_linreg" if kind == "student_t" else _mixture, tune_interval=0)
     lrn, dist = _reference(kind)
     st = lrn.init()
     for row, yi in zip(X, y):

@@ -9,7 +9,7 @@ def test_timing_report_is_consistent(rng, capsys):
     lrn = oj.windowed_bayes_linreg(2, 8)
     X = rng.normal(size=(40, 2))
     Y = X.sum(1)
-    r = timing_report(lrn, X, Y, tune_every=10)
+    r = timing_report(lrn, X, Y, tune_interval=10)
     assert r["TT"] == pytest.approx(r["TPT"] + r["TUT"] + r["TTT"])
     assert r["ATPI"] == pytest.approx(r["TT"] / 40)
     assert r["DRmax"] == pytest.approx(1e3 / r["ATPI"])
@@ -19,7 +19,7 @@ def test_timing_report_is_consistent(rng, capsys):
 
 
 def test_timing_report_errors(rng):
-    with pytest.raises(ValueError, match="tune_every"):
-        timing_report(oj.bayes_linreg(2, tunable=False), np.ones((5, 2)), np.ones(5), tune_every=2, verbose=False)
+    with pytest.raises(ValueError, match="tune_interval"):
+        timing_report(oj.bayes_linreg(2, tunable=False), np.ones((5, 2)), np.ones(5), tune_interval=2, verbose=False)
     with pytest.raises(ValueError, match="X, Y"):
         timing_report(oj.bayes_linreg(2), np.ones((5, 2)), np.ones(4), verbose=False)

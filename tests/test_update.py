@@ -226,7 +226,7 @@ def _river_pair():
     pytest.importorskip("river")
     from onlinejax.adapters.river import RiverRegressor
     # scale_inputs given: the adapter keeps the default as it is where the inputs move as behind a scaler
-    return (RiverRegressor("calibrated_bayes_linreg", {"scale_inputs": True}, n_features=2, tune_every=0),
+    return (RiverRegressor("calibrated_bayes_linreg", {"scale_inputs": True}, n_features=2, tune_interval=0),
             oj.calibrated_bayes_linreg(2, scale_inputs=True))
 
 

@@ -48,7 +48,7 @@ from ._grow import _grow  # noqa: F401  (re-exported: the old path adapters._cor
 from ._slots import FeatureSlots
 
 __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
-           "AUTO_TUNE_EVERY", "DEFAULT_LEARNER"]
+           "AUTO_TUNE_INTERVAL", "DEFAULT_LEARNER"]
 
 #: The adapters' default learner: :func:`onlinejax.calibration.calibrated_bayes_linreg` (raw features of
 #: any scale, an intercept, calibrated intervals).
@@ -56,9 +56,9 @@ DEFAULT_LEARNER = "calibrated_bayes_linreg"
 #: Predictions kept for items whose labels have not arrived (delayed labels), the oldest dropped first.
 MAX_ISSUED = 1024
 
-#: ``tune_every=None`` with the default learner: type-II ML of its prior and noise precisions after every
+#: ``tune_interval=None`` with the default learner: type-II ML of its prior and noise precisions after every
 #: 50 learned items.
-AUTO_TUNE_EVERY = 50
+AUTO_TUNE_INTERVAL = 50
 
 #: The first items the default learner watches for a learning scaler in front (River's
 #: ``preprocessing.StandardScaler``): :data:`SCALER_SIGNS` items in a row each learned right after one
@@ -81,24 +81,24 @@ class Engine:
       learner, learner_params, init_params: ``resolve_factory(learner)(d, **learner_params)``
         builds the learner, ``learner.init(**init_params)`` its state.
       n_features: slot capacity (``None``: the first item's feature count).
-      tune_every: call ``learner.tune`` after every ``tune_every`` learned items (0: never;
-        ``None``: every :data:`AUTO_TUNE_EVERY` items for the default learner
+      tune_interval: call ``learner.tune`` after every ``tune_interval`` learned items (0: never;
+        ``None``: every :data:`AUTO_TUNE_INTERVAL` items for the default learner
         :data:`DEFAULT_LEARNER`, never for others).
       grow: let named features that arrive once every slot is taken widen the learner, where
         its state can be widened exactly (:func:`can_grow`, :func:`grow_state`); else they are
         ignored and counted.
     """
 
-    def __init__(self, learner, learner_params, init_params, n_features, tune_every, *, grow: bool = False):
+    def __init__(self, learner, learner_params, init_params, n_features, tune_interval, *, grow: bool = False):
         self.spec = learner
         resolve_factory(learner)  # fail early on a bad name
         self.learner_params = dict(learner_params or {})
         self.init_params = dict(init_params or {})
-        if tune_every is not None and (isinstance(tune_every, bool) or not isinstance(tune_every, (int, np.integer))
-                                       or tune_every < 0):
-            raise ValueError(f"tune_every: expected None or an int >= 0, got {tune_every!r}")
-        self.auto_tune = tune_every is None
-        self.tune_every = 0 if tune_every is None else int(tune_every)
+        if tune_interval is not None and (isinstance(tune_interval, bool)
+                                          or not isinstance(tune_interval, (int, np.integer)) or tune_interval < 0):
+            raise ValueError(f"tune_interval: expected None or an int >= 0, got {tune_interval!r}")
+        self.auto_tune = tune_interval is None
+        self.tune_interval = 0 if tune_interval is None else int(tune_interval)
         self.slots = FeatureSlots(n_features)
         self.grow = bool(grow) and can_grow(learner, self.learner_params, self.init_params)
         self.learner: Learner | None = None
@@ -131,9 +131,9 @@ class Engine:
         if not isinstance(lrn, Learner):
             raise TypeError(f"learner: the factory returned {type(lrn).__name__}, not an onlinejax Learner")
         if self.auto_tune:
-            self.tune_every = AUTO_TUNE_EVERY if self.spec == DEFAULT_LEARNER else 0
-        if self.tune_every and lrn.tune is None:
-            raise ValueError("tune_every: this learner has no tune")
+            self.tune_interval = AUTO_TUNE_INTERVAL if self.spec == DEFAULT_LEARNER else 0
+        if self.tune_interval and lrn.tune is None:
+            raise ValueError("tune_interval: this learner has no tune")
         return lrn, initial_state(lrn, self.init_params)
 
     def ready(self) -> None:
@@ -171,17 +171,17 @@ class Engine:
         if machine is None:  # the state cannot be widened: no growth, the new names are ignored
             plan = self.slots.plan(keys, False)
             machine = self._machine(plan.width)
-        saved = self.learner, self._sl, self.n_learned, self.tune_every
+        saved = self.learner, self._sl, self.n_learned, self.tune_interval
         self.learner, self._sl = machine
         try:
             yield plan
         except BaseException:
-            self.learner, self._sl, self.n_learned, self.tune_every = saved
+            self.learner, self._sl, self.n_learned, self.tune_interval = saved
             raise
         if keep:
             self.slots.commit(plan)
         else:
-            self.learner, self._sl, self.n_learned, self.tune_every = saved
+            self.learner, self._sl, self.n_learned, self.tune_interval = saved
 
     # -- named features (River) ------------------------------------------------------------
     def learn_dict(self, x: Mapping, y) -> None:
@@ -330,10 +330,10 @@ class Engine:
         if pred is not None:
             self._sl.update(X, y, pred)
             self.n_learned += 1
-            if self.tune_every and self.n_learned % self.tune_every == 0:
+            if self.tune_interval and self.n_learned % self.tune_interval == 0:
                 self._sl.tune()
             return
-        if not self.tune_every:  # one call: it learns the whole batch or raises
+        if not self.tune_interval:  # one call: it learns the whole batch or raises
             self._sl.learn(X, y)
             self.n_learned += 1 if X.ndim == 1 else X.shape[0]
             return
@@ -342,14 +342,14 @@ class Engine:
             coerce_xy(Xb, yb, self.learner.n_features, self.dtype)
         start = 0
         while start < len(yb):  # split the batch at the tune points, so batches = items
-            k = min(len(yb) - start, self.tune_every - self.n_learned % self.tune_every)
+            k = min(len(yb) - start, self.tune_interval - self.n_learned % self.tune_interval)
             if X.ndim == 1:
                 self._sl.learn(X, y)
             else:  # padded to the tune interval: one compiled call serves every chunk length
-                self._sl.learn_padded(Xb[start:start + k], yb[start:start + k], self.tune_every)
+                self._sl.learn_padded(Xb[start:start + k], yb[start:start + k], self.tune_interval)
             self.n_learned += k
             start += k
-            if self.n_learned % self.tune_every == 0:
+            if self.n_learned % self.tune_interval == 0:
                 self._sl.tune()
 
     def predict(self, X: np.ndarray):

@@ -150,7 +150,7 @@ class RiverRegressor(base.MiniBatchRegressor):
         counted in ``n_ignored_features``. A missing feature (absent, ``None`` or NaN) counts as 0;
         in ``predict_one`` a feature never learned counts at its prior weight where a slot is free
         or the learner widens, and is ignored otherwise.
-      tune_every: re-estimate the learner's hyperparameters (``learner.tune``) after every this
+      tune_interval: re-estimate the learner's hyperparameters (``learner.tune``) after every this
         many learned items; 0 never does.
 
     The default learner standardises its inputs itself. Behind a learning scaler
@@ -173,13 +173,13 @@ class RiverRegressor(base.MiniBatchRegressor):
     """
 
     def __init__(self, learner="calibrated_bayes_linreg", learner_params: dict | None = None,
-                 init_params: dict | None = None, n_features: int | None = None, tune_every: int | None = None):
+                 init_params: dict | None = None, n_features: int | None = None, tune_interval: int | None = None):
         self.learner = learner
         self.learner_params = learner_params
         self.init_params = init_params
         self.n_features = n_features
-        self.tune_every = tune_every
-        self._engine = Engine(learner, learner_params, init_params, n_features, tune_every, grow=True)
+        self.tune_interval = tune_interval
+        self._engine = Engine(learner, learner_params, init_params, n_features, tune_interval, grow=True)
 
     @classmethod
     def _unit_test_params(cls):

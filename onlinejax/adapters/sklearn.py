@@ -66,7 +66,7 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
         parameter ``learner_params__<k>`` of ``get_params`` / ``set_params``.
       init_params: keyword arguments of ``learner.init`` (``alpha``, ``beta``, ...); each is also
         the parameter ``init_params__<k>``.
-      tune_every: call ``learner.tune`` after every this many learned rows (0: never; ``None``:
+      tune_interval: call ``learner.tune`` after every this many learned rows (0: never; ``None``:
         every 50 rows for the default learner, never for others).
 
     Attributes:
@@ -83,11 +83,11 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
             model.partial_fit(Xb, yb)
     """
 
-    def __init__(self, learner="calibrated_bayes_linreg", learner_params=None, init_params=None, tune_every=None):
+    def __init__(self, learner="calibrated_bayes_linreg", learner_params=None, init_params=None, tune_interval=None):
         self.learner = learner
         self.learner_params = learner_params
         self.init_params = init_params
-        self.tune_every = tune_every
+        self.tune_interval = tune_interval
 
     # -- parameters: the entries of the two dicts are nested parameters ------------------------
     def get_params(self, deep: bool = True) -> dict:
@@ -124,7 +124,7 @@ class OnlineRegressor(RegressorMixin, BaseEstimator):
 
     # -- learning ----------------------------------------------------------------------------
     def _new_engine(self) -> Engine:
-        return Engine(self.learner, self.learner_params, self.init_params, None, self.tune_every)
+        return Engine(self.learner, self.learner_params, self.init_params, None, self.tune_interval)
 
     def fit(self, X, y) -> "OnlineRegressor":
         """Forget everything, then learn the rows of ``X: [n, d]``, ``y: [n]`` in order.

@@ -87,7 +87,7 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
 
 @describe_factory
 def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.02,
-              window: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
+              time_scale: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
               max_scale: float = 1e4, recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
     """Wrap ``learner`` in an online conformal calibrator: ``N(μ, c_t² σ²)``, long-run coverage at ``level``.
 
@@ -110,8 +110,8 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
         ``"quantile"`` (quantile tracking on ``|z|``, step ``lr``).
       gamma: ACI step ``γ > 0``.
       lr: quantile-tracking step ``> 0`` (times the robust range ``k R_t`` of the
-        scores when ``window`` is an int; constant with ``window=None``).
-      window: time scale ``W`` of ``R_t`` (static; :mod:`~onlinejax.calibration.quantile`).
+        scores when ``time_scale`` is an int; constant with ``time_scale=None``).
+      time_scale: time scale ``W`` of ``R_t`` (static; :mod:`~onlinejax.calibration.quantile`).
       integrator_gain: ``None`` (no integrator) or ``K_I >= 0`` of the
         quantile tracker's integrator term (static on/off); saturation: its ``C_sat > 0``.
       max_scale: ``c²`` stays in ``[1/max_scale, max_scale]``: the finite stand-in
@@ -137,11 +137,11 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
       ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
     """
     return _calibrated(learner, *_conformal_options(
-        level=level, method=method, gamma=gamma, lr=lr, window=window, integrator_gain=integrator_gain,
+        level=level, method=method, gamma=gamma, lr=lr, time_scale=time_scale, integrator_gain=integrator_gain,
         saturation=saturation, max_scale=max_scale, recalibrate=recalibrate, df=df))
 
 
-def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, saturation, max_scale, recalibrate,
+def _conformal_options(*, level, method, gamma, lr, time_scale, integrator_gain, saturation, max_scale, recalibrate,
                        df) -> tuple[Optional[RecalibrationOptions], ConformalOptions]:
     """:func:`conformal`'s arguments checked (ValueError naming the argument) and made options."""
     check_in_range(level, "level", 0.0, 1.0, hi_open=True)
@@ -149,7 +149,7 @@ def _conformal_options(*, level, method, gamma, lr, window, integrator_gain, sat
         raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
     check_positive(gamma, "gamma")
     check_positive(lr, "lr")
-    w = None if window is None else check_int(window, "window", 1)
+    w = None if time_scale is None else check_int(time_scale, "time_scale", 1)
     if integrator_gain is not None and not float(integrator_gain) >= 0.0:
         raise ValueError(f"integrator_gain: must be >= 0, got {integrator_gain!r}")
     check_positive(saturation, "saturation")

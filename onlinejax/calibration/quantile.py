@@ -81,16 +81,16 @@ class QuantileState(NamedTuple):
     n: Array
 
 
-def quantile_init(level=0.95, lr=0.02, window: Optional[int] = 100, gain=0.0, saturation=1.0,
+def quantile_init(level=0.95, lr=0.02, time_scale: Optional[int] = 100, gain=0.0, saturation=1.0,
                   dtype=None) -> QuantileState:
     """``q̂_1 = Φ⁻¹(1 - α/2)`` (the calibrated Gaussian's threshold, so ``c_1 = 1``).
 
     Args:
       level: the calibrated level ``1 - α`` in (0, 1).
-      lr: ``> 0``; the constant step ``η`` (``window=None``) or the factor of
+      lr: ``> 0``; the constant step ``η`` (``time_scale=None``) or the factor of
         the robust range ``k R_t`` of the scores.
-      window: ``W >= 1``, the time scale of ``R_t``, or ``None`` for a constant step
-        (pass ``scaled=window is not None`` to :func:`quantile_update`).
+      time_scale: ``W >= 1``, the time scale of ``R_t``, or ``None`` for a constant step
+        (pass ``scaled=time_scale is not None`` to :func:`quantile_update`).
       gain, saturation: the integrator's ``K_I >= 0`` and ``C_sat > 0`` (used only
         when :func:`quantile_update` is called with ``integrate=True``).
       dtype: floating dtype.
@@ -102,7 +102,7 @@ def quantile_init(level=0.95, lr=0.02, window: Optional[int] = 100, gain=0.0, sa
     if is_concrete(gain) and not np.all(np.asarray(gain) >= 0):
         raise ValueError(f"gain: must be >= 0, got {gain!r}")
     check_positive(saturation, "saturation")
-    w = None if window is None else check_int(window, "window", 1)
+    w = None if time_scale is None else check_int(time_scale, "time_scale", 1)
     dt = dtype or default_float_dtype()
     z = _two_sided_quantile(level, dt)
     decay = 0.0 if w is None else 1.0 - 1.0 / w

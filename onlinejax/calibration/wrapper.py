@@ -102,7 +102,7 @@ class ConformalOptions(NamedTuple):
 
     Attributes:
       method: ``"aci"`` or ``"quantile"``; level, gamma, lr: the defaults of
-        the calibrated level and the steps; window: ``W`` of the range-scaled
+        the calibrated level and the steps; time_scale: ``W`` of the range-scaled
         step or ``None``; gain: ``None`` (no integrator) or the default
         ``K_I``; saturation: the default ``C_sat``; max_scale: ``c²``'s clip;
         df: ``None`` (Gaussian output) or the Student-t output's ``ν``.
@@ -119,7 +119,7 @@ class ConformalOptions(NamedTuple):
     level: float
     gamma: float
     lr: float
-    window: Optional[int]
+    time_scale: Optional[int]
     gain: Optional[float]
     saturation: float
     max_scale: float
@@ -156,7 +156,7 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
             c = aci_init(**{"level": conf.level, "gamma": conf.gamma, **kw}, dtype=dt)
         else:
             c = quantile_init(**{"level": conf.level, "lr": conf.lr, "gain": conf.gain or 0.0,
-                                 "saturation": conf.saturation, **kw}, window=conf.window, dtype=dt)
+                                 "saturation": conf.saturation, **kw}, time_scale=conf.time_scale, dtype=dt)
     elif conformal is not None:
         raise ValueError("conformal: this learner has no conformal calibrator")
     ratio = None
@@ -265,7 +265,7 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
             c = aci_update(c, err, ok)
         else:
             score = jnp.abs(y - pred.mean) * jax.lax.rsqrt(v0)
-            c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.window is not None,
+            c = quantile_update(c, err, jnp.where(ok, score, 0.0), ok, scaled=conf.time_scale is not None,
                                 max_scale=conf.max_scale)
     # the items the members' scalers count
     targets = None if s.targets is None else spread_update(s.targets, y, learnable(x, y))

@@ -30,14 +30,15 @@ def _timed(fn, *args):
     return out, (time.perf_counter() - t0) * 1e3
 
 
-def timing_report(learner: Learner, X, Y, state=None, *, tune_every: Optional[int] = None, verbose: bool = True) -> dict:
+def timing_report(learner: Learner, X, Y, state=None, *, tune_interval: Optional[int] = None,
+                  verbose: bool = True) -> dict:
     """Time predict / learn / tune item by item, and the scan mode, on one stream.
 
     Args:
       learner: any learner.
       X: ``[n, d]``; Y: ``[n]``.
       state: initial state (default ``learner.init()``).
-      tune_every: call ``learner.tune`` after every ``tune_every`` items (None: never).
+      tune_interval: call ``learner.tune`` after every ``tune_interval`` items (None: never).
       verbose: print the report.
     Returns:
       dict with the thesis's metrics in milliseconds (``APT, HPT, TPT, AUT, HUT,
@@ -49,20 +50,20 @@ def timing_report(learner: Learner, X, Y, state=None, *, tune_every: Optional[in
     n = len(Y)
     if X.ndim != 2 or X.shape[0] != n or n < 2:
         raise ValueError(f"X, Y: expected shapes [n, d] and [n] with n >= 2, got {X.shape} and {Y.shape}")
-    if tune_every is not None and (learner.tune is None or int(tune_every) < 1):
-        raise ValueError("tune_every: needs a learner with tune and a value >= 1")
+    if tune_interval is not None and (learner.tune is None or int(tune_interval) < 1):
+        raise ValueError("tune_interval: needs a learner with tune and a value >= 1")
     s = learner.init() if state is None else state
     # compile outside the timings
     _, c1 = _timed(learner.predict, s, X[0])
     s1, c2 = _timed(learner.learn, s, X[0], Y[0])
-    c3 = _timed(learner.tune, s1)[1] if tune_every else 0.0
+    c3 = _timed(learner.tune, s1)[1] if tune_interval else 0.0
     pt, ut, tt = [], [], []
     for i in range(n):
         _, dt_p = _timed(learner.predict, s, X[i])
         s, dt_u = _timed(learner.learn, s, X[i], Y[i])
         pt.append(dt_p)
         ut.append(dt_u)
-        if tune_every and (i + 1) % tune_every == 0:
+        if tune_interval and (i + 1) % tune_interval == 0:
             s, dt_t = _timed(learner.tune, s)
             tt.append(dt_t)
     res = progressive_validation(learner, learner.init() if state is None else state, X, Y)  # compile
