@@ -57,14 +57,17 @@ def layers(family: str) -> list:
     from onlinejax.kernel_regression import kernel_regression
     from onlinejax.linear import bayesian_map_forgetting
     from onlinejax.standardize import standardize
-    from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, configurations,
-                               unit_prior_alpha)
+    from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, both_maps,
+                               configurations)
 
     W, F = RECOMMENDED_WINDOW, RECOMMENDED_WARMUP
     if family == "linear":
-        bare = bayesian_map_forgetting(D, forgetting_factor=0.01, mapped=True, intercept=True, alpha=unit_prior_alpha(D))
-        return [("bare learner: step", bare, "scan"),
-                ("standardize(...) (no warm-up)", standardize(bare, clip=5.0), "scan"),
+        def bare_of(m):
+            return bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(m))
+
+        return [("bare learner: step", both_maps(D, lambda inner: inner, bare_of), "scan"),
+                ("standardize(...) (no warm-up)", both_maps(D, lambda inner: standardize(inner, clip=5.0), bare_of),
+                 "scan"),
                 ("RecommendedForgettingLinear: calibrated(...)", configurations()["RecommendedForgettingLinear"].make(D),
                  "scan")]
     make = (lambda: gp_window(D, W, mean="average")) if family == "gp" else (lambda: kernel_regression(D, W))

@@ -35,7 +35,10 @@ inside :func:`onlinejax.calibration.conformal` (quantile
 tracking after variance recalibration: the 95 % interval's long-run
 coverage is guaranteed), returning a Student-t with 4 degrees of freedom
 around that interval, so a surprise costs a few nats of log score, not
-millions. On short or signal-free series, wrap one in
+millions. The linear ones (the windowed and forgetting learners and BOCPD's
+runs) see the thesis's features of the raw inputs, standardised, and the
+standardised inputs' odd log and square root (:func:`both_maps`). On short
+or signal-free series, wrap one in
 :func:`onlinejax.hedge.with_climatology` (not done by default: it costs
 compile time and the first items' MSE; ``benchmarks/RESULTS.md``, "Short
 real series").
@@ -45,7 +48,7 @@ rule and calibrates the mixture the same way (:func:`calibrate_combination`).
 ``RecommendedBOCPD`` (family ``BOCPD``, not a member of the combination) is
 Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
 over runs that learn their noise, level and slope (a Normal-inverse-gamma
-linear model on the mapped features, forgetting slowly), calibrated the same
+linear model on those features, forgetting slowly), calibrated the same
 way: besides following a slow drift it keeps 16 run-length hypotheses and
 restarts from the prior where the data say a change happened.
 ``RecommendedRandomFeatureGP`` (family ``RandomFeatureGP``, the combination's
@@ -313,8 +316,8 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
 
     Each run-length hypothesis is a Normal-inverse-gamma linear regression
-    (:func:`~onlinejax.linear.nig_linreg`) on the thesis's features
-    (:func:`~onlinejax.linear.thesis_features`) with the unit prior (:func:`unit_prior_alpha`), a
+    (:func:`~onlinejax.linear.nig_linreg`) on the recommended linear learners' features
+    (:func:`both_maps`) with the unit prior (``m`` features: precision ``m``), a
     level and a slope in time (``trend`` items per unit), and forgetting ``λ`` (``forgetting``, 0.995:
     about 200 items): each run learns its noise level (prior guess ``noise_var``, a tenth of the
     standardised target's variance, 4 degrees of freedom; given the noise, the weights' prior is the
@@ -322,10 +325,9 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     a random walk is not read as a stream of changes, and a change is judged against the run's own
     noise. The calibration wrapper then fixes the intervals' scale.
     """
-    fm = thesis_features(n_features)
-    inner = nig_linreg(fm.n_out, prior_precision=unit_prior_alpha(n_features) * noise_var, noise_var=noise_var,
-                       prior_df=4.0, forgetting=forgetting, trend=trend)
-    return calibrated(bocpd(map_features(fm, inner), n_runs, hazard=hazard))
+    return both_maps(n_features, lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard)),
+                     lambda m: nig_linreg(m, prior_precision=m * noise_var, noise_var=noise_var, prior_df=4.0,
+                                          forgetting=forgetting, trend=trend))
 
 
 def _recommended() -> list[GridLearner]:
