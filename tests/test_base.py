@@ -216,7 +216,7 @@ def test_reprs_are_readable():
     from onlinejax.standardize import standardize
 
     L = oj.windowed_bayes_linreg(3, 16, intercept=True)
-    assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with downdate, tune)"
+    assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with evict, tune)"
     assert repr(standardize(oj.gp.gp_window(2, window=8))).startswith("Learner(standardize(gp_window(2, window=8));")
     assert "0x" not in repr(oj.bayes_linreg(2)) and repr(oj.bayes_linreg(2)).startswith("Learner(bayes_linreg(2);")
     n = 3000
