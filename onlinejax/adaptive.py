@@ -24,9 +24,10 @@ The module's anatomy: the machine's types are in :mod:`onlinejax.adaptive_state`
 values: :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen`,
 :func:`~onlinejax.detectors.bocpd_detector`); this module re-exports the state
 types and runs the machine: :func:`update_one` and :func:`step_one` (one item
-through the machine); :func:`learn_one`,
-:func:`predict_one`, :func:`tune_inner`; the factory :func:`adaptive` binds
-the inner learner and the options to them.
+through the machine); :func:`learn_one` and
+:func:`predict_one`; the factory :func:`adaptive` binds
+the inner learner and the options to them (the inner learner's ``tune``
+passes through, :func:`~onlinejax.base.pass_through`).
 
 Drift detection
 ---------------
@@ -80,7 +81,7 @@ import jax.numpy as jnp
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState, init,
                              record_mode, wrap_state)
 from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, describe_factory, keep_if,
-                   make_learner)
+                   make_learner, pass_through)
 from .batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
 
@@ -290,11 +291,6 @@ def predict_one(learner: Learner, s: AdaptiveState, x: Array) -> Prediction:
     return learner.predict(s.inner, x)
 
 
-def tune_inner(learner: Learner, s: AdaptiveState) -> AdaptiveState:
-    """Tune the inner learner now (unchanged when it has no ``tune``); the machine's phase is kept."""
-    return s._replace(inner=learner.tune(s.inner)) if learner.tune is not None else s
-
-
 def _checked_margin(follow_inputs) -> float | None:
     """``follow_inputs`` as a float ``>= 0`` or ``None``; a ValueError naming it otherwise."""
     if follow_inputs is None:
@@ -426,12 +422,16 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
                            naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
                            min_moves=min_moves, tune_unmoved=bool(tune_unmoved), follow_inputs=follow_inputs)
 
+    # only tune passes through: the machine's phase counts and detector would still hold an item the inner
+    # learner lost. Without an inner tune the machine's tune leaves the state unchanged, as it always had one
+    tune_now = jax.jit(pass_through(learner)["tune"] or (lambda s: s))
+
     def build(o):
         return make_learner(init=partial(init, learner, W, detector=detector),
                             learn_one=partial(learn_one, learner, o),
                             predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
                             update_one=partial(update_one, learner, o),
-                            n_features=learner.n_features, tune=jax.jit(partial(tune_inner, learner)),
+                            n_features=learner.n_features, tune=tune_now,
                             skip_nonfinite=True)
 
     out = build(opts)

@@ -35,8 +35,8 @@ from .distributions import (_INV_SQRT_PI, Prediction, StudentTPrediction, _stude
                             student_t_abs_moments)
 from .learner import (_FACTORY_CACHE_SIZE, DeferredStep, FactoryCall, Learner, StaticOptions, _checked_downdate,
                       _checked_prediction, _frozen, _leaf_repr, _predict_then_update, _short_repr, _skipping,
-                      _step_cores, _update_cores, describe_factory, make_learner, map_nested, reuse_equal_calls,
-                      tree_nbytes, tree_repr)
+                      _step_cores, _update_cores, describe_factory, make_learner, map_nested, pass_through,
+                      reuse_equal_calls, tree_nbytes, tree_repr)
 from .special import _log_gamma_ratio_excess, student_t_cdf, student_t_quantile
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "default_float_dtype",
     "normal_quantile",
     "make_learner",
+    "pass_through",
     "sequential",
     "skip_nonfinite",
     "welford_update",

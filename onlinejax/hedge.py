@@ -40,7 +40,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, Prediction, StudentTPrediction, describe_factory, keep_if, learnable, make_learner, state_dtype
+from .base import (Learner, Prediction, StudentTPrediction, describe_factory, keep_if, learnable, make_learner,
+                   pass_through, state_dtype)
 from .baseline import ClimatologyState, climatology_init, climatology_learn, climatology_predict
 from .student_mixture import StudentTMixture
 
@@ -204,8 +205,6 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
     def _learn_one(s, x, y):
         return _update_one(s, x, y, _predict_one(s, x))
 
-    def _tune(s, **options):
-        return s._replace(inner=learner.tune(s.inner, **options))
-
+    # only tune: the weights and the climatology cannot forget an item the inner learner would downdate or evict
     return make_learner(init=_init, learn_one=_learn_one, predict_one=_predict_one, update_one=_update_one,
-                        n_features=learner.n_features, tune=None if learner.tune is None else _tune)
+                        n_features=learner.n_features, tune=pass_through(learner)["tune"])

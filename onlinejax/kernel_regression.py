@@ -111,7 +111,7 @@ The learner's parts
 * :func:`init`: an empty window with bandwidth ``H = diag(lengthscale²)``;
 * :func:`learn_one`: push one item, updating every point's ``D_i``, ``C_i`` (Algorithm 3);
 * :func:`predict_one`: the Nadaraya–Watson mean (eq. 4.42) and the bounds above;
-* :func:`downdate`: evict the oldest item;
+* :func:`evict`: evict the oldest item;
 * :func:`tune`: the leave-one-out choice of ``H = α·COV`` (4.3.2.4, Algorithm 4);
 * :func:`kernel_regression`: validates the static options, binds them and
   returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
@@ -149,7 +149,7 @@ __all__ = [
     "init",
     "learn_one",
     "predict_one",
-    "downdate",
+    "evict",
     "tune",
     "THESIS_ALPHAS",
     "BOUNDS",
@@ -212,7 +212,7 @@ def learn_one(state: KernelRegressionState, x: Array, y: Array) -> KernelRegress
     return t._replace(buffer=ring_push(buf, x, y), density=D, contribution=C, n_seen=s.n_seen + 1)
 
 
-def downdate(state: KernelRegressionState) -> KernelRegressionState:
+def evict(state: KernelRegressionState) -> KernelRegressionState:
     """Evict the oldest point of the window (no-op on an empty window)."""
     return _remove_oldest(state, jnp.asarray(True))
 
@@ -283,8 +283,8 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
       dtype: default floating dtype.
     Returns:
       A learner over :func:`init`, :func:`learn_one`, :func:`predict_one`,
-      :func:`downdate` and :func:`tune` with these options bound;
-      ``init(lengthscale=, prior_var=, dtype=)``; ``downdate(state)`` evicts the
+      :func:`evict` and :func:`tune` with these options bound;
+      ``init(lengthscale=, prior_var=, dtype=)``; ``evict(state)`` evicts the
       oldest item; ``tune(state)`` picks the leave-one-out-best ``α`` over the
       whole grid in one vectorised call and keeps the current bandwidth unless
       some ``α`` is strictly better (Algorithm 4). A non-finite item is skipped
@@ -307,5 +307,5 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
 
     return make_learner(init=_init, learn_one=learn_one, n_features=d, skip_nonfinite=True,
                         predict_one=partial(predict_one, bounds=bounds, interval=interval),
-                        downdate=downdate, downdate_takes_item=False,
+                        evict=evict,
                         tune=jax.jit(partial(tune, alphas=tuple(float(a) for a in alphas_np))))

@@ -4,7 +4,8 @@
 in the checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
 :func:`describe_factory` makes a public factory record its call
 (:class:`FactoryCall`, shown by ``repr``) and return the same learner for
-equal arguments (:func:`reuse_equal_calls`). :class:`DeferredStep` and
+equal arguments (:func:`reuse_equal_calls`); :func:`pass_through` gives a
+wrapper the inner learner's ``tune``, ``downdate`` and ``evict``. :class:`DeferredStep` and
 :class:`StaticOptions` are parts of a learner and of its state;
 :func:`tree_repr` and :func:`tree_nbytes` summarise a state.
 """
@@ -14,6 +15,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import dataclasses
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -26,8 +28,8 @@ from .distributions import Prediction
 Array = jax.Array
 State = Any
 
-__all__ = ["Learner", "DeferredStep", "FactoryCall", "StaticOptions", "make_learner", "describe_factory",
-           "reuse_equal_calls", "map_nested", "tree_repr", "tree_nbytes"]
+__all__ = ["Learner", "DeferredStep", "FactoryCall", "StaticOptions", "make_learner", "pass_through",
+           "describe_factory", "reuse_equal_calls", "map_nested", "tree_repr", "tree_nbytes"]
 
 
 @jax.tree_util.register_static
@@ -129,10 +131,9 @@ class Learner(NamedTuple):
         fast path for research code that drives a learner from a Python loop).
         It equals ``pred = predict(state, x); update(state, x, y, pred)``.
       n_features: ``d``, the input width the learner expects (static).
-      downdate: optional. For learners with a growing posterior,
-        ``downdate(state, x, y)`` removes an item previously learned (the exact
-        inverse of ``learn``); for windowed learners ``downdate(state)`` evicts
-        the oldest item of the window (the item comes from the window itself).
+      downdate: optional ``downdate(state, x, y) -> state``: remove an item
+        previously learned (a growing posterior's exact inverse of ``learn``),
+        ``x: [d]``, ``y: []``.
       tune: optional ``tune(state, **options) -> state``: re-estimate the
         hyperparameters from the learner's own data and rebuild the state.
       description: the call that built the learner (``"windowed_bayes_linreg(3, 64)"``),
@@ -149,6 +150,9 @@ class Learner(NamedTuple):
         leaves ``[]``, or a batch ``x: [b, d]`` with ``[b]`` leaves.
       factory_call: the :class:`FactoryCall` that built the learner (set by the public factories with
         :func:`describe_factory`, like ``description``), or ``None``.
+      evict: optional ``evict(state) -> state``: a window evicts its oldest
+        item, which it holds itself (passing the item would invite states
+        that disagree with the window).
     """
 
     init: Callable[..., State]
@@ -162,9 +166,10 @@ class Learner(NamedTuple):
     deferred: Optional[DeferredStep] = None
     update: Optional[Callable[[State, Any, Any, Any], State]] = None
     factory_call: Optional[FactoryCall] = None
+    evict: Optional[Callable[[State], State]] = None
 
     def __repr__(self) -> str:
-        extra = [m for m in ("downdate", "tune") if getattr(self, m) is not None]
+        extra = [m for m in ("downdate", "evict", "tune") if getattr(self, m) is not None]
         what = self.description or "make_learner(...)"
         return f"Learner({what}; n_features={self.n_features}" + (f"; with {', '.join(extra)})" if extra else ")")
 
@@ -260,7 +265,7 @@ def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learne
     """Decorate a public learner factory so that its learners' ``repr`` shows the call that built them.
 
     ``windowed_bayes_linreg(3, 64, intercept=True)`` then prints as
-    ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with downdate, tune)``;
+    ``Learner(windowed_bayes_linreg(3, 64, intercept=True); n_features=4; with evict, tune)``;
     wrappers nest (``standardize(gp_window(2, 64))``). Signature and docstring are kept.
     The call itself is kept in ``Learner.factory_call``.
     Calls with equal hashable arguments return the same :class:`Learner`
@@ -274,10 +279,15 @@ def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learne
         call = ", ".join([_short_repr(a) for a in args] + [f"{k}={_short_repr(v)}" for k, v in kwargs.items()])
         made = FactoryCall(build, args, kwargs)
         out = out._replace(description=f"{factory.__name__}({call})", factory_call=made)
-        made.built = tuple(out[:-1])
+        made.built = _built_fields(out)
         return out
 
     return build
+
+
+def _built_fields(learner: Learner) -> tuple:
+    """The learner's fields other than ``factory_call``: what tells a learner as built from a changed copy."""
+    return tuple(v for k, v in zip(learner._fields, learner) if k != "factory_call")
 
 
 def make_learner(
@@ -289,7 +299,7 @@ def make_learner(
     predict_batch: Optional[Callable] = None,
     n_features: int,
     downdate: Optional[Callable] = None,
-    downdate_takes_item: bool = True,
+    evict: Optional[Callable] = None,
     tune: Optional[Callable] = None,
     step_one: Optional[Callable] = None,
     skip_nonfinite: bool = False,
@@ -314,6 +324,11 @@ def make_learner(
     ``step_one`` is ``predict_one`` followed by ``update_one`` (the item is
     predicted once). A mini-batch ``update`` scans ``update_one`` over the
     items and their predictions.
+    ``downdate(state, x, y) -> state`` removes a given item, its ``x: [d]``
+    and ``y: []`` checked like ``learn``'s; ``evict(state) -> state`` evicts
+    a window's oldest item. Either of the other shape is refused with a
+    ``TypeError``; both are jit-compiled (a wrapper's come from
+    :func:`pass_through`).
 
     With ``skip_nonfinite`` the boundary owns the non-finite skip: inside
     ``jit``/``vmap``/``scan`` (where the concrete check cannot raise) an item
@@ -357,13 +372,14 @@ def make_learner(
         pred = _checked_prediction(pred, y.shape, state_dtype(state))
         return (j_update_batch if x.ndim == 2 else j_update_one)(state, x, y, pred)
 
-    dd = None if downdate is None else _checked_downdate(jax.jit(downdate), downdate_takes_item, n_features)
+    dd = None if downdate is None else _checked_downdate(downdate, n_features)
+    ev = None if evict is None else _checked_evict(evict)
     # around the boundary, not only the cores: derivative rules (a Cholesky's JVP, a custom_vmap's
     # re-trace) emit their products when a transformation reaches the call, outside the cores' traces
     init, learn, predict, step, update = map(full_precision, (init, learn, predict, step, update))
-    dd, tune = (None if f is None else full_precision(f) for f in (dd, tune))
+    dd, ev, tune = (None if f is None else full_precision(f) for f in (dd, ev, tune))
     return Learner(init=init, learn=learn, predict=predict, step=step, n_features=n_features, downdate=dd, tune=tune,
-                   update=update)
+                   update=update, evict=ev)
 
 
 def _skipping(learn_one, step_one, update_one):
@@ -426,10 +442,25 @@ def _checked_prediction(pred, shape: tuple, dtype):
                                                                                     jnp.floating) else a, pred)
 
 
-def _checked_downdate(j_dd: Callable, takes_item: bool, n_features: int) -> Callable:
-    """The boundary of ``downdate``: ``(state, x, y)`` checked like ``learn`` (one item only), or ``(state)``."""
-    if not takes_item:
-        return lambda state: j_dd(state)
+def _takes(fn: Callable, n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (True when its signature is unknown)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        return False
+    return True
+
+
+def _checked_downdate(downdate: Callable, n_features: int) -> Callable:
+    """The boundary of ``downdate(state, x, y)``: the item checked like ``learn``'s (one item only), then jit."""
+    if not _takes(downdate, 3):
+        raise TypeError("downdate: must take (state, x, y) and remove that item; a window that evicts its "
+                        "oldest item passes it as evict=")
+    j_dd = jax.jit(downdate)
 
     def dd(state, x, y):
         x, y = coerce_xy(x, y, n_features, state_dtype(state))
@@ -438,3 +469,52 @@ def _checked_downdate(j_dd: Callable, takes_item: bool, n_features: int) -> Call
         return j_dd(state, x, y)
 
     return dd
+
+
+def _checked_evict(evict: Callable) -> Callable:
+    """The boundary of ``evict(state)``: its signature checked, then jit."""
+    if not _takes(evict, 1):
+        raise TypeError("evict: must take (state) and evict the oldest item; removing a given item is downdate=")
+    j_ev = jax.jit(evict)
+    return lambda state: j_ev(state)
+
+
+def _inner_field(state):
+    return state.inner
+
+
+def _with_inner(state, inner_state):
+    return state._replace(inner=inner_state)
+
+
+def pass_through(inner: Learner, get: Callable = _inner_field, put: Callable = _with_inner,
+                 map_item: Optional[Callable] = None) -> dict:
+    """A wrapper's ``tune``, ``downdate`` and ``evict``: the inner learner's, applied to the inner state.
+
+    Every wrapper passes these operations through the same way,
+    ``make_learner(..., **pass_through(learner))``; the wrapper's own part of
+    the state is left as it is (a calibrator is neither tuned nor downdated).
+
+    Args:
+      inner: the wrapped :class:`Learner`.
+      get: ``get(state) -> inner_state``; by default ``state.inner``.
+      put: ``put(state, inner_state) -> state``; by default ``state._replace(inner=inner_state)``.
+      map_item: optional ``map_item(state, x [d], y []) -> (x', y')``: the item in the inner
+        learner's coordinates (features, a standardiser's scale), for ``downdate``.
+    Returns:
+      ``{"tune": ..., "downdate": ..., "evict": ...}``, keyword arguments of
+      :func:`make_learner`; ``None`` for each operation the inner learner lacks.
+    """
+
+    def tune(state, **options):
+        return put(state, inner.tune(get(state), **options))
+
+    def downdate(state, x, y):
+        xy = (x, y) if map_item is None else map_item(state, x, y)
+        return put(state, inner.downdate(get(state), *xy))
+
+    def evict(state):
+        return put(state, inner.evict(get(state)))
+
+    return {"tune": None if inner.tune is None else tune, "downdate": None if inner.downdate is None else downdate,
+            "evict": None if inner.evict is None else evict}

@@ -32,6 +32,7 @@ import warnings
 from typing import NamedTuple, Optional, Union
 
 from .base import FactoryCall, Learner, check_int, map_nested
+from .learner import _built_fields
 
 __all__ = ["TunePlan", "with_tune_plan"]
 
@@ -97,7 +98,7 @@ def _plans_tunes(factory) -> bool:
 
 def _is_as_built(learner: Learner, call: FactoryCall) -> bool:
     """Whether ``learner`` is what ``call`` returned, not a record changed after it was built."""
-    return call.built is not None and all(a is b for a, b in zip(learner[:-1], call.built))
+    return call.built is not None and all(a is b for a, b in zip(_built_fields(learner), call.built))
 
 
 def _has_its_options(factory, args: tuple, kwargs: dict, options: dict) -> bool:

@@ -84,8 +84,7 @@ The module's anatomy: the statistics are in :mod:`onlinejax.scaler`
 :func:`~onlinejax.standardize_state.init`,
 :func:`~onlinejax.standardize_state.predict_one`,
 :func:`~onlinejax.standardize_state.refit`,
-:func:`~onlinejax.standardize_state.restart`, the downdates and
-:func:`~onlinejax.standardize_state.tune_inner`) in
+:func:`~onlinejax.standardize_state.restart`) in
 :mod:`onlinejax.standardize_state`; here the thresholds (:data:`SHIFT_Z`,
 :data:`SHIFT_RUN`, :data:`OUTLIER_Z`, :data:`OUTLIER_RUN`, :data:`DRIFT_STEP`,
 :data:`DRIFT_RUN`, :data:`GATE_MIN`), :func:`learn_one`, :func:`update_one`
@@ -95,7 +94,6 @@ takes the inner learner (and the options) as leading arguments that
 """
 from __future__ import annotations
 
-import inspect
 from functools import partial
 from typing import Callable
 
@@ -106,12 +104,12 @@ import numpy as np
 
 from .batching import cond_if_any
 from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if, learnable,
-                   make_learner)
+                   make_learner, pass_through)
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
-from .standardize_state import (StandardizeOptions, StandardizeState, downdate_item, downdate_oldest, init,
-                                inner_coordinates, predict_one, refit, restart, tune_inner)
+from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, predict_one, refit,
+                                restart)
 from .window import ring_push
 
 Array = jax.Array
@@ -441,8 +439,8 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         that moves the inputs' coordinates upstream: the target must then move with them.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
-      passes ``kw`` to ``learner.init``; ``tune`` and ``downdate`` (the
-      window's oldest item, or an item given on the raw scale) pass through.
+      passes ``kw`` to ``learner.init``; ``tune``, ``downdate`` (of an item
+      given on the raw scale) and ``evict`` pass through.
 
     Example::
 
@@ -466,12 +464,8 @@ def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = No
         raise ValueError("reexpress: only for moving statistics of the inputs and the target (warmup=None, "
                          "scale_inputs=True)")
     opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs), warmup if keep is None else keep, reexpress)
-    dd, takes_item = None, True
-    if learner.downdate is not None:
-        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
-        dd = partial(downdate_item, learner, opts) if takes_item else partial(downdate_oldest, learner)
+    # a given item is downdated in the current coordinates, like the inner learner learned it
+    ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, x, y))
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),
                         predict_one=partial(predict_one, learner, opts),
-                        update_one=partial(update_one, learner, opts), n_features=learner.n_features, downdate=dd,
-                        downdate_takes_item=takes_item,
-                        tune=None if learner.tune is None else partial(tune_inner, learner))
+                        update_one=partial(update_one, learner, opts), n_features=learner.n_features, **ops)

@@ -2,8 +2,7 @@
 
 :class:`StandardizeState` and the static :class:`StandardizeOptions`; the
 steps that only move between the raw and the inner learner's coordinates:
-:func:`inner_coordinates`, :func:`init`, :func:`predict_one`,
-:func:`downdate_item` / :func:`downdate_oldest` and :func:`tune_inner`; and
+:func:`inner_coordinates`, :func:`init` and :func:`predict_one`; and
 the inner learner's two fresh starts, :func:`refit` on the items kept and
 :func:`restart`. The steps take the inner learner (and the options) as leading
 arguments that :func:`~onlinejax.standardize.standardize` binds. The update,
@@ -23,8 +22,7 @@ from .window import ring_init
 
 Array = jax.Array
 
-__all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init", "predict_one", "refit", "restart",
-           "downdate_item", "downdate_oldest", "tune_inner"]
+__all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init", "predict_one", "refit", "restart"]
 
 
 class StandardizeState(NamedTuple):
@@ -160,19 +158,3 @@ def restart(s: StandardizeState) -> StandardizeState:
                       outside=jnp.zeros_like(s.outside), far_run=jnp.zeros_like(s.far_run),
                       spread_items=jnp.zeros_like(s.spread_items), shifting=jnp.zeros_like(s.shifting),
                       drifting=jnp.zeros_like(s.drifting))
-
-
-def downdate_item(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
-                  y: Array) -> StandardizeState:
-    """``learner.downdate`` of the raw item ``(x, y)`` in the current coordinates."""
-    return s._replace(inner=learner.downdate(s.inner, *inner_coordinates(options, s.scaler, x, y)))
-
-
-def downdate_oldest(learner: Learner, s: StandardizeState) -> StandardizeState:
-    """``learner.downdate(inner)``: a windowed inner learner evicts its oldest item."""
-    return s._replace(inner=learner.downdate(s.inner))
-
-
-def tune_inner(learner: Learner, s: StandardizeState, **options) -> StandardizeState:
-    """``learner.tune`` on the inner state, in the current coordinates."""
-    return s._replace(inner=learner.tune(s.inner, **options))

@@ -216,7 +216,7 @@ def test_reprs_are_readable():
     from onlinejax.standardize import standardize
 
     L = oj.windowed_bayes_linreg(3, 16, intercept=True)
-    assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with downdate, tune)"
+    assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with evict, tune)"
     assert repr(standardize(oj.gp.gp_window(2, window=8))).startswith("Learner(standardize(gp_window(2, window=8));")
     assert "0x" not in repr(oj.bayes_linreg(2)) and repr(oj.bayes_linreg(2)).startswith("Learner(bayes_linreg(2);")
     n = 3000
@@ -483,3 +483,76 @@ def test_welford_with_decay_is_the_exponentially_weighted_mean_and_variance(rng)
     assert float(n) == pytest.approx(w.sum(), rel=tol(1e-12, 1e-5))
     np.testing.assert_allclose(np.asarray(mean), m, rtol=tol(1e-12, 1e-5))
     np.testing.assert_allclose(np.asarray(var), w @ (x - m) ** 2 / w.sum(), rtol=tol(1e-10, 1e-4))
+
+
+def _same_tree(a, b):
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+
+
+def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
+    """Each wrapper's tune / downdate / evict is the inner learner's on the inner state, the rest kept."""
+    import onlinejax as oj
+    from onlinejax.adaptive import adaptive
+    from onlinejax.calibration import recalibrate
+    from onlinejax.hedge import with_climatology
+    from onlinejax.linear import intercept_features, map_features
+    from onlinejax.standardize import standardize
+
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    for inner in (oj.gp.gp_window(2, 8), oj.windowed_bayes_linreg(2, 8)):
+        L = standardize(inner)
+        s = L.learn(L.init(), X, Y)
+        assert L.downdate is None
+        _same_tree(L.evict(s), s._replace(inner=inner.evict(s.inner)))
+    win = oj.windowed_bayes_linreg(3, 8)
+    F = map_features(intercept_features(2), win)
+    s = F.learn(F.init(), X, Y)
+    _same_tree(F.evict(s), win.evict(s))
+    _same_tree(F.tune(s, n_iter=5), win.tune(s, n_iter=5))
+    win = oj.windowed_bayes_linreg(2, 8)
+    for wrap in (standardize, recalibrate, with_climatology, lambda lrn: adaptive(lrn, 8)):
+        L = wrap(win)
+        s = L.learn(L.init(), X, Y)
+        _same_tree(L.tune(s), s._replace(inner=win.tune(s.inner)))
+    assert with_climatology(win).evict is None and adaptive(win, 8).evict is None  # only tune passes there
+    # a downdate in the inner learner's coordinates: map_features' features
+    blr = oj.bayes_linreg(3, alpha=0.5, beta=2.0)
+    F = map_features(intercept_features(2), blr)
+    s = F.learn(F.init(), X, Y)
+    _same_tree(F.downdate(s, X[0], Y[0]), blr.downdate(s, np.append(X[0], 1.0), Y[0]))
+
+
+def test_a_calibrated_downdate_undoes_learn(rng):
+    """recalibrate(bayes_linreg): downdating the last items gives the posterior of the first, calibrators kept."""
+    from onlinejax.calibration import recalibrate
+    from onlinejax.linear import bayes_linreg
+
+    alpha, beta = 0.5, 2.0
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    inner = bayes_linreg(2, alpha=alpha, beta=beta)
+    L = recalibrate(inner)
+    s = L.learn(L.init(), X, Y)
+    d = s
+    for x, y in zip(X[30:][::-1], Y[30:][::-1]):
+        d = L.downdate(d, x, y)
+    assert d.recalibration == s.recalibration
+    _same_tree(L.downdate(s, X[39], Y[39]).inner, inner.downdate(s.inner, X[39], Y[39]))
+    precision = alpha * np.eye(2) + beta * X[:30].T @ X[:30]
+    mean = np.linalg.solve(precision, beta * X[:30].T @ Y[:30])
+    np.testing.assert_allclose(np.asarray(d.inner.mean), mean, rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
+    with pytest.raises(ValueError, match="one item"):
+        L.downdate(s, X[:2], Y[:2])
+
+
+def test_make_learner_refuses_a_downdate_or_evict_of_the_wrong_shape():
+    from onlinejax.base import make_learner
+
+    parts = dict(init=lambda: jnp.zeros(()), learn_one=lambda s, x, y: s, predict_one=lambda s, x: Prediction(s, s),
+                 n_features=1)
+    with pytest.raises(TypeError, match=r"downdate: must take \(state, x, y\).*evict="):
+        make_learner(**parts, downdate=lambda s: s)
+    with pytest.raises(TypeError, match=r"evict: must take \(state\).*downdate="):
+        make_learner(**parts, evict=lambda s, x, y: s)
+    L = make_learner(**parts, downdate=lambda s, x, y: s + y, evict=lambda s: s - 1)
+    assert float(L.downdate(L.init(), [1.0], 2.0)) == 2.0 and float(L.evict(L.init())) == -1.0

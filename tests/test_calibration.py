@@ -532,7 +532,7 @@ def test_skips_non_finite_labels_and_batches_are_sequential():
     np.testing.assert_allclose(float(sl.recalibration.scale), float(st2.recalibration.scale), rtol=tol(1e-12, 1e-6))
 
 
-def test_composes_with_adaptive_combine_tune_and_downdate():
+def test_composes_with_adaptive_combine_tune_downdate_and_evict():
     X, Y = _linear_stream(300, seed=5)
     # calibrator outside the state machine; init kwargs go through both wrappers
     ad = conformal(adaptive(windowed_bayes_linreg(2, 32), 32), 0.9, recalibrate=0.98)
@@ -548,7 +548,7 @@ def test_composes_with_adaptive_combine_tune_and_downdate():
     b = progressive_validation(comb, comb.init(), X, Y).predictions
     np.testing.assert_array_equal(np.asarray(a.mean), np.asarray(b.mean))
     np.testing.assert_array_equal(np.asarray(a.var), np.asarray(b.var))
-    # tune and downdate reach the inner learner; the calibrator keeps its state
+    # tune, downdate and evict reach the inner learner; the calibrator keeps its state
     inner = bayes_linreg(2, beta=40.0)
     rc = recalibrate(inner)
     s = rc.learn(rc.init(), X[:100], Y[:100])
@@ -562,7 +562,7 @@ def test_composes_with_adaptive_combine_tune_and_downdate():
     w = recalibrate(win)
     sw = w.learn(w.init(), X[:8], Y[:8])
     leaves = jax.tree_util.tree_leaves
-    for got, want in zip(leaves(w.downdate(sw).inner), leaves(win.downdate(sw.inner))):
+    for got, want in zip(leaves(w.evict(sw).inner), leaves(win.evict(sw.inner))):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 

@@ -269,7 +269,7 @@ def test_duplicates_keep_factor_finite(rng):
     assert np.all(np.isfinite(np.asarray(res.state.inv_chol)))
 
 
-def test_downdate_evicts_oldest(rng):
+def test_evict_evicts_oldest(rng):
     W = 10
     X, Y = _stream(rng, 25)
     lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
@@ -277,7 +277,7 @@ def test_downdate_evicts_oldest(rng):
         s = lrn.learn(lrn.init(), X[:n_items], Y[:n_items])
         have = min(n_items, W)
         for k in range(1, 4):
-            s = lrn.downdate(s)
+            s = lrn.evict(s)
             Xw, Yw = X[n_items - have + k: n_items], Y[n_items - have + k: n_items]
             rm, rv = gp_predict(Xw, Yw, X[:4], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
             p = lrn.predict(s, X[:4])

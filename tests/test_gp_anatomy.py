@@ -64,7 +64,7 @@ def test_resolve_kernel():
 
 
 def test_module_cores_are_the_learner(rng):
-    """init / step_one / predict_one / downdate / tune at module level, with the factory's static options,
+    """init / step_one / predict_one / evict / tune at module level, with the factory's static options,
     give the learner's states and predictions bit for bit."""
     X, Y = _stream(rng, 30)
     lrn = gp_window(2, 8, kernel="matern52", mean="ols")
@@ -78,7 +78,7 @@ def test_module_cores_are_the_learner(rng):
         _same((s_l, p_l), (s_m, p_m))
     predict = jax.jit(lambda s, x: gpw.predict_one(s, x, kernel=opts["kernel"]))
     _same(lrn.predict(s_l, X[0]), predict(s_m, jnp.asarray(X[0], s_m.y.dtype)))
-    _same(lrn.downdate(s_l), jax.jit(lambda s: gpw.downdate(s, mean="ols"))(s_m))
+    _same(lrn.evict(s_l), jax.jit(lambda s: gpw.evict(s, mean="ols"))(s_m))
     _same(lrn.tune(s_l), jax.jit(lambda s: gpw.tune(s, **opts))(s_m))
 
 

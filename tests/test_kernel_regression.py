@@ -140,7 +140,7 @@ def test_loo_scores_and_tuned_alpha_equal_brute_force(rng):
     np.testing.assert_array_equal(np.asarray(t2.whiten), np.asarray(t.whiten))
 
 
-def test_downdate_evicts_oldest(rng):
+def test_evict_evicts_oldest(rng):
     W = 6
     X = rng.uniform(0, 1, (9, 2))
     Y = rng.normal(size=9)
@@ -148,7 +148,7 @@ def test_downdate_evicts_oldest(rng):
     s = lrn.init()
     for i in range(9):
         s = lrn.learn(s, X[i], Y[i])
-    s = lrn.downdate(lrn.downdate(s))  # window was items 3..8; now 5..8
+    s = lrn.evict(lrn.evict(s))  # window was items 3..8; now 5..8
     assert int(s.buffer.count) == 4
     ref = nw_window_reference(s.whiten, X[5:9], Y[5:9], X[0])
     slots = np.arange(5, 9) % W
@@ -158,7 +158,7 @@ def test_downdate_evicts_oldest(rng):
     assert float(p.mean) == pytest.approx(ref["mean"], rel=tol(1e-10, 1e-5))
     empty = s
     for _ in range(6):
-        empty = lrn.downdate(empty)  # popping an empty window is a no-op
+        empty = lrn.evict(empty)  # popping an empty window is a no-op
     assert int(empty.buffer.count) == 0 and not np.any(np.asarray(empty.buffer.valid))
 
 
@@ -380,7 +380,7 @@ def test_module_functions_are_the_learners_core(rng, bounds, interval):
             assert float(t.bandwidth_scale) > 0  # a lengthscale of 100 is far too wide: the tune moves
     _assert_trees_close(s, t, rtol)
     _assert_trees_close(lrn.predict(s, X[:3]), predict(t, X[:3]), rtol)
-    _assert_trees_close(lrn.downdate(s), jax.jit(kr.downdate)(t), rtol)
+    _assert_trees_close(lrn.evict(s), jax.jit(kr.evict)(t), rtol)
     assert int(t.n_seen) == n and int(t.buffer.count) == W
 
 

@@ -143,7 +143,7 @@ def test_scaler_keeps_exponentially_weighted_variances_that_survive_a_saturated_
     assert float(sx[0]) == pytest.approx(3.0, rel=2e-2) and float(sy) == pytest.approx(0.5, rel=2e-2)
 
 
-def test_jit_vmap_tune_downdate_and_errors(rng):
+def test_jit_vmap_tune_evict_and_errors(rng):
     X = rng.normal(size=(4, 30, 2)) * 100 + 1e3
     Y = X.sum(-1) + rng.normal(size=(4, 30))
     lrn = standardize(oj.windowed_bayes_linreg(2, 8))
@@ -152,7 +152,7 @@ def test_jit_vmap_tune_downdate_and_errors(rng):
     assert p.mean.shape == (4, 30) and bool(jnp.all(p.var > 0))
     s = progressive_validation(lrn, lrn.init(), X[0], Y[0]).state
     assert lrn.tune(s).scaler == s.scaler
-    assert int(s.inner.buffer.count) == 8 and int(lrn.downdate(s).inner.buffer.count) == 7
+    assert int(s.inner.buffer.count) == 8 and int(lrn.evict(s).inner.buffer.count) == 7
     with pytest.raises(ValueError, match="decay"):
         standardize(oj.bayes_linreg(2), decay=0.0)
     with pytest.raises(ValueError, match="decay"):

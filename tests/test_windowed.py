@@ -45,20 +45,20 @@ def test_window_posterior_equals_batch_on_window_after_every_step(rng, window, c
     assert worst < tol(1e-9, 2e-3)
 
 
-def test_downdate_evicts_oldest_and_empty_window_is_prior(rng):
+def test_evict_evicts_oldest_and_empty_window_is_prior(rng):
     d, W = 2, 6
     X, Y = _stream(rng, 20, d)
     lrn = oj.windowed_bayes_linreg(d, W, alpha=2.0, beta=3.0)
     s = lrn.learn(lrn.init(), X, Y)
     for k in range(1, W + 1):
-        s = lrn.downdate(s)
+        s = lrn.evict(s)
         if k < W:
             m, S = blr_posterior(X[20 - W + k:], Y[20 - W + k:], 2.0, 3.0)
             assert rel_err(s.mean, m) < tol(1e-9, 1e-3) and rel_err(_cov(s), S) < tol(1e-9, 1e-3)
     assert int(s.buffer.count) == 0
     np.testing.assert_allclose(s.mean, 0.0, atol=1e-6)
     np.testing.assert_allclose(_cov(s), np.eye(d) / 2.0, rtol=tol(1e-9, 1e-5))
-    s = lrn.downdate(s)  # evicting from an empty window is a no-op
+    s = lrn.evict(s)  # evicting from an empty window is a no-op
     assert int(s.buffer.count) == 0
 
 
@@ -353,7 +353,7 @@ def test_module_functions_are_the_learners_core(rng, bounds):
             s, t = lrn.tune(s, n_iter=20), jax.jit(partial(windowed.tune, n_iter=20, bounds=bounds))(t)
     _assert_trees_close(s, t, rtol)
     _assert_trees_close(lrn.predict(s, X[:4]), predict(t, X[:4]), rtol)
-    _assert_trees_close(lrn.downdate(s), jax.jit(partial(windowed.downdate, bounds=bounds))(t), rtol)
+    _assert_trees_close(lrn.evict(s), jax.jit(partial(windowed.evict, bounds=bounds))(t), rtol)
     assert int(t.n_seen) == n and int(t.buffer.count) == W
 
 

@@ -65,8 +65,7 @@ from .recalibration import RECALIBRATION_VAR_CAP, Array, _level_floor, _mask  # 
 from .recalibration import capped_variance, is_informative, scale_update, sq_err_update  # noqa: F401
 from .aci import _TABLE_BITS, _two_sided_quantile, _upper_quantile_table, upper_normal_quantile  # noqa: F401
 from .quantile import MEAN_ABS_NORMAL, SCORE_CLIP, _integrator  # noqa: F401
-from .wrapper import _calibrate, _scale_known, downdate_item, downdate_oldest, inverse_is_exact  # noqa: F401
-from .wrapper import tune_inner, uncorrect, unknown_scale_floor  # noqa: F401
+from .wrapper import _calibrate, _scale_known, inverse_is_exact, uncorrect, unknown_scale_floor  # noqa: F401
 from .factories import _calibrated, _check_recal, _conformal_options  # noqa: F401
 
 __all__ = [

@@ -11,10 +11,9 @@ import inspect
 from functools import partial
 from typing import Callable, Optional
 
-from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner
+from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner, pass_through
 from .recalibration import RECALIBRATION_CLIP
-from .wrapper import (ConformalOptions, RecalibrationOptions, downdate_item, downdate_oldest, init, learn_one,
-                      predict_one, step_one, tune_inner, update_one)
+from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
 
 __all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_combination", "calibrated_bayes_linreg",
            "CARRIED_CLIP"]
@@ -27,15 +26,11 @@ def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Option
     """The wrapper learner of :func:`recalibrate` / :func:`conformal`: the wrapper module's functions, bound."""
     if not isinstance(learner, Learner):
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
-    out = make_learner(init=partial(init, learner, rc, cc), learn_one=partial(learn_one, learner, rc, cc),
-                       predict_one=partial(predict_one, learner, rc, cc), step_one=partial(step_one, learner, rc, cc),
-                       update_one=partial(update_one, learner, rc, cc),
-                       n_features=learner.n_features,
-                       tune=None if learner.tune is None else partial(tune_inner, learner))
-    if learner.downdate is not None:
-        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
-        out = out._replace(downdate=partial(downdate_item if takes_item else downdate_oldest, learner))
-    return out
+    # the calibrators are neither tuned nor downdated: they judged the predictions as they were issued
+    return make_learner(init=partial(init, learner, rc, cc), learn_one=partial(learn_one, learner, rc, cc),
+                        predict_one=partial(predict_one, learner, rc, cc), step_one=partial(step_one, learner, rc, cc),
+                        update_one=partial(update_one, learner, rc, cc),
+                        n_features=learner.n_features, **pass_through(learner))
 
 
 def _check_recal(decay, clip, max_scale, error_cap, prefix=""):
@@ -76,9 +71,9 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
         (:data:`~onlinejax.calibration.RECALIBRATION_VAR_CAP`; static).
     Returns:
       A learner over :class:`~onlinejax.calibration.CalibratedState` with ``init(recalibration=None,
-      **inner_kwargs)`` (``inner_kwargs`` go to ``learner.init``), ``tune`` and
-      ``downdate`` of the inner learner when it has them (the recalibrator
-      itself is neither tuned nor downdated).
+      **inner_kwargs)`` (``inner_kwargs`` go to ``learner.init``), ``tune``,
+      ``downdate`` and ``evict`` of the inner learner when it has them (the
+      recalibrator itself is neither tuned nor downdated).
     Raises:
       ValueError: naming the argument (``decay`` outside (0, 1), ...).
     """
@@ -131,8 +126,8 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
       A learner over :class:`~onlinejax.calibration.CalibratedState` with ``init(conformal=None,
       recalibration=None, **inner_kwargs)``: ``conformal`` overrides
       ``level``/``gamma`` (ACI) or ``level``/``lr``/``gain``/``saturation``
-      (quantile) as arrays, so they vmap. ``tune``/``downdate`` of the inner
-      learner pass through.
+      (quantile) as arrays, so they vmap. ``tune``, ``downdate`` and ``evict``
+      of the inner learner pass through.
     Raises:
       ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
     """

@@ -398,18 +398,3 @@ def predict_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: O
                 s: CalibratedState, x: Array):
     """The corrected prediction of the inner learner's prediction for ``x: [d]`` (:func:`correct`, :func:`output`)."""
     return output(conf, s, correct(recal, conf, s, learner.predict(s.inner, x))[0])
-
-
-def tune_inner(learner: Learner, s: CalibratedState, **options) -> CalibratedState:
-    """``learner.tune`` on the inner state (the calibrators are not tuned)."""
-    return s._replace(inner=learner.tune(s.inner, **options))
-
-
-def downdate_item(learner: Learner, s: CalibratedState, x: Array, y: Array) -> CalibratedState:
-    """``learner.downdate(inner, x, y)`` (the calibrators are not downdated)."""
-    return s._replace(inner=learner.downdate(s.inner, x, y))
-
-
-def downdate_oldest(learner: Learner, s: CalibratedState) -> CalibratedState:
-    """``learner.downdate(inner)`` for a windowed inner learner (the calibrators are not downdated)."""
-    return s._replace(inner=learner.downdate(s.inner))

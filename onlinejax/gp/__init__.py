@@ -2,7 +2,7 @@
 
 :mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
-``learn_one``, ``downdate``, ``tune`` and the factory :func:`gp_window`. The
+``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window`. The
 tune's type-II MAP search (:func:`tune_hyperparameters`, in named pieces) is in
 :mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
 (:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and

@@ -10,7 +10,7 @@ all here; the helpers they call are named in each docstring):
 * :func:`init` — the empty window;
 * :func:`predict_one` — the predictive at one input (R&W eq. 2.25–2.26);
 * :func:`step_one` — predict one item, then slide the window onto it;
-  :func:`learn_one` is its state; :func:`downdate` evicts the oldest item;
+  :func:`learn_one` is its state; :func:`evict` evicts the oldest item;
 * :func:`tune` — type-II MAP hyperparameters
   (:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`, in named pieces
   in :mod:`onlinejax.gp.hyperparameters`) and one rebuild of the factor;
@@ -115,7 +115,7 @@ __all__ = [
     "predict_one",
     "step_one",
     "learn_one",
-    "downdate",
+    "evict",
     "tune",
     "latent",
     "window_scale",
@@ -320,7 +320,7 @@ def learn_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = sq
                     freeze_when_full=freeze_when_full)[0]
 
 
-def downdate(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale: bool = True) -> GPWindowState:
+def evict(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale: bool = True) -> GPWindowState:
     """Evict the oldest item of the window (no-op on an empty window).
 
     The oldest valid slot ``j`` is rotated to the front, the valid block's
@@ -407,7 +407,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
     Binds the static options to :func:`init`, :func:`step_one`,
-    :func:`learn_one`, :func:`predict_one`, :func:`downdate` and :func:`tune`.
+    :func:`learn_one`, :func:`predict_one`, :func:`evict` and :func:`tune`.
 
     Args:
       n_features: ``d`` (static).
@@ -458,7 +458,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
     Returns:
       A learner; ``init(signal_std=, noise_std=, lengthscale=, dtype=)`` (and ``mean=`` with
       ``mean_from_state``);
-      ``downdate(state)`` evicts the oldest item; ``tune(state)`` maximises
+      ``evict(state)`` evicts the oldest item; ``tune(state)`` maximises
       the window's log marginal likelihood plus the hyperprior (type-II
       MAP, see :func:`tune_hyperparameters`) and rebuilds the factor once.
       ``step`` and ``learn`` never change the hyperparameters: they stay at
@@ -493,6 +493,6 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
 
     return make_learner(init=_init, learn_one=partial(learn_one, **learn_opts),
                         predict_one=partial(predict_one, kernel=kfn), n_features=d,
-                        downdate=partial(downdate, mean=core_mean, adapt_scale=opts["adapt_scale"]),
-                        downdate_takes_item=False, tune=jax.jit(tune_), step_one=partial(step_one, **learn_opts),
+                        evict=partial(evict, mean=core_mean, adapt_scale=opts["adapt_scale"]),
+                        tune=jax.jit(tune_), step_one=partial(step_one, **learn_opts),
                         skip_nonfinite=True)

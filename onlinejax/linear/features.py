@@ -10,11 +10,10 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import inspect
 
 import numpy as np
 
-from ..base import Learner, describe_factory, make_learner
+from ..base import Learner, describe_factory, make_learner, pass_through
 
 Array = jax.Array
 
@@ -125,19 +124,13 @@ def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
       fmap: the map; ``fmap.n_out`` must equal ``learner.n_features``.
       learner: any learner (linear, SGD, windowed, ...).
     Returns:
-      A :class:`Learner` with ``n_features = fmap.n_in`` and the same state.
+      A :class:`Learner` with ``n_features = fmap.n_in`` and the same state;
+      ``tune``, ``downdate`` (of a raw item, mapped) and ``evict`` pass through.
     """
     if learner.n_features != fmap.n_out:
         raise ValueError(f"learner: has {learner.n_features} features, fmap produces {fmap.n_out}")
-    dd = None
-    takes_item = True
-    if learner.downdate is not None:
-        takes_item = len(inspect.signature(learner.downdate).parameters) == 3
-        if takes_item:
-            def dd(state, x, y):
-                return learner.downdate(state, fmap.fn(x), y)
-        else:
-            dd = learner.downdate
+    # the state is the inner learner's own; a given item is downdated in its features
+    ops = pass_through(learner, get=lambda s: s, put=lambda s, inner: inner, map_item=lambda s, x, y: (fmap.fn(x), y))
     out = make_learner(
         init=learner.init,
         learn_one=lambda s, x, y: learner.learn(s, fmap.fn(x), y),
@@ -147,9 +140,7 @@ def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
         step_one=lambda s, x, y: learner.step(s, fmap.fn(x), y),  # the inner learner's fused step, if it has one
         update_one=lambda s, x, y, pred: learner.update(s, fmap.fn(x), y, pred),
         n_features=fmap.n_in,
-        downdate=dd,
-        downdate_takes_item=takes_item,
-        tune=learner.tune,
+        **ops,
     )
     return out
 

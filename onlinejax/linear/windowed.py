@@ -16,7 +16,7 @@ The learner in one file
 * :func:`learn_one`: slide the window by one item (downdate the oldest, update the new);
 * :func:`predict_one`: the predictive ``N(xᵀm, s²(1 + beta xᵀSx))`` (Bishop eq.
   3.58–3.59, or thesis eq. 4.17's ``s²``);
-* :func:`downdate`: evict the oldest item;
+* :func:`evict`: evict the oldest item;
 * :func:`tune`: re-standardise, type-II ML (Bishop 3.5.2) and refit on the window;
 * :func:`windowed_bayes_linreg`: validates the static options, binds them and
   returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
@@ -83,7 +83,7 @@ __all__ = [
     "init",
     "learn_one",
     "predict_one",
-    "downdate",
+    "evict",
     "tune",
     "window_stats",
     "BOUNDS",
@@ -317,7 +317,7 @@ def learn_one(state: WindowedBayesState, x: Array, y: Array, *, bounds: str = "b
     return _finish(new, bounds)
 
 
-def downdate(state: WindowedBayesState, *, bounds: str = "bayes") -> WindowedBayesState:
+def evict(state: WindowedBayesState, *, bounds: str = "bayes") -> WindowedBayesState:
     """Evict the oldest item of the window (thesis eq. 5.8–5.11, a rank-1 downdate); no-op on an empty window.
 
     ``bounds`` (static): as in :func:`learn_one`.
@@ -459,8 +459,8 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
       dtype: default floating dtype.
     Returns:
       A :class:`Learner` over :func:`init`, :func:`learn_one`,
-      :func:`predict_one`, :func:`downdate` and :func:`tune` with these options
-      bound: ``init(alpha=, beta=, window=, dtype=)``; ``downdate(state)``
+      :func:`predict_one`, :func:`evict` and :func:`tune` with these options
+      bound: ``init(alpha=, beta=, window=, dtype=)``; ``evict(state)``
       evicts the oldest item; ``tune(state, n_iter=100)`` re-estimates
       ``alpha``/``beta`` on the window by type-II ML and rebuilds the factor
       from the buffer. A non-finite item is skipped (``n_skipped`` counts it).
@@ -488,7 +488,7 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
         init=_init, n_features=dm, skip_nonfinite=True,
         learn_one=partial(learn_one, bounds=bounds, onestep_floor=onestep_floor),
         predict_one=partial(predict_one, bounds=bounds, onestep_floor=onestep_floor),
-        downdate=partial(downdate, bounds=bounds), downdate_takes_item=False,
+        evict=partial(evict, bounds=bounds),
         tune=jax.jit(partial(tune, standardize=standardize, tune_evidence=tune_evidence, bounds=bounds,
                              prior_floor=prior_floor),
                      static_argnames="n_iter"),
