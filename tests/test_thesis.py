@@ -187,6 +187,22 @@ def test_thesis_features_match_definition():
     assert fm(jnp.ones((5, 3))).shape == (5, 15)
 
 
+def test_thesis_features_saturate_squares_beyond_the_square_limit():
+    from onlinejax.linear.features import square_limit
+
+    lim = square_limit(DTYPE)
+    assert lim == pytest.approx((np.finfo(DTYPE).max / 4096) ** 0.25)
+    fm = oj.thesis_features(2)
+    out = np.asarray(fm(jnp.asarray([3.0 * lim, -2.0], DTYPE)), np.float64)
+    # x, then x0², x0·x1, x1² of the inputs clipped at the limit, then the odd log and root of the raw inputs
+    want = [3.0 * lim, -2.0, lim * lim, -2.0 * lim, 4.0, np.log1p(3.0 * lim), -np.log1p(2.0), np.sqrt(3.0 * lim),
+            -np.sqrt(2.0)]
+    np.testing.assert_allclose(out, want, rtol=tol(1e-12, 1e-6))
+    # every feature's square stays finite, so a learner may absorb the item
+    assert np.all(np.isfinite(out.astype(DTYPE) ** 2)) and np.all(np.isfinite(out ** 2 * 1000))
+    assert oj.thesis_features(2) is fm and oj.linear.odd_features(9, 2) is oj.linear.odd_features(9, 2)
+
+
 def test_odd_features_match_definition():
     fm = oj.linear.odd_features(5, 2)
     assert fm.n_out == 9 and len(fm.names) == 9

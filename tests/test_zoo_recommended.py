@@ -73,6 +73,24 @@ def test_both_maps_feed_the_raw_map_and_the_odd_features_of_what_the_wrapper_pas
     np.testing.assert_allclose([float(p.mean), float(p.var)], [want_mu, want_var], rtol=rtol)
 
 
+def test_forgetting_linear_learns_squares_of_heavy_tailed_inputs_and_timestamps_in_seconds():
+    """The raw squares are not clipped where the quadratic term matters (Gaussian inputs' squares are beyond 5 sd
+    on 1 item in 200), and inputs near 1.8e9 (today's Unix time in seconds) are learned, not refused."""
+    rng = np.random.default_rng(5)
+    lrn = zoo.configurations()["RecommendedForgettingLinear"].make(2)
+    assert zoo.configurations()["RecommendedForgettingLinear"].make(2) is lrn  # built again: no new program
+    run = jax.jit(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions.mean)
+    n = 400
+    X = rng.normal(size=(n, 2))
+    y = X[:, 0] ** 2 + 0.1 * rng.normal(size=n)
+    err = np.asarray(run(jnp.asarray(X, DTYPE), jnp.asarray(y, DTYPE)), np.float64)[100:] - y[100:]
+    assert np.mean(err ** 2) < 0.05 and np.max(err ** 2) < 2.0, (np.mean(err ** 2), np.max(err ** 2))
+    X = np.column_stack([1.79e9 + 60.0 * np.arange(n), rng.normal(size=n)])
+    y = 2.0 * X[:, 1] + 0.3 * rng.normal(size=n)
+    err = np.asarray(run(jnp.asarray(X, DTYPE), jnp.asarray(y, DTYPE)), np.float64)[100:] - y[100:]
+    assert np.mean(err ** 2) < 0.1 * np.var(y[100:]), np.mean(err ** 2)
+
+
 @pytest.mark.parametrize("name", zoo.RECOMMENDED_MEMBERS + (zoo.RECOMMENDED_BOCPD,))
 def test_member_on_raw_drifting_stream(name):
     """Raw features of any scale, a drift: finite predictions with positive variance, calibrated 95 % intervals

@@ -6,6 +6,7 @@ logarithm and the square root of each input, ``d + d(d+1)/2 + 2d`` features.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -17,7 +18,7 @@ from ..base import Learner, describe_factory, make_learner, pass_through
 
 Array = jax.Array
 
-__all__ = ["FeatureMap", "thesis_features", "odd_features", "intercept_features", "compose", "map_features"]
+__all__ = ["FeatureMap", "thesis_features", "square_limit", "odd_features", "intercept_features", "compose", "map_features"]
 
 
 class FeatureMap(NamedTuple):
@@ -40,6 +41,15 @@ class FeatureMap(NamedTuple):
         return jax.vmap(self.fn)(x) if x.ndim == 2 else self.fn(x)
 
 
+def square_limit(dtype) -> float:
+    """``(max / 4096)^(1/4)`` of ``dtype`` (5.4e8 in float32): the inputs' magnitude beyond which
+    :func:`thesis_features` saturates the squares and products, so that a feature's square, which a
+    standardiser's variance and a linear learner's update hold, stays representable for up to about
+    a thousand features (:func:`~onlinejax.cores.learnable` refuses an item otherwise)."""
+    return float(np.finfo(dtype).max / 4096) ** 0.25
+
+
+@functools.lru_cache(maxsize=None)
 def thesis_features(n_inputs: int) -> FeatureMap:
     """The thesis's mapping: monomials of degree 1 and 2, plus log and sqrt of each input.
 
@@ -48,7 +58,10 @@ def thesis_features(n_inputs: int) -> FeatureMap:
     is ``-inf`` and negatives give NaN. We use the odd, finite extensions
     ``sign(x)·log(1 + |x|)`` and ``sign(x)·sqrt(|x|)`` instead, which agree in
     shape with ``log``/``sqrt`` for positive inputs, are finite everywhere and
-    never produce NaN.
+    never produce NaN. The squares and products are those of the inputs
+    clipped at :func:`square_limit` (5.4e8 in float32: beyond it the square
+    of a timestamp in seconds would be refused as unusable, and the item with it).
+    Equal calls return the same map (so the learners built on it are equal too).
 
     Args:
       n_inputs: ``d``.
@@ -64,7 +77,9 @@ def thesis_features(n_inputs: int) -> FeatureMap:
     names += [f"slog1p(x{i})" for i in range(d)] + [f"ssqrt(x{i})" for i in range(d)]
 
     def fn(x):
-        quad = (x[:, None] * x[None, :])[iu, ju]
+        lim = square_limit(x.dtype)
+        xs = jnp.clip(x, -lim, lim)
+        quad = (xs[:, None] * xs[None, :])[iu, ju]
         return jnp.concatenate(
             [x, quad, jnp.sign(x) * jnp.log1p(jnp.abs(x)), jnp.sign(x) * jnp.sqrt(jnp.abs(x))]
         )
@@ -72,6 +87,7 @@ def thesis_features(n_inputs: int) -> FeatureMap:
     return FeatureMap(d, len(names), fn, tuple(names))
 
 
+@functools.lru_cache(maxsize=None)
 def odd_features(n_in: int, n_inputs: int) -> FeatureMap:
     """Append ``sign(z)·log(1 + |z|)`` and ``sign(z)·√|z|`` of the first ``n_inputs`` of ``n_in`` features.
 
@@ -87,7 +103,8 @@ def odd_features(n_in: int, n_inputs: int) -> FeatureMap:
       n_in: width of the features given (``>= n_inputs``).
       n_inputs: ``d``, how many leading features are the inputs.
     Returns:
-      A :class:`FeatureMap` ``[n_in] -> [n_in + 2d]``: the features, then the ``d`` odd logs and ``d`` odd roots.
+      A :class:`FeatureMap` ``[n_in] -> [n_in + 2d]``: the features, then the ``d`` odd logs and ``d`` odd roots
+      (equal calls return the same map).
     """
     n, d = int(n_in), int(n_inputs)
     if not 1 <= d <= n:
