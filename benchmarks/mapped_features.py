@@ -105,7 +105,7 @@ def main(argv=None):
               f"MLPD {np.mean(lp):.3f} ({time.time() - t:.0f} s)", flush=True)
     cells = [(n.split("_")[1], int(n.split("_")[4])) for n in names]
     for learner, where in [(a, b) for a in ("RecommendedForgettingLinear", "RecommendedWindowedLinear")
-                           for b in ("raw", "both") if (a, b) in out]:
+                           for b in ("raw", "both") if (a, b) in out and (a, "standardised") in out]:
         (s0, l0), (s1, l1) = out[learner, "standardised"], out[learner, where]
         for cell in sorted(set(cells)):
             i = np.array([c == cell for c in cells])
