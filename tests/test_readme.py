@@ -38,8 +38,15 @@ def test_quickstart_block_runs_alone(i, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks may write files (grid.csv)
     block = BLOCKS[i]
     ns: dict = {"__name__": f"readme_block_{i}"}
-    exec(compile(block, f"README.md[python block {i}]", "exec"), ns)
-    _check(ns)
+    from onlinejax import registry
+
+    before = dict(registry.REGISTRY)
+    try:
+        exec(compile(block, f"README.md[python block {i}]", "exec"), ns)
+        _check(ns)
+    finally:  # a block that registers a learner leaves the registry as it found it (other tests list it)
+        registry.REGISTRY.clear()
+        registry.REGISTRY.update(before)
 
 
 def test_ci_runs_the_readme_test_command():
