@@ -424,7 +424,9 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
 
     # only tune passes through: the machine's phase counts and detector would still hold an item the inner
     # learner lost. Without an inner tune the machine's tune leaves the state unchanged, as it always had one
-    tune_now = jax.jit(pass_through(learner)["tune"] or (lambda s: s))
+    # of the state alone: keyword options given to it would reach jit as traced values, not as an error
+    inner_tune = pass_through(learner)["tune"]
+    tune_now = jax.jit((lambda s: inner_tune(s)) if inner_tune is not None else (lambda s: s))
 
     def build(o):
         return make_learner(init=partial(init, learner, W, detector=detector),

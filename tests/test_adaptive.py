@@ -370,6 +370,20 @@ def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
         adaptive_mod.adaptive(gp_window(2, 8), 8, tune_batch="all")
 
 
+def test_machine_tune_takes_the_state_alone_and_names_an_unknown_option():
+    """The machine's ``tune`` tunes its inner learner as the inner ``tune`` does; a keyword option is a TypeError
+    naming it (not a jit error about static arguments)."""
+    inner = oj.windowed_bayes_linreg(2, 16)
+    lrn = adaptive(inner, 16)
+    rng = np.random.default_rng(0)
+    s = lrn.learn(lrn.init(), jnp.asarray(rng.normal(size=(20, 2)), DTYPE), jnp.asarray(rng.normal(size=20), DTYPE))
+    t = lrn.tune(s)
+    for a, b in zip(jax.tree.leaves(t.inner), jax.tree.leaves(inner.tune(s.inner))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(TypeError, match="n_iter"):
+        lrn.tune(s, n_iter=3)
+
+
 def _segment_stream(seed, n=360):
     """A stream with two drifts and two non-finite items: several tunes and skips."""
     X, Y, _ = _stream(seed, 2, drift_at=120)
