@@ -423,8 +423,8 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
                            min_moves=min_moves, tune_unmoved=bool(tune_unmoved), follow_inputs=follow_inputs)
 
     # only tune passes through: the machine's phase counts and detector would still hold an item the inner
-    # learner lost. Without an inner tune the machine's tune leaves the state unchanged, as it always had one
-    # of the state alone: keyword options given to it would reach jit as traced values, not as an error
+    # learner lost. The machine always has a tune (the identity without an inner one), of the state alone:
+    # keyword options given to it would reach jit as traced values instead of raising a TypeError
     inner_tune = pass_through(learner)["tune"]
     tune_now = jax.jit((lambda s: inner_tune(s)) if inner_tune is not None else (lambda s: s))
 

@@ -41,6 +41,11 @@ class FeatureMap(NamedTuple):
         return jax.vmap(self.fn)(x) if x.ndim == 2 else self.fn(x)
 
 
+def _odd_log_root(v: Array) -> list:
+    """``[sign(v)·log(1 + |v|), sign(v)·√|v|]``: the odd, finite extensions of log and square root."""
+    return [jnp.sign(v) * jnp.log1p(jnp.abs(v)), jnp.sign(v) * jnp.sqrt(jnp.abs(v))]
+
+
 def square_limit(dtype) -> float:
     """``(max / 4096)^(1/4)`` of ``dtype`` (5.4e8 in float32): the inputs' magnitude beyond which
     :func:`thesis_features` saturates the squares and products, so that a feature's square, which a
@@ -80,9 +85,7 @@ def thesis_features(n_inputs: int) -> FeatureMap:
         lim = square_limit(x.dtype)
         xs = jnp.clip(x, -lim, lim)
         quad = (xs[:, None] * xs[None, :])[iu, ju]
-        return jnp.concatenate(
-            [x, quad, jnp.sign(x) * jnp.log1p(jnp.abs(x)), jnp.sign(x) * jnp.sqrt(jnp.abs(x))]
-        )
+        return jnp.concatenate([x, quad, *_odd_log_root(x)])
 
     return FeatureMap(d, len(names), fn, tuple(names))
 
@@ -113,8 +116,7 @@ def odd_features(n_in: int, n_inputs: int) -> FeatureMap:
         f"ssqrt(z{i})" for i in range(d))
 
     def fn(v):
-        z = v[:d]
-        return jnp.concatenate([v, jnp.sign(z) * jnp.log1p(jnp.abs(z)), jnp.sign(z) * jnp.sqrt(jnp.abs(z))])
+        return jnp.concatenate([v, *_odd_log_root(v[:d])])
 
     return FeatureMap(n, n + 2 * d, fn, names)
 
