@@ -166,8 +166,9 @@ def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     alone = base._replace(name="blr-alone", vmap_bytes=1)
     cpu = run_grid([base, alone], g, progress=False, chunk_size=None)
     widths, chunks = [], []
-    real_program, real_chunk = plan_mod.streams_program, plan_mod._default_chunk
-    monkeypatch.setattr(plan_mod, "streams_program", lambda *a, **k: widths.append(k["width"]) or real_program(*a, **k))
+    real_program, real_chunk = plan_mod.predictions_program, plan_mod._default_chunk
+    monkeypatch.setattr(plan_mod, "predictions_program",
+                        lambda *a, **k: widths.append(k["width"]) or real_program(*a, **k))
     monkeypatch.setattr(plan_mod, "_default_chunk", lambda *a: chunks.append(a[-1]) or real_chunk(*a))
     monkeypatch.setattr(plan_mod, "_all_cpu", lambda devices: False)
     acc = run_grid([base, alone], g, progress=False)

@@ -94,6 +94,32 @@ def test_repeated_calls_reuse_the_compiled_program(data):
     np.testing.assert_array_equal(first.metrics["smse"], again.metrics["smse"])
 
 
+def test_learners_with_one_prediction_shape_share_the_compiled_scores(data):
+    """Two learners whose predictions have one type and shape compile the scores once; the split program
+    (predictions, then the shared scores) gives the rows of :func:`streams_program` in one program."""
+    from onlinejax.evaluation import streams
+
+    X, Y = data
+    X = X[:, :37]  # a shape no other test compiles the scores for
+    Y = Y[:, :37]
+    w = np.ones(Y.shape, np.float32)
+    first = bayes_linreg(2, alpha=1.0, beta=1.0)
+    second = windowed_bayes_linreg(2, 16)
+    stages = []
+    for lrn in (first, second):
+        states = hyper_states(lrn, None, np.float32)
+        preds, present = jax.jit(streams.predictions_program(lrn))(states, X.astype(np.float32), Y.astype(np.float32))
+        args = (Y.astype(np.float32), preds, present, w, w)
+        exe, st = streams.compiled_scores(args, keep_moments=True)
+        stages.append(st)
+        split = exe(*args)
+        whole = jax.jit(streams.streams_program(lrn, keep_predictions=True))(
+            states, X.astype(np.float32), Y.astype(np.float32), w, w)
+        for k, v in split.items():
+            np.testing.assert_allclose(v, whole[k], rtol=tol(1e-12, 2e-6), atol=1e-30, err_msg=k)
+    assert stages[0] is not None and stages[1] is None
+
+
 def test_delay_equals_delayed_progressive_validation_stream_by_stream(data):
     """``delay=k`` is the schedule of constant delay ``k`` (item ``i`` answered at ``i + k``), for a Student-t
     learner scored by its own distribution; delays ``k ± 1`` give other predictions, so an off-by-one fails."""

@@ -5,7 +5,7 @@ from .metrics import Accumulator, exponential, fading, item_quantities, prequent
 from .delayed import DelayedResult, EventSchedule, delayed_progressive_validation, schedule_from_delays, schedule_from_times
 from .compare import compare_evaluations
 from .timing import timing_report
-from .streams import StreamsResult, evaluate_streams, streams_program
+from .streams import StreamsResult, compiled_scores, evaluate_streams, predictions_program, scores_program, streams_program
 from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compilation_cache, initialize_distributed,
                       use_cpu_cores)
 from .grid import GridResult, replay_combination, run_grid
@@ -25,6 +25,9 @@ __all__ = [
     "evaluate_streams",
     "StreamsResult",
     "streams_program",
+    "predictions_program",
+    "scores_program",
+    "compiled_scores",
     "run_grid",
     "GridResult",
     "replay_combination",

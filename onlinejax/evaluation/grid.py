@@ -134,8 +134,10 @@ def _run_program(plan: _Plan, gl: GridLearner, grp, prog: _Program, kept: dict |
     outs, secs = [], []
     for lo in range(0, S, prog.chunk):
         args = plan.chunk_args(grp, prog.chunk, lo, w_all, w_st)
+        X, Y, w_all_c, w_st_c = args
         t0 = time.perf_counter()
-        out = jax.block_until_ready(prog.executable(prog.states, *args))
+        preds, present = prog.executable(prog.states, X, Y)
+        out = jax.block_until_ready(prog.scores(Y, preds, present, w_all_c, w_st_c))
         secs.append(time.perf_counter() - t0)
         outs.append(plan.gather(out))
     rows = []

@@ -24,7 +24,7 @@ from ..registry import GridLearner
 from ..schedule import TunePlan, checked_plan, with_tune_plan
 from .grid_inputs import _label
 from .metrics import stable_mask
-from .streams import hyper_states, streams_program
+from .streams import compiled_scores, hyper_states, predictions_program
 
 
 def _state_bytes(learner: Learner, dtype) -> int:
@@ -71,6 +71,7 @@ class _Program(NamedTuple):
     executable: object
     compile_s: float
     stages: tuple = ()  # this process's (trace, lower, XLA compile) seconds
+    scores: object = None  # the compiled scores, shared by programs whose predictions have one type and shape
 
 
 def _spans_processes(devices: list) -> bool:
@@ -215,21 +216,26 @@ class _Plan:
         vb = self.vmap_bytes
         if gl.vmap_bytes is not None:
             vb = check_int(gl.vmap_bytes, f"{gl.name}: vmap_bytes", 1) if self.on_cpu else vb
-        fn = streams_program(learner, level=self.level, delay=self.delay, keep_predictions=self.keep,
-                             width=None if vb is None else _vmap_width(one, vb))
+        fn = predictions_program(learner, delay=self.delay, width=None if vb is None else _vmap_width(one, vb))
         if self.mesh is not None:  # per-device work is independent: nothing to communicate
-            fn = jax.shard_map(fn, mesh=self.mesh, in_specs=(P(),) + (P("streams"),) * 4, out_specs=P("streams"),
+            fn = jax.shard_map(fn, mesh=self.mesh, in_specs=(P(),) + (P("streams"),) * 2, out_specs=P("streams"),
                                check_vma=False)
         states = self.replicate(states) if self.multi else states
+        X, Y, w_all, w_st = self.chunk_args(grp, chunk, 0, *self.weights(gl, grp))
         t0 = time.perf_counter()
-        traced = jax.jit(fn).trace(states, *self.chunk_args(grp, chunk, 0, *self.weights(gl, grp)))
+        traced = jax.jit(fn).trace(states, X, Y)
         t1 = time.perf_counter()
         lowered = traced.lower()
         t2 = time.perf_counter()
         exe = lowered.compile()
         t3 = time.perf_counter()
-        return _Program(learner, states, [_label(gl, h) for h in range(H)], chunk, exe, t3 - t0,
-                        (t1 - t0, t2 - t1, t3 - t2))
+        stages = (t1 - t0, t2 - t1, t3 - t2)
+        preds, present = traced.out_info
+        scores, own = compiled_scores((Y, preds, present, w_all, w_st), level=self.level, keep_moments=self.keep,
+                                      sharding=self.shard)
+        if own is not None:  # the first program of its prediction shape pays for the shared scores program
+            stages = tuple(a + b for a, b in zip(stages, own))
+        return _Program(learner, states, [_label(gl, h) for h in range(H)], chunk, exe, sum(stages), stages, scores)
 
 
 def _program_keys(learners: list, groups: list) -> dict:

@@ -11,11 +11,10 @@ import numpy as np
 from ..base import Learner, learnable
 from ..baseline import recorded
 from ..combination import replay
-from ..hedge import inner_prediction
 from .grid_result import ROW_METRICS, GridResult
-from .metrics import prequential, stable_mask
+from .metrics import stable_mask
 from .progressive import progressive_validation
-from .streams import stream_scores
+from .streams import KEPT, compiled_scores
 
 __all__ = ["replay_combination"]
 
@@ -52,13 +51,12 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     if result.predictions is None:
         raise ValueError("result: has no predictions; run run_grid(..., keep_predictions=True)")
     groups = [streams] if hasattr(streams, "names") else list(streams)
-    acc = prequential(float(level))
     atpis = {(r["learner"], r["stream"]): r["atpi"] for r in result.rows}
     rows, kept = list(result.rows), dict(result.predictions)
 
     @jax.jit
-    def combined(means, vars, Y, learned, w_all, w_st):  # [S, n, M] -> metrics [S], predictions [S, n]
-        def one(mu, v, y, ok, wa, ws):
+    def combined(means, vars, Y, learned):  # [S, n, M] -> predictions with leaves [S, 1, n]
+        def one(mu, v, y, ok):
             p = replay(rule, mu, v, y, recalibrate=recalibrate, correct=correct, after_spread=after_spread,
                        learned=ok)[0]
             if wrapped is not None:
@@ -66,10 +64,9 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
                 # the wrapper learns the items the combination learned: an input of 0 there, NaN elsewhere
                 x = jnp.where(ok, 0.0, jnp.nan).astype(y.dtype)[:, None]
                 p = progressive_validation(wrapped, st, x, y).predictions
-            inner = inner_prediction(p)
-            return stream_scores(acc, y, p, wa, ws), (p.mean, p.var, p.cdf(y), inner.mean, inner.var)
+            return jax.tree_util.tree_map(lambda a: a[None], p)
 
-        return jax.vmap(one)(means, vars, Y, learned, w_all, w_st)
+        return jax.vmap(one)(means, vars, Y, learned)
 
     for grp in groups:
         S, n, _ = grp.X.shape
@@ -82,16 +79,19 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         w_all = np.ones((S, n), means.dtype)
         w_st = np.stack([stable_mask(n, int(stable_window), [c]) for c in grp.change_points])
         learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
-        args = (means, vars, np.asarray(grp.Y, means.dtype), learned, w_all, w_st.astype(means.dtype))
-        combined(*args)  # compile outside the timing
+        Y = np.asarray(grp.Y, means.dtype)
+        preds = combined(means, vars, Y, learned)  # compile outside the timing
+        args = (Y, preds, learned, w_all, w_st.astype(means.dtype))
+        scores = compiled_scores(args, level=float(level), keep_moments=True)[0]
         t0 = time.perf_counter()
-        metrics, moments = jax.block_until_ready(combined(*args))
+        out = jax.block_until_ready(scores(Y, combined(means, vars, Y, learned), *args[2:]))
         own = (time.perf_counter() - t0) / (S * n)
+        out = {k: np.asarray(v)[:, 0] for k, v in out.items()}
         for i, s in enumerate(grp.names):
             atpi = own + sum(atpis[(m, s)] for m in members)
             row = {"learner": name, "family": family, **grp.properties[i]}
-            row.update({m: float(metrics[m][i]) for m in ROW_METRICS})
+            row.update({m: float(out[m][i]) for m in ROW_METRICS})
             row.update(atpi=atpi, drmax=1.0 / atpi, compile_s=0.0)
             rows.append(row)
-            kept[(name, s)] = tuple(np.asarray(a[i]) for a in moments)
+            kept[(name, s)] = tuple(out[k][i] for k in KEPT)
     return GridResult(rows, result.compile_seconds, kept, result.compile_stages, result.tune_plan)

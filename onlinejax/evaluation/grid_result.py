@@ -22,7 +22,9 @@ ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tup
 class GridResult(NamedTuple):
     """The table: ``rows`` (one dict per learner × stream), plus per-compile timings.
 
-    ``compile_seconds``: ``{(configuration, n, d): seconds}`` from tracing to a compiled program;
+    ``compile_seconds``: ``{(configuration, n, d): seconds}`` from tracing to a compiled program (the
+    first program whose predictions have a given type and shape also pays for the scores' program, which
+    the others share: :func:`~onlinejax.evaluation.streams.compiled_scores`);
     ``compile_stages``: the same keys, ``(trace, lower, XLA compile)`` seconds of this process
     (programs compile several at a time in threads, so a stage's wall time includes waiting for
     the interpreter while another program traces).

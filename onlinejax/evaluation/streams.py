@@ -16,6 +16,9 @@ those ``while`` loops, so every pair pays for every other pair's tune.
 from __future__ import annotations
 
 import functools
+import threading
+import time
+from concurrent.futures import Future
 from typing import Mapping, NamedTuple
 
 import jax
@@ -31,7 +34,10 @@ from .progressive import missing_items, progressive_validation
 
 __all__ = [
     "StreamsResult",
+    "compiled_scores",
     "evaluate_streams",
+    "predictions_program",
+    "scores_program",
     "streams_program",
 ]
 
@@ -148,23 +154,14 @@ def stream_scores(acc, Y, preds, w_all, w_st) -> dict:
     return {**a, **{f"{k}_st": v for k, v in st.items()}}
 
 
-def _one_stream(learner: Learner, delay: int | None, level: float, keep: bool):
-    acc = prequential(level)
+def _one_stream(learner: Learner, delay: int | None):
+    """One (stream, setting) pair's predictions, each made before its item was learned."""
 
-    def run(state, X, Y, w_all, w_st):
-        present = ~missing_items(X, Y)  # missing values: not learned (the learners skip them), not scored
-        w_all, w_st = w_all * present, w_st * present
+    def run(state, X, Y):
         if delay:
             sched = schedule_from_delays(np.full(X.shape[0], float(delay)))
-            preds = delayed_progressive_validation(learner, state, X, Y, sched).predictions
-        else:
-            preds = progressive_validation(learner, state, X, Y).predictions
-        out = stream_scores(acc, Y, preds, w_all, w_st)
-        if not keep:
-            return out
-        inner = inner_prediction(preds)
-        return {**out, "prediction": preds, "mean": preds.mean, "var": preds.var, "pit": preds.cdf(Y),
-                "inner_mean": inner.mean, "inner_var": inner.var}
+            return delayed_progressive_validation(learner, state, X, Y, sched).predictions
+        return progressive_validation(learner, state, X, Y).predictions
 
     return run
 
@@ -186,14 +183,137 @@ def _map_in_groups(run, args, width: int):
     return jax.tree_util.tree_map(lambda a: a[:N], out)
 
 
+def predictions_program(learner: Learner, *, delay: int | None = None, width: int | None = None):
+    """The pure function that runs ``H`` settings on ``C`` streams: the learner's half of :func:`streams_program`.
+
+    Returns ``fn(states, X, Y) -> (predictions, present)`` with ``states``
+    leaves ``[H, ...]`` (:func:`hyper_states`), ``X: [C, n, d]``, ``Y: [C, n]``;
+    ``predictions`` is the learner's own prediction pytree with leaves
+    ``[C, H, n, ...]`` and ``present`` ``[C, n]`` marks the items without a
+    missing value. The ``C·H`` (stream, setting) pairs run under one flat
+    ``vmap`` (module docstring).
+
+    Args:
+      delay: ``None`` for progressive validation, ``k >= 1`` for every label ``k`` items late.
+      width: pairs vmapped together (``None``: all; ``1``: none, one pair
+        after another, so the learners' ``lax.cond`` stays a branch; else
+        groups of about ``width`` run one after another).
+    """
+    run = _one_stream(learner, delay)
+
+    def per_streams(states, X, Y):
+        H = jax.tree_util.tree_leaves(states)[0].shape[0]
+        C = X.shape[0]
+        st = jax.tree_util.tree_map(lambda a: jnp.tile(a, (C,) + (1,) * (a.ndim - 1)), states)
+        rep = lambda a: jnp.repeat(a, H, axis=0)  # noqa: E731
+        args = (st, rep(X), rep(Y))
+        if width is None or width >= C * H:
+            out = jax.vmap(run)(*args)
+        elif width == 1:
+            out = jax.lax.map(lambda a: run(*a), args)
+        else:
+            out = _map_in_groups(run, args, width)
+        preds = jax.tree_util.tree_map(lambda a: a.reshape((C, H) + a.shape[1:]), out)
+        return preds, ~missing_items(X, Y)
+
+    return per_streams
+
+
+def scores_program(*, level: float = 0.95, keep_moments: bool = False):
+    """The pure function that scores kept predictions: the metrics' half of :func:`streams_program`.
+
+    It depends on the predictions' type and shapes alone, not on the learner,
+    so every learner whose predictions have the same type and shapes shares
+    one compiled scores program (:func:`compiled_scores`).
+
+    Returns ``fn(Y, predictions, present, w_all, w_st) -> {name: [C, H, ...]}``
+    with ``Y, present, w_all, w_st: [C, n]`` and ``predictions`` leaves
+    ``[C, H, n, ...]`` (:func:`predictions_program`); an item not ``present``
+    is not scored. The metrics are :func:`stream_scores`'.
+
+    Args:
+      level: central interval level (static).
+      keep_moments: also return :data:`KEPT`'s per-item moments, ``[C, H, n]``
+        each (``"pit"``: the prediction's own CDF at the target).
+    """
+    acc = prequential(level)
+
+    def one(y, p, wa, ws):
+        out = stream_scores(acc, y, p, wa, ws)
+        if keep_moments:
+            inner = inner_prediction(p)
+            out.update(mean=p.mean, var=p.var, pit=p.cdf(y), inner_mean=inner.mean, inner_var=inner.var)
+        return out
+
+    def scores(Y, preds, present, w_all, w_st):
+        w_all, w_st = w_all * present, w_st * present  # missing values: not learned, not scored
+        over_settings = jax.vmap(one, in_axes=(None, 0, None, None))
+        return jax.vmap(over_settings)(Y, preds, w_all, w_st)
+
+    return scores
+
+
+_SCORES_LOCK = threading.Lock()
+_SCORES: dict = {}
+
+
+def compiled_scores(args, *, level: float = 0.95, keep_moments: bool = False, sharding=None):
+    """:func:`scores_program` compiled ahead of time for ``args``' shapes and dtypes, once per process.
+
+    Every learner (and replayed combination) whose predictions have the same
+    type and shapes is scored by the same executable, so a grid compiles its
+    metrics once per prediction shape instead of once per configuration.
+    Threads that ask for one program at once compile it once.
+
+    Args:
+      args: ``(Y, predictions, present, w_all, w_st)`` as :func:`scores_program`
+        takes them: arrays or :class:`jax.ShapeDtypeStruct` s.
+      sharding: optional :class:`jax.sharding.NamedSharding` of every argument's
+        leading (streams) axis over a mesh: each device scores its own rows.
+    Returns:
+      ``(executable, stages)``: a :class:`jax.stages.Compiled`, and the
+      ``(trace, lower, XLA compile)`` seconds if this call compiled it, else ``None``.
+    """
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    key = (float(level), bool(keep_moments), tree, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in leaves), sharding)
+    with _SCORES_LOCK:
+        fut, mine = _SCORES.get(key), key not in _SCORES
+        if mine:
+            fut = _SCORES[key] = Future()
+    if not mine:
+        return fut.result(), None
+    try:
+        fn = scores_program(level=level, keep_moments=keep_moments)
+        if sharding is not None:  # rows are independent: nothing to communicate
+            fn = jax.shard_map(fn, mesh=sharding.mesh, in_specs=sharding.spec, out_specs=sharding.spec,
+                               check_vma=False)
+        avals = jax.tree_util.tree_unflatten(tree, [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)
+                                                    for a in leaves])
+        t0 = time.perf_counter()
+        traced = jax.jit(fn).trace(*avals)
+        t1 = time.perf_counter()
+        lowered = traced.lower()
+        t2 = time.perf_counter()
+        exe = lowered.compile()
+        stages = (t1 - t0, t2 - t1, time.perf_counter() - t2)
+    except BaseException as e:
+        with _SCORES_LOCK:
+            del _SCORES[key]
+        fut.set_exception(e)
+        raise
+    fut.set_result(exe)
+    return exe, stages
+
+
 def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None = None,
                     keep_predictions: bool = False, width: int | None = None):
     """The pure function that scores ``H`` settings on ``C`` streams: jit it, ``shard_map`` it, lower it.
 
     Returns ``fn(states, X, Y, w_all, w_st) -> {name: [C, H, ...]}`` with
     ``states`` leaves ``[H, ...]`` (:func:`hyper_states`), ``X: [C, n, d]``,
-    ``Y, w_all, w_st: [C, n]``. The ``C·H`` (stream, setting) pairs run
-    under one flat ``vmap`` (module docstring).
+    ``Y, w_all, w_st: [C, n]``: :func:`predictions_program` followed by
+    :func:`scores_program` in one program. The runners compile the two halves
+    apart, so that learners share the scores' program.
 
     Args:
       level: central interval level (static); delay: ``None`` for
@@ -202,33 +322,23 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
         ``"inner_var"`` (those of the learner inside a climatology hedge,
         :func:`~onlinejax.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
         ``"prediction"``, the predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
-      width: pairs vmapped together (``None``: all; ``1``: none, one pair
-        after another, so the learners' ``lax.cond`` stays a branch; else
-        groups of about ``width`` run one after another).
+      width: as in :func:`predictions_program`.
     """
-    run = _one_stream(learner, delay, level, keep_predictions)
+    predict = predictions_program(learner, delay=delay, width=width)
+    scores = scores_program(level=level, keep_moments=keep_predictions)
 
     def per_streams(states, X, Y, w_all, w_st):
-        H = jax.tree_util.tree_leaves(states)[0].shape[0]
-        C = X.shape[0]
-        st = jax.tree_util.tree_map(lambda a: jnp.tile(a, (C,) + (1,) * (a.ndim - 1)), states)
-        rep = lambda a: jnp.repeat(a, H, axis=0)  # noqa: E731
-        args = (st, rep(X), rep(Y), rep(w_all), rep(w_st))
-        if width is None or width >= C * H:
-            out = jax.vmap(run)(*args)
-        elif width == 1:
-            out = jax.lax.map(lambda a: run(*a), args)
-        else:
-            out = _map_in_groups(run, args, width)
-        return jax.tree_util.tree_map(lambda a: a.reshape((C, H) + a.shape[1:]), out)
+        preds, present = predict(states, X, Y)
+        out = scores(Y, preds, present, w_all, w_st)
+        return {**out, "prediction": preds} if keep_predictions else out
 
     return per_streams
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(learner: Learner, level: float, delay: int | None, keep_predictions: bool, width: int | None = None):
-    """The jitted :func:`streams_program`, kept per (learner, options) so repeated calls reuse its executables."""
-    return jax.jit(streams_program(learner, level=level, delay=delay, keep_predictions=keep_predictions, width=width))
+def _compiled(learner: Learner, delay: int | None, width: int | None = None):
+    """The jitted :func:`predictions_program`, kept per (learner, options) so repeated calls reuse its executables."""
+    return jax.jit(predictions_program(learner, delay=delay, width=width))
 
 
 def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
@@ -300,13 +410,13 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     w_st = _item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)
     width = None if vmap_width is None else check_int(vmap_width, "vmap_width", 1)
-    fn = _compiled(learner, float(level), delay, bool(keep_predictions), width)
-    out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], fn(states, X, Y, w_all, w_st))
+    predictions, present = _compiled(learner, delay, width)(states, X, Y)
+    args = (Y, predictions, present, w_all, w_st)
+    out = compiled_scores(args, level=float(level))[0](*args)
+    out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], out)
     preds = None
     if keep_predictions:
-        preds = out.pop("prediction")
-        for k in KEPT:
-            out.pop(k)
+        preds = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], predictions)
     skipped = np.count_nonzero(~(np.isfinite(Y) & np.isfinite(X).all(-1)), axis=-1)
     out["n_skipped"] = np.broadcast_to(skipped, out["smse"].shape)
     return StreamsResult(out, preds)
