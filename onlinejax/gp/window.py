@@ -415,7 +415,7 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     ``adapt_scale`` as in :func:`step_one`.
     """
     m = _mean_of(state, mean)
-    o = tune_options
+    o = checked_tune_options(tune_options)  # at trace time: a direct call gets the field named too
     n_active = jnp.where(state.n_tunes == 0, o.restarts, min(o.retune_restarts, o.restarts))
     p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, tune_options=o,
                              n_active=n_active)
