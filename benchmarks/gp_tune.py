@@ -31,8 +31,8 @@ from _machine import describe  # noqa: E402
 
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
 from onlinejax.gp.kernels import squared_exponential  # noqa: E402
-from onlinejax.gp.window import (LENGTHSCALE_PRIOR, NOISE_FLOOR, gp_params, params_to_excess,  # noqa: E402
-                                 tune_hyperparameters, tune_objective, tune_window)
+from onlinejax.gp.window import (LENGTHSCALE_PRIOR, NOISE_FLOOR, GPTuneOptions, gp_params,  # noqa: E402
+                                 params_to_excess, tune_hyperparameters, tune_objective, tune_window)
 
 
 def windows(seed: int, W: int) -> dict:
@@ -59,8 +59,7 @@ def objective_after_tune(d: int):
 
     def one(X, y):
         valid = jnp.ones(y.shape, bool)
-        p = tune_hyperparameters(squared_exponential, "average", p0, X, y, valid, restarts=2,
-                                 noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR, from_data=True)
+        p = tune_hyperparameters(squared_exponential, "average", p0, X, y, valid, tune_options=GPTuneOptions())
         w = tune_window("average", X, y, valid, NOISE_FLOOR, y.dtype)
         return tune_objective(params_to_excess(w, p), w, squared_exponential, LENGTHSCALE_PRIOR)
 

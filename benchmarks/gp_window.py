@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.gp import gp_window  # noqa: E402
+from onlinejax.gp import GPHyper, GPTuneOptions, gp_window  # noqa: E402
 
 
 def stream(rng, n, d):
@@ -75,7 +75,7 @@ def main():
     for W in (() if a.skip_table else (32, 64, 96, 128)):
         for d in (1, 2, 4):
             X, Y = stream(rng, a.n, d)
-            lrn = gp_window(d, W, mean="zero", noise_std=0.1)
+            lrn = gp_window(d, W, mean="zero", hyper=GPHyper(noise_std=0.1))
             # the compiled program alone: the initial state is built once (un-jitted, op by op, init
             # costs ~1.7 ms, which the table used to charge to the items: +0.6 us/item at n = 3000)
             state0 = jax.block_until_ready(lrn.init())
@@ -180,7 +180,8 @@ def grid(a):
     modes = {"both": ("off", "on"), "off": ("off",), "on": ("on",)}[a.grid_tune]
     for mode in modes:
         def make(dd, mode=mode):
-            gp = gp_window(dd, W, mean=a.grid_mean, tune_steps=a.tune_steps, tune_restarts=a.tune_restarts)
+            gp = gp_window(dd, W, mean=a.grid_mean,
+                           tune_options=GPTuneOptions(steps=a.tune_steps, restarts=a.tune_restarts))
             return adaptive(gp, W) if mode == "on" else gp
         t0 = time.perf_counter()
         res = run_grid({f"gp_{mode}": make}, group, progress=False)

@@ -67,7 +67,7 @@ from .baseline import climatology, train_once
 from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .gp import gp_window
+from .gp import GPWindowOptions, gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
@@ -105,6 +105,8 @@ THESIS_WINDOWS = (32, 48, 64, 96, 128)
 THESIS_FORGETTING = (0.0, 0.05, 0.1)
 THESIS_TRAIN_SIZES = (32, 64, 128)
 GP_MEANS = {"zero": "ZeroMean", "average": "AvgMean", "ols": "OLSMean"}
+#: The thesis GPs read their mean from the state, so the three means share one program.
+_BY_STATE = GPWindowOptions(mean_from_state=True)
 
 
 def _mapped(m: bool) -> str:
@@ -155,7 +157,7 @@ def thesis_online_learners() -> list[GridLearner]:
             # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (split_tune)
             out.append(grid_learner(
                 f"GPRegression{label}_WS{W}", "GPRegression",
-                lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W,
+                lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, window_options=_BY_STATE), W,
                                                    split_tune=False),
                 init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1,
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "

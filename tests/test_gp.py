@@ -6,10 +6,10 @@ from scipy import optimize
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import (GPParams, gp_params, gp_window, latent, log_marginal_likelihood, noise_var, signal_var,
-                          tune_hyperparameters)
+from onlinejax.gp import (GPHyper, GPParams, GPTuneOptions, GPWindowOptions, gp_params, gp_window, latent,
+                          log_marginal_likelihood, noise_var, signal_var, tune_hyperparameters)
 from onlinejax.gp.kernels import KERNELS, gram, noise_floor_rel
-from onlinejax.gp.window import LENGTHSCALE_PRIOR, NOISE_FLOOR, _restart_starts, tune_window, window_scale
+from onlinejax.gp.window import NOISE_FLOOR, _restart_starts, tune_window, window_scale
 from conftest import DTYPE, X64, tol
 from reference import gp_predict, rel_err
 
@@ -88,7 +88,7 @@ def _worst_errors(pred, X, Y, windows, hyp, kernel="se", mean="zero", start=0):
 def _every_step_errors(lrn, state, X, Y, W, hyp, kernel="se", mean="zero", start=0, freeze=False):
     """Run ``lrn`` from ``state`` over items ``start:`` (the window then holds the ``W`` items before ``start``, or
     all of them if fewer) and compare each prediction with :func:`_np_window_predictive` on its window;
-    ``freeze``: the window stops at the first ``W`` items (``gp_window(freeze_when_full=True)``).
+    ``freeze``: the window stops at the first ``W`` items (``GPWindowOptions(freeze_when_full=True)``).
 
     Returns:
       ``(worst errors of`` :func:`_worst_errors` ``, progressive_validation's result)``.
@@ -111,7 +111,7 @@ def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
 def test_every_step_equals_direct_solve(rng, kernel):
     W = 16
     X, Y = _stream(rng, 300, dup_every=7)
-    lrn = gp_window(2, W, kernel=kernel, lengthscale=1.5, noise_std=0.1, mean="zero")
+    lrn = gp_window(2, W, kernel=kernel, mean="zero", hyper=GPHyper(lengthscale=1.5, noise_std=0.1))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.5, kernel)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -120,7 +120,7 @@ def test_average_mean_variant(rng):
     W = 12
     X, Y = _stream(rng, 150)
     Y = Y + 5.0
-    lrn = gp_window(2, W, mean="average", lengthscale=1.0, noise_std=0.2)
+    lrn = gp_window(2, W, mean="average", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.04, 1.0, mean="average")
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -145,7 +145,7 @@ def test_ols_mean_variance_every_step(rng):
     residuals, the variance scaled by ``ĉ`` with the mean's ``d + 1`` coefficients off its degrees of freedom."""
     W = 20
     X, Y = _trend_stream(rng, 120)
-    lrn = gp_window(2, W, mean="ols", lengthscale=1.0, noise_std=0.2)
+    lrn = gp_window(2, W, mean="ols", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
     s0 = lrn.init()
     (wm, _, wrel, c_max), _ = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean="ols")
     assert c_max > 1.5, c_max  # the scale is exercised
@@ -159,7 +159,8 @@ def test_freeze_when_full_variance_every_step(rng, mean):
     so far, and once the window is full on the first ``W`` items."""
     W = 16
     X, Y = _trend_stream(rng, 60)
-    lrn = gp_window(2, W, mean=mean, freeze_when_full=True, lengthscale=1.0, noise_std=0.2)
+    lrn = gp_window(2, W, mean=mean, hyper=GPHyper(lengthscale=1.0, noise_std=0.2),
+                    window_options=GPWindowOptions(freeze_when_full=True))
     s0 = lrn.init()
     (wm, _, wrel, c_max), res = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean=mean, freeze=True)
     assert int(res.state.n_seen) == W and c_max > 1.5, c_max
@@ -174,7 +175,7 @@ def test_tuned_window_variance_every_step(rng, mean):
     W, n0 = 24, 40
     X, Y = _trend_stream(rng, n0 + 60)
     Y[n0:] += Y[n0:] - X[n0:] @ [2.0, -1.0] - 3.0  # wiggle and noise twice as large
-    lrn = gp_window(2, W, mean=mean, lengthscale=1.0, noise_std=0.2)
+    lrn = gp_window(2, W, mean=mean, hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
     t = lrn.tune(lrn.learn(lrn.init(), X[:n0], Y[:n0]))
     hyp = _np_hyp(t)
     assert int(t.n_tunes) == 1 and not np.allclose(np.hstack(hyp), np.hstack(_np_hyp(lrn.init())))  # it tuned
@@ -188,7 +189,7 @@ def test_ols_mean_variant_matches_windowed_least_squares(rng):
     W = 20
     X, Y = _stream(rng, 100)
     Y = Y + X @ [2.0, -1.0] + 3.0
-    lrn = gp_window(2, W, mean="ols", lengthscale=1.0, noise_std=0.2)
+    lrn = gp_window(2, W, mean="ols", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
     s = lrn.learn(lrn.init(), X, Y)
     Z = np.column_stack([X[-W:], np.ones(W)])
     coef = np.linalg.lstsq(Z, Y[-W:], rcond=None)[0]
@@ -220,7 +221,7 @@ def test_long_stream_wraps_many_times(rng):
     """5,000 items through a W = 64 window (78 wraps): float64 1e-9 rel, float32 1e-4 at noise var 1e-2."""
     W = 64
     X, Y = _stream(rng, 5000)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
+    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
     wm, wv, res = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.0)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -229,7 +230,7 @@ def test_no_error_accumulation_over_a_long_stream(rng):
     """100,000 items, no periodic rebuild: the last predictions are as accurate as after 5,000 (no drift)."""
     W, n = 64, 100_000
     X, Y = _stream(rng, n, dup_every=11)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
+    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
     res = progressive_validation(lrn, lrn.init(), X, Y)
     mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
     nv = 0.01 + noise_floor_rel(res.predictions.mean.dtype)
@@ -242,7 +243,7 @@ def test_hard_case_small_noise_long_lengthscale(rng):
     """noise variance 1e-4, lengthscale 2 (condition number ~1e5): float32 within 1e-2."""
     W = 64
     X, Y = _stream(rng, 2000, noise=0.01, dup_every=11)
-    lrn = gp_window(2, W, lengthscale=2.0, noise_std=0.01, mean="zero")
+    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=2.0, noise_std=0.01))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 1e-4, 2.0)
     assert wm < tol(1e-7, 1e-2) and wv < tol(1e-7, 1e-2)
 
@@ -255,7 +256,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
     n = W + 400
     X = rng.uniform(0, 10, size=(n, 1))
     Y = 10.0 * np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
-    lrn = gp_window(1, W, signal_std=10.0, noise_std=1e-6, lengthscale=30.0, mean="zero")
+    lrn = gp_window(1, W, mean="zero", hyper=GPHyper(signal_std=10.0, noise_std=1e-6, lengthscale=30.0))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 100.0, 1e-12, 30.0)
     assert wm < tol(1e-4, 2e-2) * np.std(Y), wm  # std(Y) ~ 7
 
@@ -263,7 +264,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
 def test_duplicates_keep_factor_finite(rng):
     X = np.repeat(rng.uniform(0, 1, size=(5, 2)), 20, axis=0)  # each input 20 times in a row
     Y = X.sum(1)
-    lrn = gp_window(2, 32, lengthscale=3.0, noise_std=1e-3, mean="zero")
+    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(lengthscale=3.0, noise_std=1e-3))
     res = progressive_validation(lrn, lrn.init(), X, Y)
     assert np.all(np.isfinite(np.asarray(res.predictions.var))) and np.all(np.asarray(res.predictions.var) > 0)
     assert np.all(np.isfinite(np.asarray(res.state.inv_chol)))
@@ -272,7 +273,7 @@ def test_duplicates_keep_factor_finite(rng):
 def test_evict_evicts_oldest(rng):
     W = 10
     X, Y = _stream(rng, 25)
-    lrn = gp_window(2, W, lengthscale=1.0, noise_std=0.1, mean="zero")
+    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
     for n_items in (25, 6):  # full window, and a partly filled one
         s = lrn.learn(lrn.init(), X[:n_items], Y[:n_items])
         have = min(n_items, W)
@@ -290,7 +291,7 @@ def test_evict_evicts_oldest(rng):
 
 def test_latent_and_observed_variance(rng):
     X, Y = _stream(rng, 30)
-    lrn = gp_window(2, 16, noise_std=0.3, mean="zero")
+    lrn = gp_window(2, 16, mean="zero", hyper=GPHyper(noise_std=0.3))
     s = lrn.learn(lrn.init(), X, Y)
     p = lrn.predict(s, X[:2])
     np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(s.scale * noise_var(s.params)),
@@ -336,7 +337,9 @@ def test_tuning_reaches_scipy_lbfgs(rng):
     """On 20 random windows the optax tune reaches scipy L-BFGS's likelihood within 1e-3 nats per point."""
     W = 32
     worse = []
-    tune = jax.jit(lambda q, X, Y: tune_hyperparameters(KERNELS["se"], "zero", q, X, Y, jnp.ones(W, bool)))
+    ml = GPTuneOptions(noise_floor=0.0, lengthscale_prior=None, from_data=False)  # maximum likelihood from q
+    tune = jax.jit(lambda q, X, Y: tune_hyperparameters(KERNELS["se"], "zero", q, X, Y, jnp.ones(W, bool),
+                                                        tune_options=ml))
     for trial in range(20):
         X, Y = _stream(rng, W, noise=rng.uniform(0.05, 0.5))
         ls0 = rng.uniform(0.5, 3.0)
@@ -354,7 +357,7 @@ def test_tune_rebuilds_and_no_recompile(rng):
     from test_progressive import count_compiles
 
     X, Y = _stream(rng, 80)
-    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, mean="zero")
+    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(noise_std=0.5, lengthscale=5.0))
     s = lrn.learn(lrn.init(), X, Y)
     t = lrn.tune(s)
     assert float(noise_var(t.params)) < 0.1  # true noise 0.01
@@ -374,19 +377,20 @@ def test_bad_arguments():
         gp_window(2, 8, kernel="rbf2")
     with pytest.raises(ValueError, match="kernel"):
         gp_window(2, 8, kernel=lambda p, x: 0.0)  # not a pair kernel
-    with pytest.raises(ValueError, match="tune_method"):
-        gp_window(2, 8, tune_method="newton")
+    with pytest.raises(ValueError, match=r"^tune_options\.method: "):
+        gp_window(2, 8, tune_options=GPTuneOptions(method="newton"))
     with pytest.raises(ValueError, match="mean"):
         gp_window(2, 8, mean="median")
     with pytest.raises(ValueError, match="noise_std"):
-        gp_window(2, 8, noise_std=0.0)
+        gp_window(2, 8, hyper=GPHyper(noise_std=0.0))
     with pytest.raises(ValueError, match="lengthscale"):
         gp_window(2, 8).init(lengthscale=-1.0)
 
 
 def test_batch_gp_baseline_freezes_after_first_window(rng):
     X, Y = _stream(rng, 60)
-    lrn = gp_window(2, 20, freeze_when_full=True, lengthscale=1.0, noise_std=0.1, mean="zero")
+    lrn = gp_window(2, 20, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1),
+                    window_options=GPWindowOptions(freeze_when_full=True))
     s = lrn.learn(lrn.init(), X, Y)
     rm, rv = gp_predict(X[:20], Y[:20], X[50:53], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
     p = lrn.predict(s, X[50:53])
@@ -430,14 +434,14 @@ def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
 def test_later_tunes_use_retune_restarts(rng):
     """The first tune runs every start; later ones only ``retune_restarts`` (n_active), without recompiling."""
     X, Y = _stream(rng, 40)
-    lrn = gp_window(2, 32, noise_std=0.5, lengthscale=5.0, tune_restarts=3, retune_restarts=1, tune_steps=8, mean="zero")
+    opts = GPTuneOptions(restarts=3, retune_restarts=1, steps=8)
+    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(noise_std=0.5, lengthscale=5.0), tune_options=opts)
     s = lrn.learn(lrn.init(), X, Y)
     kfn = KERNELS["se"]
     args = (s.X, s.y, s.valid)
     t1 = lrn.tune(s)
-    knobs = dict(noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR, from_data=True)
     # both compiled, so that float32 rounding follows the same fused program as far as XLA allows
-    ref1 = jax.jit(lambda q: tune_hyperparameters(kfn, "zero", q, *args, steps=8, restarts=3, **knobs))(s.params)
+    ref1 = jax.jit(lambda q: tune_hyperparameters(kfn, "zero", q, *args, tune_options=opts))(s.params)
     def chex_close(a, b, rtol=tol(1e-10, 1e-4)):
         np.testing.assert_allclose(np.asarray(a.log_lengthscale), np.asarray(b.log_lengthscale), rtol=rtol)
     chex_close(t1.params, ref1)
@@ -445,12 +449,13 @@ def test_later_tunes_use_retune_restarts(rng):
     t2 = lrn.tune(t1._replace(params=t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)))
     p_shift = t1.params._replace(log_noise_std=t1.params.log_noise_std + 1.0)
     # one active start out of the three compiled (the learner's program), against one start alone
-    chex_close(t2.params, jax.jit(lambda q: tune_hyperparameters(kfn, "zero", q, *args, steps=8, restarts=3, n_active=1,
-                                                                 **knobs))(p_shift))
-    chex_close(t2.params, tune_hyperparameters(kfn, "zero", p_shift, *args, steps=8, restarts=1, **knobs), rtol=1e-2)
+    chex_close(t2.params, jax.jit(lambda q: tune_hyperparameters(kfn, "zero", q, *args, tune_options=opts,
+                                                                 n_active=1))(p_shift))
+    chex_close(t2.params, tune_hyperparameters(kfn, "zero", p_shift, *args, tune_options=opts._replace(restarts=1)),
+               rtol=1e-2)
     assert int(t2.n_tunes) == 2
-    with pytest.raises(ValueError, match="retune_restarts"):
-        gp_window(2, 8, retune_restarts=0)
+    with pytest.raises(ValueError, match=r"^tune_options\.retune_restarts: "):
+        gp_window(2, 8, tune_options=GPTuneOptions(retune_restarts=0))
 
 
 # --- issue 23: overconfident tuned windows --------------------------------------------------------
@@ -471,7 +476,7 @@ def raw_windows():
     """``{mean: (learner, untuned state after W items, their predictions, tuned state)}`` and fresh items."""
     rng = np.random.default_rng(23)
     X, Y = _raw_stream(rng, _RAW_W + 200)
-    lrn = gp_window(4, _RAW_W, mean_from_state=True)
+    lrn = gp_window(4, _RAW_W, window_options=GPWindowOptions(mean_from_state=True))
     out = {}
     for mean in ("zero", "average"):
         res = progressive_validation(lrn, lrn.init(mean=mean), X[:_RAW_W], Y[:_RAW_W])
@@ -534,8 +539,9 @@ def test_map_tune_reaches_scipy_on_the_same_objective(rng):
     """With the noise floor and the lengthscale prior, the tune reaches scipy L-BFGS's optimum of the float64
     objective (log marginal likelihood + log prior, noise variance = excess + f·var(y)) within 1e-3 per point."""
     W, f, s_l = 32, 0.05, 1.0
+    opts = GPTuneOptions(noise_floor=f, lengthscale_prior=s_l)
     tune = jax.jit(lambda q, X, Y: tune_hyperparameters(KERNELS["se"], "zero", q, X, Y, jnp.ones(W, bool),
-                                                        noise_floor=f, lengthscale_prior=s_l, from_data=True))
+                                                        tune_options=opts))
     floor_rel = noise_floor_rel(jnp.zeros(()).dtype)
 
     def objective(sf, sn2, ls, X, Y):  # sn2: the noise variance before the dtype's floor
@@ -566,7 +572,7 @@ def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
     W = 32
     X = np.stack([np.full(W, 0.7310586), rng.uniform(-2, 2, W)], axis=1)
     Y = np.sin(2.0 * X[:, 1]) + 0.1 * rng.normal(size=W)
-    lrn = gp_window(2, W, lengthscale=0.8)
+    lrn = gp_window(2, W, hyper=GPHyper(lengthscale=0.8))
     s = lrn.learn(lrn.init(), X, Y)
     t = lrn.tune(s)
     assert float(t.n_tunes) == 1
@@ -583,21 +589,21 @@ def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
 
 
 def test_new_knobs_are_checked():
-    with pytest.raises(ValueError, match="noise_floor"):
-        gp_window(2, 8, noise_floor=-1e-3)
-    with pytest.raises(ValueError, match="lengthscale_prior"):
-        gp_window(2, 8, lengthscale_prior=0.0)
-    with pytest.raises(ValueError, match="noise_floor"):
+    with pytest.raises(ValueError, match=r"^tune_options\.noise_floor: "):
+        gp_window(2, 8, tune_options=GPTuneOptions(noise_floor=-1e-3))
+    with pytest.raises(ValueError, match=r"^tune_options\.lengthscale_prior: "):
+        gp_window(2, 8, tune_options=GPTuneOptions(lengthscale_prior=0.0))
+    with pytest.raises(ValueError, match=r"^tune_options\.noise_floor: "):
         tune_hyperparameters(KERNELS["se"], "zero", gp_params(1), jnp.zeros((4, 1)), jnp.zeros(4), jnp.ones(4, bool),
-                             noise_floor=float("nan"))
+                             tune_options=GPTuneOptions(noise_floor=float("nan")))
 
 
 def test_wrong_shape_hyperparameters_are_named():
     """A [3] lengthscale for d = 2 used to fail in broadcasting with no argument named."""
     with pytest.raises(ValueError, match=r"^lengthscale: .*shape \[2\]"):
         gp_window(2, window=8).init(lengthscale=jnp.ones(3))
-    with pytest.raises(ValueError, match=r"^lengthscale: "):
-        gp_window(2, window=8, lengthscale=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"^hyper\.lengthscale: "):
+        gp_window(2, window=8, hyper=GPHyper(lengthscale=[1.0, 2.0, 3.0]))
     with pytest.raises(ValueError, match=r"^noise_std: must be a scalar"):
         gp_params(2, noise_std=jnp.ones(2))
     p = gp_params(2, lengthscale=[1.0, 2.0])

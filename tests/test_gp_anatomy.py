@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import gp_window, window as gpw
+from onlinejax.gp import GPTuneOptions, GPWindowOptions, gp_window, window as gpw
 from onlinejax.gp.kernels import KERNELS, gp_params, resolve_kernel, signal_var, squared_exponential
 from conftest import tol
 
@@ -87,7 +87,7 @@ def test_boundary_skips_nonfinite_items(rng, freeze, mean):
     """Inside jit the boundary (make_learner(skip_nonfinite=True)) leaves the state unchanged except n_skipped.
     An infinite input reaches the OLS mean's SVD fallback, which LAPACK never returned from; it is NaN now."""
     X, Y = _stream(rng, 12)
-    lrn = gp_window(2, 8, freeze_when_full=freeze, mean=mean)
+    lrn = gp_window(2, 8, mean=mean, window_options=GPWindowOptions(freeze_when_full=freeze))
     s = lrn.learn(lrn.init(), X[:6], Y[:6])
     step = jax.jit(lrn.step)
     for x, y in ((np.array([np.nan, 1.0]), 1.0), (np.array([-np.inf, 1.0]), 1.0), (X[7], np.inf)):
@@ -106,7 +106,8 @@ def test_tune_hyperparameters_is_its_named_pieces(rng):
     X, Y, valid = jnp.asarray(X), jnp.asarray(Y), jnp.arange(W) >= 3
     X, Y = X.astype(jnp.zeros(()).dtype), Y.astype(jnp.zeros(()).dtype)
     kern, p0 = KERNELS["se"], gp_params(2, 1.0, 0.3, 2.0)
-    kw = dict(noise_floor=1e-3, lengthscale_prior=2.0)
+    opts = GPTuneOptions(noise_floor=1e-3, lengthscale_prior=2.0)
+    kw = opts._asdict()
 
     @jax.jit
     def pieces(p):
@@ -120,7 +121,7 @@ def test_tune_hyperparameters_is_its_named_pieces(rng):
         ps, ls = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=20), (starts, active))
         return gpw.select_restart(loss, w, ps, ls, active, base, p)
 
-    whole = jax.jit(lambda p: gpw.tune_hyperparameters(kern, "average", p, X, Y, valid, from_data=True, **kw))(p0)
+    whole = jax.jit(lambda p: gpw.tune_hyperparameters(kern, "average", p, X, Y, valid, tune_options=opts))(p0)
     _same(pieces(p0), whole)
     assert float(jnp.exp(2 * whole.log_noise_std)) >= kw["noise_floor"] * float(jnp.var(Y[3:])) * (1 - tol(1e-9, 1e-4))
     assert float(signal_var(whole)) > 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import as_kernel, gp_window, periodic
+from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, periodic
 from onlinejax.gp.kernels import cross, gp_params, gram, noise_floor_rel
 from conftest import DTYPE, tol
 from reference import gp_predict
@@ -84,7 +84,8 @@ def test_gp_with_a_composed_kernel_predicts_as_a_direct_solve(case, rng):
     """Every prediction of ``gp_window`` equals a float64 solve on its window with the same kernel matrix."""
     make, ref = CASES[case]
     kern, W = make(), 12
-    lrn = gp_window(2, W, kernel=kern, mean="zero", adapt_scale=False, noise_std=0.3)
+    lrn = gp_window(2, W, kernel=kern, mean="zero", hyper=GPHyper(noise_std=0.3),
+                    window_options=GPWindowOptions(adapt_scale=False))
     s0 = lrn.init(signal_std=SF, lengthscale=jnp.asarray(LS, DTYPE))
     s0 = s0._replace(params=_params(kern)._replace(log_noise_std=s0.params.log_noise_std))
     X = rng.uniform(0, 4, (30, 2))
@@ -123,7 +124,7 @@ def test_a_seasonal_kernel_extrapolates_the_season(rng):
 @pytest.mark.float32_only  # the batching of the kernel's own hyperparameters; the numerics are tested in both
 def test_composed_kernels_vmap_over_streams(rng):
     kern = as_kernel("se") + periodic(5.0)
-    lrn = gp_window(1, 6, kernel=kern, tune_steps=2, tune_restarts=1)
+    lrn = gp_window(1, 6, kernel=kern, tune_options=GPTuneOptions(steps=2, restarts=1))
     X = jnp.asarray(rng.uniform(0, 10, (2, 12, 1)), DTYPE)
     Y = jnp.sin(X[..., 0])
 

@@ -334,11 +334,12 @@ def test_shared_program_rows_equal_separate_programs(groups):
     """The thesis's three GP means at one window share one compiled program (``program=``, the mean
     read from the state); every row equals that of the configuration compiled alone with a fixed mean,
     and the table keeps the configurations' order."""
-    from onlinejax.gp import gp_window
+    from onlinejax.gp import GPWindowOptions, gp_window
 
     W = 16
     names = ("zero", "average", "ols")
-    shared = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m, mean_from_state=True), W),
+    by_state = GPWindowOptions(mean_from_state=True)
+    shared = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m, window_options=by_state), W),
                           init_kwargs={"mean": i}, program="gp") for i, m in enumerate(names)]
     alone = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m), W)) for m in names]
     blr = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2))

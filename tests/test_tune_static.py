@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from onlinejax import zoo
-from onlinejax.gp import gp_window
+from onlinejax.gp import GPTuneOptions, gp_window
 from onlinejax.linear import bayes_linreg
 
 pytestmark = pytest.mark.float32_only  # a property of the traced program, not of the dtype
@@ -43,7 +43,7 @@ def test_a_configurations_tune_has_no_while(name):
 
 @pytest.mark.parametrize("method", ["lbfgs", "adam"])
 def test_gp_tune_is_static_for_either_method_and_after_learning(method):
-    lrn = gp_window(3, 16, tune_method=method)
+    lrn = gp_window(3, 16, tune_options=GPTuneOptions(method=method))
     s = lrn.init()
     rng = np.random.default_rng(0)
     for x in rng.normal(size=(20, 3)):

@@ -2,7 +2,9 @@
 
 :mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
-``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window`. The
+``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window` with its
+option records (:class:`GPHyper`, :class:`GPTuneOptions`,
+:class:`GPWindowOptions`). The
 tune's type-II MAP search (:func:`tune_hyperparameters`, in named pieces) is in
 :mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
 (:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and
@@ -13,13 +15,16 @@ functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
 from .kernels import (KERNELS, GPParams, Kernel, as_kernel, cross, gp_params, gram, lengthscales, matern32, matern52,
                       noise_var, periodic, resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
-from .hyperparameters import tune_hyperparameters
+from .hyperparameters import GPTuneOptions, tune_hyperparameters
 from .scale import window_scale
-from .window import GPWindowState, gp_window, latent
+from .window import GPHyper, GPWindowOptions, GPWindowState, gp_window, latent
 
 __all__ = [
     "gp_window",
     "GPWindowState",
+    "GPHyper",
+    "GPTuneOptions",
+    "GPWindowOptions",
     "tune_hyperparameters",
     "latent",
     "window_scale",

@@ -7,7 +7,8 @@ is :func:`tune_window` (the window's constants, :class:`TuneWindow`),
 :func:`excess_to_params` / :func:`params_to_excess`), :func:`tune_start`,
 :func:`tune_restart` (one L-BFGS or Adam run of a fixed length) and
 :func:`select_restart`. The learner's ``tune``, which calls it and rebuilds the
-factor once, is :func:`onlinejax.gp.window.tune`.
+factor once, is :func:`onlinejax.gp.window.tune`. Its options are one value,
+:class:`GPTuneOptions`.
 """
 from __future__ import annotations
 
@@ -16,15 +17,86 @@ from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
-from ..base import check_positive, keep_if
+from ..base import check_int, check_positive, keep_if
 from .kernels import GPParams
 from .likelihood import mean_residuals, residual_log_marginal_likelihood
 
 Array = jax.Array
 
-__all__ = ["tune_hyperparameters"]
+__all__ = ["tune_hyperparameters", "GPTuneOptions", "NOISE_FLOOR", "LENGTHSCALE_PRIOR"]
+
+#: Default ``GPTuneOptions.noise_floor``: after a tune the noise standard deviation is at least 3.2 % of
+#: the window's target standard deviation. A larger floor widens the intervals of well-fitted
+#: windows; a smaller one lets a tune on a noise-free or jumping window become overconfident.
+NOISE_FLOOR = 1e-3
+#: Default ``GPTuneOptions.lengthscale_prior``: a lengthscale 10× off the input spread costs 0.66 nats.
+LENGTHSCALE_PRIOR = 2.0
+
+
+class GPTuneOptions(NamedTuple):
+    """The options of a GP's tune (:func:`tune_hyperparameters`, the learner's ``tune``): Python values.
+
+    An immutable, hashable record passed as one value
+    (``gp_window(d, W, tune_options=GPTuneOptions(steps=8))``); equal records
+    build the same learner. The defaults are the learner's type-II MAP tune;
+    ``GPTuneOptions(noise_floor=0.0, lengthscale_prior=None, from_data=False)``
+    is maximum likelihood from the current hyperparameters (the thesis's tune).
+
+    Attributes:
+      steps: iterations of each start (a ``fori_loop`` of fixed count; default 20; 0 keeps the start).
+      restarts: starts of the first tune (>= 1, default 2): the start, then copies with the
+        lengthscales ×0.3 / ×3 and the noise ×10 / ×0.1 (:func:`tune_hyperparameters`).
+      retune_restarts: starts of every later tune (>= 1, at most ``restarts``; default 1): later tunes
+        begin from parameters already fitted to the stream, so fewer starts find the same optimum.
+        Read by :func:`onlinejax.gp.window.tune`; :func:`tune_hyperparameters` runs ``n_active``.
+      method: ``"lbfgs"`` (the default; :func:`tune_restart`) or ``"adam"``.
+      learning_rate: Adam's step size (> 0, default 0.05; ``method="adam"`` only).
+      noise_floor: ``f >= 0`` (default :data:`NOISE_FLOOR`): the tune keeps the noise variance at least
+        ``f·var(y)``, the window's target variance; 0 turns it off.
+      lengthscale_prior: standard deviation ``s > 0`` of the log-normal prior on each lengthscale around
+        the window's input spread, ``log ℓ_j ~ N(log sd(x_j), s²)`` (default :data:`LENGTHSCALE_PRIOR`;
+        ``None``: maximum likelihood).
+      from_data: also start from the window's statistics (``σ_f`` = residuals' root mean square,
+        ``ℓ_j = sd(x_j)``) when that start has the better objective than the current hyperparameters
+        (default True; :func:`tune_start`).
+    """
+
+    steps: int = 20
+    restarts: int = 2
+    retune_restarts: int = 1
+    method: str = "lbfgs"
+    learning_rate: float = 0.05
+    noise_floor: float = NOISE_FLOOR
+    lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR
+    from_data: bool = True
+
+    def checked(self) -> "GPTuneOptions":
+        """The record with its values checked and as Python numbers (``ValueError`` naming the field)."""
+        if self.method not in ("lbfgs", "adam"):
+            raise ValueError(f"tune_options.method: must be 'lbfgs' or 'adam', got {self.method!r}")
+        check_positive(self.learning_rate, "tune_options.learning_rate")
+        if not (np.isfinite(self.noise_floor) and float(self.noise_floor) >= 0.0):
+            raise ValueError(f"tune_options.noise_floor: must be finite and >= 0, got {self.noise_floor!r}")
+        prior = self.lengthscale_prior
+        if prior is not None:
+            check_positive(prior, "tune_options.lengthscale_prior")
+            prior = float(prior)
+        if not isinstance(self.from_data, (bool, np.bool_)):
+            raise ValueError(f"tune_options.from_data: must be a bool, got {self.from_data!r}")
+        return GPTuneOptions(check_int(self.steps, "tune_options.steps", 0),
+                             check_int(self.restarts, "tune_options.restarts", 1),
+                             check_int(self.retune_restarts, "tune_options.retune_restarts", 1), self.method,
+                             float(self.learning_rate), float(self.noise_floor), prior, bool(self.from_data))
+
+
+def checked_tune_options(options) -> GPTuneOptions:
+    """``options`` checked (:meth:`GPTuneOptions.checked`); ``ValueError`` naming ``tune_options`` if not a record."""
+    if not isinstance(options, GPTuneOptions):
+        raise ValueError(f"tune_options: expected a GPTuneOptions, got {type(options).__name__}")
+    return options.checked()
 
 
 class TuneWindow(NamedTuple):
@@ -252,24 +324,14 @@ def select_restart(loss: Callable, w: TuneWindow, ps: GPParams, ls: Array, activ
     return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), excess_to_params(w, out), params)
 
 
-def _check_tune_options(method: str, noise_floor, lengthscale_prior) -> None:
-    if method not in ("lbfgs", "adam"):
-        raise ValueError(f"method: must be 'lbfgs' or 'adam', got {method!r}")
-    if not float(noise_floor) >= 0.0:
-        raise ValueError(f"noise_floor: must be >= 0, got {noise_floor!r}")
-    if lengthscale_prior is not None:
-        check_positive(lengthscale_prior, "lengthscale_prior")
-
-
-def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: int = 20, restarts: int = 2,
-                         learning_rate: float = 0.05, method: str = "lbfgs", n_active=None, noise_floor=0.0,
-                         lengthscale_prior=None, from_data: bool = False) -> GPParams:
+def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
+                         tune_options: GPTuneOptions = GPTuneOptions(), n_active=None) -> GPParams:
     """Maximise the window's log marginal likelihood (or posterior, with a prior) over ``params`` with optax.
 
     The objective (:func:`tune_objective`) is ``log p(y | X, θ) + log p(θ)``
     (Rasmussen & Williams eq. 5.8 plus a hyperprior: the log of the
     numerator of their eq. 5.5, i.e. type-II MAP), divided by the window's
-    item count, where
+    item count, where (the fields of ``tune_options``, :class:`GPTuneOptions`)
 
     * ``noise_floor = f`` adds ``f·var(y)`` (the window's target variance) to
       the noise variance: the optimiser works on the excess
@@ -309,21 +371,26 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *, steps: 
     One compiled call; vmaps over windows. ``n_active`` (an int32 array,
     default ``restarts``) runs only the first ``n_active`` starts and skips
     the others, so the number of starts can change between calls without
-    recompiling. With the defaults (``noise_floor=0``, no prior,
-    ``from_data=False``) this is maximum likelihood from ``params``.
+    recompiling (``tune_options.retune_restarts`` is the learner's, not read
+    here). ``GPTuneOptions(noise_floor=0.0, lengthscale_prior=None,
+    from_data=False)`` is maximum likelihood from ``params``.
 
     Args:
       kernel: pair kernel; mean: a name of :data:`~onlinejax.gp.likelihood.MEANS` or a ``[]`` index (static or traced).
       params: :class:`~onlinejax.gp.kernels.GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
+      tune_options: :class:`GPTuneOptions` (static; default: the learner's tune).
+      n_active: ``None`` or a ``[]`` int32 array, the number of starts run (at most ``tune_options.restarts``).
     Returns:
       :class:`~onlinejax.gp.kernels.GPParams` (the same shapes as ``params``).
+    Raises:
+      ValueError: naming the field of a bad option (``tune_options.noise_floor: ...``).
     """
-    _check_tune_options(method, noise_floor, lengthscale_prior)
-    w = tune_window(mean, X, y, valid, noise_floor, params.log_noise_std.dtype)
-    loss = partial(tune_objective, w=w, kernel=kernel, lengthscale_prior=lengthscale_prior)
-    base = tune_start(loss, w, params, from_data)
-    n_active = restarts if n_active is None else n_active
-    active = jnp.arange(restarts) < n_active
-    run = partial(tune_restart, loss, steps=steps, method=method, learning_rate=learning_rate)
-    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, restarts, w.spread), active))
+    o = checked_tune_options(tune_options)
+    w = tune_window(mean, X, y, valid, o.noise_floor, params.log_noise_std.dtype)
+    loss = partial(tune_objective, w=w, kernel=kernel, lengthscale_prior=o.lengthscale_prior)
+    base = tune_start(loss, w, params, o.from_data)
+    n_active = o.restarts if n_active is None else n_active
+    active = jnp.arange(o.restarts) < n_active
+    run = partial(tune_restart, loss, steps=o.steps, method=o.method, learning_rate=o.learning_rate)
+    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, o.restarts, w.spread), active))
     return select_restart(loss, w, ps, ls, active, base, params)

@@ -22,11 +22,11 @@ advance:
   the tuned noise sat at the dtype's floor of the signal variance (itself
   collapsed when an OLS mean explained the targets), so the next jump or
   drift scored huge ``z``. A tune keeps the noise variance at least
-  ``noise_floor`` times the window's target variance.
+  ``GPTuneOptions.noise_floor`` times the window's target variance.
 
 The first is :func:`window_scale` (with :func:`mean_dof`), kept in the state by
-:func:`onlinejax.gp.window.step_one`; the other two are options of
-:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`.
+:func:`onlinejax.gp.window.step_one`; the other two are fields of the tune's
+options, :class:`onlinejax.gp.hyperparameters.GPTuneOptions`.
 """
 from __future__ import annotations
 

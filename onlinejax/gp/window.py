@@ -82,18 +82,18 @@ intervals do not depend on the data's scale (:mod:`onlinejax.gp.scale`).
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
-                    make_learner)
+from ..base import Learner, Prediction, check_int, default_float_dtype, describe_factory, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
-from .hyperparameters import (LINE_SEARCH_STEPS, TuneWindow, _check_tune_options, _finite_tree, _log_prior,  # noqa
-                              _restart_starts, _window_moments, excess_to_params, params_to_excess, select_restart,
-                              tune_hyperparameters, tune_objective, tune_restart, tune_start, tune_window)
+from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
+                              _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
+                              excess_to_params, params_to_excess, select_restart, tune_hyperparameters, tune_objective,
+                              tune_restart, tune_start, tune_window)
 from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, signal_var, squared_exponential  # noqa
 from .likelihood import (MEANS, _mean_kind, masked_kernel_matrix, mean_at, mean_index, mean_residuals,  # noqa
                          residual_log_marginal_likelihood)
@@ -101,16 +101,12 @@ from .scale import mean_dof, window_scale
 
 Array = jax.Array
 
-#: Default ``gp_window(noise_floor=)``: after a tune the noise standard deviation is at least 3.2 % of
-#: the window's target standard deviation. A larger floor widens the intervals of well-fitted
-#: windows; a smaller one lets a tune on a noise-free or jumping window become overconfident.
-NOISE_FLOOR = 1e-3
-#: Default ``gp_window(lengthscale_prior=)``: a lengthscale 10× off the input spread costs 0.66 nats.
-LENGTHSCALE_PRIOR = 2.0
-
 __all__ = [
     "GPWindowState",
     "gp_window",
+    "GPHyper",
+    "GPTuneOptions",
+    "GPWindowOptions",
     "init",
     "predict_one",
     "step_one",
@@ -122,6 +118,62 @@ __all__ = [
     "tune_hyperparameters",
     "LENGTHSCALE_PRIOR",
 ]
+
+
+class GPHyper(NamedTuple):
+    """The initial hyperparameters of :func:`gp_window` (``init`` overrides each): Python values.
+
+    An immutable record passed as one value (``gp_window(d, W, hyper=GPHyper(noise_std=0.3))``), hashable when
+    its fields are (a list lengthscale is frozen by :func:`~onlinejax.base.describe_factory`'s cache, an array
+    builds afresh). ``step`` and ``learn`` keep them until a ``tune``.
+
+    Attributes:
+      signal_std: ``σ_f > 0``, ``[]`` (default 1).
+      noise_std: ``σ_n > 0``, ``[]`` (default 0.1; the noise variance used adds the dtype's floor,
+        :func:`~onlinejax.gp.kernels.noise_floor_rel`).
+      lengthscale: ``ℓ > 0``, ``[]`` or ``[d]`` (default 1; one per input with ``"se"``'s ARD).
+    """
+
+    signal_std: Any = 1.0
+    noise_std: Any = 0.1
+    lengthscale: Any = 1.0
+
+    def checked(self, n_features: int) -> "GPHyper":
+        """The record unchanged once :func:`~onlinejax.gp.kernels.gp_params` accepts it (``ValueError``:
+        ``hyper.<field>: ...``)."""
+        try:
+            gp_params(n_features, *self)
+        except ValueError as e:  # gp_params names the bare field
+            raise ValueError(f"hyper.{e}") from None
+        return self
+
+
+class GPWindowOptions(NamedTuple):
+    """How :func:`gp_window`'s window learns and predicts: Python bools, an immutable hashable record.
+
+    Attributes:
+      freeze_when_full: stop learning once the window is full (the batch-GP baseline trained once on the
+        first ``W`` items; default False).
+      mean_from_state: read the mean function from ``state.mean_kind``, set by ``init(mean=...)`` (a name
+        or an index into ``MEANS``, an array under ``vmap``; default ``gp_window``'s ``mean``), instead of
+        fixing it at construction (default False). The three means then share one compiled program and
+        vmap over the mean (the thesis grid evaluates them so: 15 programs instead of 45); every learning
+        step and tune fits all three means and keeps the chosen one.
+      adapt_scale: multiply the predictive variance by the window's scale estimate ``ĉ >= 1``
+        (:func:`window_scale`, updated on every step in O(W)); False gives the plain GP predictive of the
+        hyperparameters (default True).
+    """
+
+    freeze_when_full: bool = False
+    mean_from_state: bool = False
+    adapt_scale: bool = True
+
+    def checked(self) -> "GPWindowOptions":
+        """The record with each field checked to be a bool (``ValueError``: ``window_options.<field>: ...``)."""
+        for name, v in zip(self._fields, self):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"window_options.{name}: must be a bool, got {v!r}")
+        return GPWindowOptions(*map(bool, self))
 
 
 class GPWindowState(NamedTuple):
@@ -139,10 +191,10 @@ class GPWindowState(NamedTuple):
       n_seen, n_skipped, n_tunes: ``[]`` int32.
       mean_kind: ``[]`` int32 index into :data:`~onlinejax.gp.likelihood.MEANS`
         (``0`` zero, ``1`` average, ``2`` OLS); read only by the functions
-        called with ``mean=None`` (``gp_window(..., mean_from_state=True)``).
+        called with ``mean=None`` (:attr:`GPWindowOptions.mean_from_state`).
       scale: ``[]`` the window's estimate ``ĉ >= 1`` of the overall scale of
         ``K_y`` (:func:`window_scale`), which multiplies the predictive
-        variance; 1 with ``adapt_scale=False``.
+        variance; 1 without :attr:`GPWindowOptions.adapt_scale`.
     """
 
     X: Array
@@ -197,8 +249,8 @@ def _learner_init(n_features: int, window: int, default_mean: str, mean_from_sta
                   noise_std, lengthscale, dtype, /, **kw) -> GPWindowState:
     """:func:`init` behind ``gp_window(...).init``: ``mean=`` only with ``mean_from_state``."""
     if kw and (set(kw) != {"mean"} or not mean_from_state):
-        raise TypeError(f"init: unexpected arguments {sorted(kw)}"
-                        + ("" if mean_from_state else " (mean= needs gp_window(..., mean_from_state=True))"))
+        raise TypeError(f"init: unexpected arguments {sorted(kw)}" + ("" if mean_from_state else
+                        " (mean= needs gp_window(..., window_options=GPWindowOptions(mean_from_state=True)))"))
     return init(n_features, window, signal_std, noise_std, lengthscale, dtype, mean=kw.get("mean", default_mean),
                 kernel=kernel)
 
@@ -345,15 +397,14 @@ def evict(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale:
 # tune: type-II MAP hyperparameters of the window
 # --------------------------------------------------------------------------
 def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: Optional[str] = "average",
-         steps: int = 20, restarts: int = 2, retune_restarts: int = 1, method: str = "lbfgs",
-         noise_floor: float = NOISE_FLOOR, lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR,
-         from_data: bool = True, adapt_scale: bool = True) -> GPWindowState:
+         tune_options: GPTuneOptions = GPTuneOptions(), adapt_scale: bool = True) -> GPWindowState:
     """Re-estimate the hyperparameters on the window and rebuild the factor once.
 
-    :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) with
-    ``restarts`` starts on the first tune and ``min(retune_restarts,
-    restarts)`` afterwards (later tunes begin from parameters already fitted
-    to the stream; the count is an array, so it does not recompile); then
+    :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) under
+    ``tune_options`` (:class:`GPTuneOptions`) with its ``restarts`` starts on
+    the first tune and ``min(retune_restarts, restarts)`` afterwards (later
+    tunes begin from parameters already fitted to the stream; the count is an
+    array, so it does not recompile); then
     ``R = chol(K_y)⁻¹`` from scratch
     (:func:`~onlinejax.gp.likelihood.masked_kernel_matrix`,
     :func:`onlinejax.linalg.lower_triangular_inverse`), the mean function,
@@ -364,10 +415,10 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     ``adapt_scale`` as in :func:`step_one`.
     """
     m = _mean_of(state, mean)
-    n_active = jnp.where(state.n_tunes == 0, restarts, min(retune_restarts, restarts))
-    p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, steps=steps,
-                             restarts=restarts, method=method, n_active=n_active, noise_floor=noise_floor,
-                             lengthscale_prior=lengthscale_prior, from_data=from_data)
+    o = checked_tune_options(tune_options)  # at trace time: a direct call gets the field named too
+    n_active = jnp.where(state.n_tunes == 0, o.restarts, min(o.retune_restarts, o.restarts))
+    p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, tune_options=o,
+                             n_active=n_active)
     # targets without spread (a stuck sensor) say nothing about the hyperparameters: a likelihood fitted to
     # them drives the noise and signal variances to 0, and the next items are learned into a singular factor
     _, _, var_y = _window_moments(state.X, state.y, state.valid)
@@ -382,32 +433,23 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
 # --------------------------------------------------------------------------
 # the learner
 # --------------------------------------------------------------------------
-def _check_static_options(n_features: int, mean: str, defaults: tuple, noise_floor, lengthscale_prior, method: str):
-    """Validate ``gp_window``'s mean, default hyperparameters ``(signal_std, noise_std, lengthscale)`` and tune
-    options; returns ``(noise_floor, lengthscale_prior)`` as Python floats."""
-    if mean not in MEANS:
-        raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
-    gp_params(n_features, *defaults)
-    if not (np.isfinite(noise_floor) and float(noise_floor) >= 0.0):
-        raise ValueError(f"noise_floor: must be finite and >= 0, got {noise_floor!r}")
-    if lengthscale_prior is not None:
-        check_positive(lengthscale_prior, "lengthscale_prior")
-        lengthscale_prior = float(lengthscale_prior)
-    if method not in ("lbfgs", "adam"):
-        raise ValueError(f"tune_method: must be 'lbfgs' or 'adam', got {method!r}")
-    return float(noise_floor), lengthscale_prior
+def _record(value, cls, name: str):
+    """``value`` unless it is not a ``cls`` (``ValueError`` naming ``name``): records are given as records."""
+    if not isinstance(value, cls):
+        raise ValueError(f"{name}: expected a {cls.__name__}, got {type(value).__name__}")
+    return value
 
 
 @describe_factory
-def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", signal_std=1.0,
-              noise_std=0.1, lengthscale=1.0, freeze_when_full: bool = False, tune_steps: int = 20,
-              tune_restarts: int = 2, retune_restarts: int = 1, tune_method: str = "lbfgs",
-              mean_from_state: bool = False, noise_floor=NOISE_FLOOR, lengthscale_prior=LENGTHSCALE_PRIOR,
-              tune_from_data: bool = True, adapt_scale: bool = True, dtype=None) -> Learner:
+def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", hyper: GPHyper = GPHyper(),
+              tune_options: GPTuneOptions = GPTuneOptions(), window_options: GPWindowOptions = GPWindowOptions(),
+              dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
 
     Binds the static options to :func:`init`, :func:`step_one`,
     :func:`learn_one`, :func:`predict_one`, :func:`evict` and :func:`tune`.
+    The options come in three immutable, hashable records (equal records
+    build the same learner, so its programs compile once).
 
     Args:
       n_features: ``d`` (static).
@@ -428,32 +470,12 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
         reverting to 0 away from the window; an OLS mean fitted on one window
         extrapolates linearly, which is unstable on real data with many
         inputs (``benchmarks/RESULTS.md``, calibration).
-      mean_from_state: read the mean function from ``state.mean_kind``, set
-        by ``init(mean=...)`` (a name or an index into ``MEANS``, an array
-        under ``vmap``; default ``mean``), instead of fixing it at
-        construction. The three variants then share one compiled program
-        and vmap over the mean (the thesis grid evaluates them so: 15
-        programs instead of 45); every learning step and tune fits all three
-        means and keeps the chosen one.
-      signal_std, noise_std, lengthscale: default hyperparameters (``init`` overrides).
-      freeze_when_full: stop learning once the window is full (the batch GP
-        baseline trained once on the first ``W`` items).
-      tune_steps, tune_restarts, tune_method: see :func:`tune_hyperparameters`.
-      retune_restarts: starts used by every tune after the first (at most
-        ``tune_restarts``): later tunes begin from parameters already fitted
-        to the stream, so fewer starts find the same optimum.
-      noise_floor: a tune keeps the noise variance at least this fraction
-        of the window's target variance (static; 0 turns it off; see
-        :func:`tune_hyperparameters`).
-      lengthscale_prior: standard deviation ``s`` of the tune's log-normal
-        prior on each lengthscale around the window's input spread,
-        ``log ℓ_j ~ N(log sd(x_j), s²)`` (static; ``None``: maximum likelihood).
-      tune_from_data: a tune also starts from the window's statistics
-        (``σ_f`` = residuals' root mean square, ``ℓ_j = sd(x_j)``) when that
-        start has the better objective than the current hyperparameters.
-      adapt_scale: multiply the predictive variance by the window's scale
-        estimate ``ĉ >= 1`` (:func:`window_scale`, updated on every step in
-        O(W)); ``False`` gives the plain GP predictive of the hyperparameters.
+      hyper: :class:`GPHyper`, the initial hyperparameters ``σ_f``, ``σ_n``,
+        ``ℓ`` (``init`` overrides them).
+      tune_options: :class:`GPTuneOptions`, the tune's starts, iterations,
+        optimiser, noise floor, lengthscale prior and data start.
+      window_options: :class:`GPWindowOptions`: ``freeze_when_full``,
+        ``mean_from_state``, ``adapt_scale``.
       dtype: default floating dtype.
     Returns:
       A learner; ``init(signal_std=, noise_std=, lengthscale=, dtype=)`` (and ``mean=`` with
@@ -468,31 +490,32 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
       schedule in your own ``jit``/``vmap``, call ``tune`` between blocks of
       items (``docs/getting_started.md``, "A GP in your own jit").
       An item whose ``x`` or ``y`` is not finite is skipped inside ``jit``
-      (``n_skipped`` counts it). ``noise_floor=0, lengthscale_prior=None,
-      tune_from_data=False, adapt_scale=False`` give the maximum-likelihood
-      GP of the thesis.
+      (``n_skipped`` counts it).
+      ``tune_options=GPTuneOptions(noise_floor=0.0, lengthscale_prior=None, from_data=False)``
+      with ``window_options=GPWindowOptions(adapt_scale=False)`` gives the
+      maximum-likelihood GP of the thesis.
     Raises:
-      ValueError: naming the argument, for a bad static option or default.
+      ValueError: naming the argument or the record's field (``tune_options.steps: ...``), for a bad
+        static option or default.
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
-    n_starts = check_int(tune_restarts, "tune_restarts", 1)
-    n_restarts = min(check_int(retune_restarts, "retune_restarts", 1), n_starts)
     kfn = resolve_kernel(kernel, d)
-    noise_floor, lengthscale_prior = _check_static_options(d, mean, (signal_std, noise_std, lengthscale), noise_floor,
-                                                           lengthscale_prior, tune_method)
-    core_mean = None if mean_from_state else mean  # None: read state.mean_kind
-    opts = dict(kernel=kfn, mean=core_mean, adapt_scale=bool(adapt_scale))
-    learn_opts = dict(opts, freeze_when_full=bool(freeze_when_full))
-    tune_ = partial(tune, **opts, steps=tune_steps, restarts=n_starts, retune_restarts=n_restarts,
-                    method=tune_method, noise_floor=noise_floor, lengthscale_prior=lengthscale_prior,
-                    from_data=bool(tune_from_data))
+    if mean not in MEANS:
+        raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
+    hyper = _record(hyper, GPHyper, "hyper").checked(d)
+    tune_options = checked_tune_options(tune_options)
+    wo = _record(window_options, GPWindowOptions, "window_options").checked()
+    core_mean = None if wo.mean_from_state else mean  # None: read state.mean_kind
+    opts = dict(kernel=kfn, mean=core_mean, adapt_scale=wo.adapt_scale)
+    learn_opts = dict(opts, freeze_when_full=wo.freeze_when_full)
 
-    def _init(signal_std=signal_std, noise_std=noise_std, lengthscale=lengthscale, dtype=dtype, **kw):
-        return _learner_init(d, W, mean, bool(mean_from_state), kfn, signal_std, noise_std, lengthscale, dtype, **kw)
+    def _init(signal_std=hyper.signal_std, noise_std=hyper.noise_std, lengthscale=hyper.lengthscale, dtype=dtype,
+              **kw):
+        return _learner_init(d, W, mean, wo.mean_from_state, kfn, signal_std, noise_std, lengthscale, dtype, **kw)
 
     return make_learner(init=_init, learn_one=partial(learn_one, **learn_opts),
                         predict_one=partial(predict_one, kernel=kfn), n_features=d,
-                        evict=partial(evict, mean=core_mean, adapt_scale=opts["adapt_scale"]),
-                        tune=jax.jit(tune_), step_one=partial(step_one, **learn_opts),
-                        skip_nonfinite=True)
+                        evict=partial(evict, mean=core_mean, adapt_scale=wo.adapt_scale),
+                        tune=jax.jit(partial(tune, **opts, tune_options=tune_options)),
+                        step_one=partial(step_one, **learn_opts), skip_nonfinite=True)
