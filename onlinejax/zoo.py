@@ -62,7 +62,7 @@ from __future__ import annotations
 import functools
 from functools import partial
 
-from .adaptive import adaptive
+from .adaptive import MachineOptions, adaptive
 from .baseline import climatology, train_once
 from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
@@ -75,6 +75,7 @@ from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_ml
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
+from .schedule import TunePlan
 
 __all__ = [
     "THESIS_WINDOWS",
@@ -152,11 +153,11 @@ def thesis_online_learners() -> list[GridLearner]:
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             # the three means at one window share a compiled program (the mean is read from the state);
-            # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (split_tune)
+            # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (no split)
             out.append(grid_learner(
                 f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, mean_from_state=True), W,
-                                                   split_tune=False),
+                                                   tune_plan=TunePlan(split=False)),
                 init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1,
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
                             f"type-II MAP at each tune{_MACHINE}"))
@@ -348,10 +349,10 @@ def _recommended() -> list[GridLearner]:
         # and a stuck sensor's run adds one item to the window, not a window of copies
         # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
         # and a trending input is followed: learned while stable, rebased step by step on the whole window
-        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
-                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
-                                   follow_inputs=RECOMMENDED_FOLLOW_MARGIN),
-                          warmup=F, keep=W, clip=clip)
+        options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
+                                 min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
+                                 follow_inputs=RECOMMENDED_FOLLOW_MARGIN)
+        return calibrated(adaptive(learner, W, options=options), warmup=F, keep=W, clip=clip)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)
