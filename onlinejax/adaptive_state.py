@@ -85,11 +85,12 @@ class AdaptiveState(NamedTuple):
 
 
 class MachineOptions(NamedTuple):
-    """The state machine's behavioural switches, one immutable value (:func:`~onlinejax.adaptive.adaptive`'s
-    ``options=``); the defaults are the thesis's machine.
+    """The state machine's behavioural switches as one value (:func:`~onlinejax.adaptive.adaptive`'s ``options=``).
+
+    An immutable record; the defaults are the thesis's machine.
 
     The zoo's recommended windowed learners set ``naive_alarm``, ``learn_shock``, ``skip_repeats``,
-    ``min_moves`` and ``follow_inputs`` (:func:`onlinejax.zoo.recommended_grid_learners`). Equal records
+    ``min_moves`` and ``follow_inputs`` (:func:`onlinejax.zoo.recommended_learners`). Equal records
     compare and hash equal, so machines built with equal options are the same learner; the ``repr`` shows
     the fields that differ from the defaults.
 
