@@ -256,7 +256,7 @@ CLIMATOLOGY = "Climatology"
 RECOMMENDED_WARMUP = 32
 
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
-#: it lost to both naive forecasts on more than this share (:func:`~onlinejax.adaptive.adaptive`'s
+#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 
@@ -266,14 +266,14 @@ RECOMMENDED_NAIVE_ALARM = 0.7
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
 #: The windowed recommended learners' state machine learns on after a learning phase in which the input
-#: moved on fewer than this many of its items (:func:`~onlinejax.adaptive.adaptive`'s ``min_moves``): a
+#: moved on fewer than this many of its items (:class:`~onlinejax.adaptive.MachineOptions`'s ``min_moves``): a
 #: window of a few distinct inputs (rows repeated in runs of about ``W/8`` items or more) is not frozen.
 RECOMMENDED_MIN_MOVES = 8
 
 
 #: The windowed recommended learners learn a stable item whose standardised input lies more than this
 #: (in standard deviations) beyond every input learned, the second such item in a row
-#: (:func:`~onlinejax.adaptive.adaptive`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
+#: (:class:`~onlinejax.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
 #: of a W-item window per item, while a slow creep to a new low (a river's recession, 1e-4 sd per item)
 #: is no extrapolation.
 RECOMMENDED_FOLLOW_MARGIN = 0.01
