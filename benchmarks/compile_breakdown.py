@@ -51,7 +51,7 @@ def scan_of_steps(learner):
 
 def layers(family: str) -> list:
     """``[(label, learner, what)]`` from the bare learner to the recommended stack (``what``: scan or tune)."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.adaptive import MachineOptions, adaptive
     from onlinejax.calibration import calibrated
     from onlinejax.gp import gp_window
     from onlinejax.kernel_regression import kernel_regression
@@ -71,8 +71,8 @@ def layers(family: str) -> list:
                 ("RecommendedForgettingLinear: calibrated(...)", configurations()["RecommendedForgettingLinear"].make(D),
                  "scan")]
     make = (lambda: gp_window(D, W, mean="average")) if family == "gp" else (lambda: kernel_regression(D, W))
-    machine = lambda: adaptive(make(), W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,  # noqa: E731
-                               skip_repeats=True)
+    options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True)
+    machine = lambda: adaptive(make(), W, options=options)  # noqa: E731
     name = {"gp": "RecommendedGP", "kr": "RecommendedKernelRegression"}[family]
     return [("bare learner: step", make(), "scan"), ("bare learner: tune alone", make(), "tune"),
             ("adaptive(...): the state machine", machine(), "scan"),

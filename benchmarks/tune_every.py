@@ -12,10 +12,10 @@ window learner. Prints, per configuration, the wall time of the compiled run
 per item of the whole batch (µs; ``atpi`` × streams), the ratio to the first
 configuration measured in the same run, the mean log-score skill (against
 climatology) and its largest per-stream change from the first
-configuration. The machines tune as ``adaptive``'s
-``tune_batch="auto"`` chooses for the backend: the whole batch at once on an
+configuration. The machines tune as ``TunePlan(batch="auto")`` (the
+machine's own) chooses for the backend: the whole batch at once on an
 accelerator, stream by stream (under ``lax.map``) on a CPU, where
-``tune_every`` therefore saves nothing.
+``every`` therefore saves nothing.
 """
 from __future__ import annotations
 

@@ -27,7 +27,11 @@ types and runs the machine: :func:`update_one` and :func:`step_one` (one item
 through the machine); :func:`learn_one` and
 :func:`predict_one`; the factory :func:`adaptive` binds
 the inner learner and the options to them (the inner learner's ``tune``
-passes through, :func:`~onlinejax.base.pass_through`).
+passes through, :func:`~onlinejax.base.pass_through`). Its options are values:
+the detector, the tunes' schedule (``tune_plan=``, a
+:class:`~onlinejax.schedule.TunePlan`) and the behavioural switches
+(``options=``, a :class:`MachineOptions`; the ``naive_alarm``, ``skip_repeats``,
+... below are its fields).
 
 Drift detection
 ---------------
@@ -40,7 +44,7 @@ residuals' scale), all of :mod:`onlinejax.detectors`, which describes each.
 
 The CUSUM and BOCPD detectors are relative to the phase's own errors, so a window that is
 wrong from the start (learned on a stuck sensor's constant run, or around an
-outlier) is never replaced by them. ``naive_alarm=ρ`` adds a scale-free
+outlier) is never replaced by them. ``MachineOptions(naive_alarm=ρ)`` adds a scale-free
 reference outside the learner: two naive forecasts of the same item, the
 running mean of the targets (an exponentially weighted mean over about
 :data:`NAIVE_MEMORY` items) and the last target (a random walk). The machine
@@ -63,11 +67,11 @@ the phase ends ``W`` learned items after it.
 Under ``vmap`` the learning step and the tune run through
 :func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
-that tune on that item (``tune_batch`` at a time), not for every stream on
+that tune on that item (the plan's ``batch`` at a time), not for every stream on
 every item, which is what a vmapped ``lax.cond`` would do (it becomes a
 ``select`` that evaluates both branches). With thousands of streams on an
 accelerator some stream ends a phase on almost every item, so the batch
-still runs its tune program almost every item; ``adaptive(tune_every=k)``
+still runs its tune program almost every item; ``adaptive(tune_plan=TunePlan(every=k))``
 lets each finished phase's tune wait for the next item whose count is a
 multiple of ``k``, so that the streams share their tune items.
 """
@@ -78,18 +82,20 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState, init,
-                             record_mode, wrap_state)
-from .base import (DeferredStep, Learner, Prediction, check_in_range, check_int, describe_factory, keep_if,
+from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
+                             MachineOptions, init, record_mode, wrap_state)
+from .base import (DeferredStep, Learner, Prediction, check_int, describe_factory, keep_if,
                    make_learner, pass_through)
 from .batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
+from .schedule import TunePlan
 
 Array = jax.Array
 
 __all__ = [
     "AdaptiveState",
     "DetectorState",
+    "MachineOptions",
     "AdaptiveOptions",
     "adaptive",
     "init",
@@ -291,15 +297,6 @@ def predict_one(learner: Learner, s: AdaptiveState, x: Array) -> Prediction:
     return learner.predict(s.inner, x)
 
 
-def _checked_margin(follow_inputs) -> float | None:
-    """``follow_inputs`` as a float ``>= 0`` or ``None``; a ValueError naming it otherwise."""
-    if follow_inputs is None:
-        return None
-    if not float(follow_inputs) >= 0.0:
-        raise ValueError(f"follow_inputs: must be None or >= 0, got {follow_inputs!r}")
-    return float(follow_inputs)
-
-
 def _check_detector(detector) -> None:
     """A TypeError unless ``detector`` is a :class:`~onlinejax.detectors.Detector` (a name such as ``"cusum"``
     says which factory to call)."""
@@ -308,12 +305,36 @@ def _check_detector(detector) -> None:
                         f"onlinejax.detectors.frozen(...) or onlinejax.detectors.bocpd_detector(...), got {detector!r}")
 
 
+#: The machine's own schedule (a :class:`~onlinejax.schedule.TunePlan` field left at ``None`` reads it): the
+#: tune on the phase's last item, ``batch="auto"`` (:func:`_default_tune_batch`), the split step offered.
+MACHINE_PLAN = TunePlan(every=1, batch="auto", split=True)
+
+
+def _schedule(tune_plan) -> tuple[int, int | None, bool]:
+    """``(tune_every, tune_batch, split)`` of ``tune_plan`` (``None`` fields: :data:`MACHINE_PLAN`'s);
+    ``tune_batch`` ``None`` is the whole batch. A ``ValueError`` names the bad field (``tune_plan.every``)."""
+    if tune_plan is None:
+        tune_plan = MACHINE_PLAN
+    if not isinstance(tune_plan, TunePlan):
+        raise TypeError(f"tune_plan: expected a TunePlan or None, got {type(tune_plan).__name__}")
+    every, batch, split = (own if v is None else v for v, own in zip(tune_plan.checked(), MACHINE_PLAN))
+    if isinstance(batch, str):
+        batch = _default_tune_batch() if batch == "auto" else None  # "all"
+    return every, batch, split
+
+
+def _checked_options(options) -> MachineOptions:
+    """``options`` checked (:meth:`MachineOptions.checked`); a TypeError unless it is a :class:`MachineOptions`."""
+    if options is None:
+        return MachineOptions()
+    if not isinstance(options, MachineOptions):
+        raise TypeError(f"options: expected an onlinejax.adaptive.MachineOptions, got {type(options).__name__}")
+    return options.checked()
+
+
 @describe_factory
-def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetector(), always_learn: bool = False,
-             tune: bool = True, tune_batch: int | None | str = "auto", split_tune: bool = True,
-             tune_every: int = 1, naive_alarm: float | None = None, learn_shock: bool = True,
-             skip_repeats: bool = False, min_moves: int = 0, tune_unmoved: bool = True,
-             follow_inputs: float | None = None) -> Learner:
+def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetector(), tune: bool = True,
+             tune_plan: TunePlan | None = MACHINE_PLAN, options: MachineOptions | None = MachineOptions()) -> Learner:
     """Wrap a windowed learner in the cold-start / stable / high-error / tune state machine.
 
     Args:
@@ -326,74 +347,41 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
         alarm), :func:`~onlinejax.detectors.frozen` (the thesis's
         frozen-reference rule) or :func:`~onlinejax.detectors.bocpd_detector`
         (Bayesian online changepoint detection on the residuals' scale); see the module doc.
-      always_learn: learn on every item, stable ones included (the detector
-        still schedules the tunes).
       tune: call the learner's ``tune`` at the end of each learning phase.
-      tune_batch: under ``vmap``, tune the streams that need it this many at
-        a time (``None``: the whole batch whenever any stream tunes); see
-        :func:`onlinejax.batching.cond_if_any`. Default ``"auto"``: 1 when
-        JAX's default backend is the CPU (there a vmapped tune of ``k``
-        windows costs about ``k`` single tunes, and streams alarm at
-        different items, so a tune event with ``k > 1`` mostly pays for
-        streams that do not need it), ``None`` on accelerators (a GPU tunes
-        the whole batch in about the time of one tune, while tuning the
-        streams one after another would serialise thousands of tunes).
-      split_tune: also give the learner a :class:`~onlinejax.base.DeferredStep`
-        (``Learner.deferred``), so that progressive validation of one stream
-        tunes between item loops instead of carrying the tune's branch in every
-        step. Which is faster depends on the learner and the device
-        (``benchmarks/state_machine.py`` measures both); the results are the
-        same to rounding.
-      tune_every: run the tune that ends a learning phase only on the next
-        item whose count (``n_seen``, from 1) is a multiple of ``tune_every``
-        (static int >= 1; default 1: on the phase's last item, the thesis's
-        rule). Meant for many vmapped streams on an accelerator, where the
-        batch runs one tune program on every item on which any stream
-        tunes: with ``tune_every=k`` at most one item in ``k`` pays for it.
-        While its tune waits a stream predicts with the previous
-        hyperparameters; its window does not change (stable items are not
-        learned, unless ``always_learn`` or ``follow_inputs``) unless an
-        alarm starts a new phase first.
-        ``tune_batch``, ``split_tune`` and ``tune_every`` are the schedule, not the model: the
-        runners set them with ``tune_plan=`` (:class:`~onlinejax.schedule.TunePlan`).
-      naive_alarm: ``None`` (default: the thesis's machine), or a share in
-        (0, 1): also alarm when, over the recent stable items, the share on
-        which the learner's squared error exceeds both naive forecasts'
-        (the targets' running mean and the last target) exceeds it (module
-        doc). A scale-free test that replaces a window that is wrong from its
-        start, which the relative detectors cannot see.
-      learn_shock: ``True`` (default, the thesis's rule): the item that
-        raised an alarm is the first item learned in the new phase;
-        ``False``: an item that alarmed on its own (the detector's ``shock``) is not
-        learned, so that a single outlier is not fitted into the new window
-        and kept there through the next stable phase (a drift's next items
-        fill the window instead).
-      skip_repeats: ``False`` (default: the thesis's machine); ``True``: a
-        learning phase leaves out (neither learns nor counts) an item equal
-        in ``x`` and ``y`` to the item before it (module doc), so a stuck
-        sensor's run is not frozen into the window.
-      min_moves: ``0`` (default: the thesis's machine), or ``m``: a learning phase
-        in which the input moved (differed from the item's before) on fewer than
-        ``m`` of its learned items ends in its tune but then learns on, as another
-        learning phase, instead of settling into a stable one. A window of one or
-        two distinct inputs (rows duplicated in blocks) is a point, not a model:
-        frozen, it predicts every new input from that point until a detector
-        alarms (tens of items per block); learning on, it takes each new input in
-        as it comes.
-      tune_unmoved: ``True`` (default): a phase that learns on (``min_moves``)
-        still ends in a tune; ``False``: it does not, and the inner learner keeps
-        the hyperparameters it has (a GP's marginal likelihood cannot place a
-        lengthscale on a window of one or two distinct inputs).
-      follow_inputs: ``None`` (default: the thesis's machine), or a margin
-        ``m >= 0`` in the inner learner's input units (standard deviations
-        behind :func:`~onlinejax.calibration.calibrated`): a stable machine
-        learns an item on which an input lies more than ``m`` outside the
-        range of the values of that input it learned, as it did on the item
-        before. A trending input leaves a frozen window's range a little
-        more with every item, so the window would extrapolate ever further
-        until a detector alarms; learning on, it slides along. Inputs that
-        stay within the range, a creep by less than ``m`` and a new extreme
-        that lagged inputs pass on (one input per item) learn nothing.
+      tune_plan: when the tunes run, a :class:`~onlinejax.schedule.TunePlan`
+        (``None``, or a field left at ``None``: the machine's own,
+        :data:`MACHINE_PLAN`). This is the schedule, not the model: the
+        results do not depend on ``batch`` or ``split``, and the runners set
+        it with their own ``tune_plan=`` (:func:`~onlinejax.schedule.with_tune_plan`).
+
+        * ``every`` (default 1: on the phase's last item, the thesis's rule):
+          run the tune that ends a learning phase only on the next item whose
+          count (``n_seen``, from 1) is a multiple of ``every``. Meant for many
+          vmapped streams on an accelerator, where the batch runs one tune
+          program on every item on which any stream tunes: with ``every=k`` at
+          most one item in ``k`` pays for it. While its tune waits a stream
+          predicts with the previous hyperparameters; its window does not
+          change (stable items are not learned, unless ``always_learn`` or
+          ``follow_inputs``) unless an alarm starts a new phase first.
+        * ``batch``: under ``vmap``, tune the streams that need it this many
+          at a time (``"all"``: the whole batch whenever any stream tunes);
+          see :func:`onlinejax.batching.cond_if_any`. Default ``"auto"``: 1
+          when JAX's default backend is the CPU (there a vmapped tune of ``k``
+          windows costs about ``k`` single tunes, and streams alarm at
+          different items, so a tune event with ``k > 1`` mostly pays for
+          streams that do not need it), ``"all"`` on accelerators (a GPU
+          tunes the whole batch in about the time of one tune, while tuning
+          the streams one after another would serialise thousands of tunes).
+        * ``split`` (default ``True``): also give the learner a
+          :class:`~onlinejax.base.DeferredStep` (``Learner.deferred``), so that
+          progressive validation of one stream tunes between item loops
+          instead of carrying the tune's branch in every step. Which is faster
+          depends on the learner and the device (``benchmarks/state_machine.py``
+          measures both); the results are the same to rounding.
+      options: the machine's behavioural switches, a :class:`MachineOptions`
+        (``always_learn``, ``naive_alarm``, ``learn_shock``, ``skip_repeats``,
+        ``min_moves``, ``tune_unmoved``, ``follow_inputs``; ``None`` or the
+        default ``MachineOptions()``: the thesis's machine), checked here.
     Returns:
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
@@ -401,26 +389,23 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
       :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
       the inner learner's, and ``learn`` / ``step`` running the state machine (:func:`step_one`; a non-finite item
       only counts in ``n_skipped``); see :func:`~onlinejax.adaptive_state.wrap_state`, :func:`record_mode`.
+    Raises:
+      ValueError: naming the bad value (``window``, ``tune_plan.every``, ``options.min_moves``, ...).
+      TypeError: ``detector``, ``tune_plan`` or ``options`` of the wrong type, or
+        ``options.tune_unmoved`` not a bool.
+
+    Example:
+      >>> from onlinejax.kernel_regression import kernel_regression
+      >>> adaptive(kernel_regression(2, 32), 32, options=MachineOptions(naive_alarm=0.7)).description
+      'adaptive(kernel_regression(2, 32), 32, options=MachineOptions(naive_alarm=0.7))'
     """
     W = check_int(window, "window", 1)
     _check_detector(detector)
-    min_moves = check_int(min_moves, "min_moves", 0)
-    if not isinstance(tune_unmoved, bool):
-        raise TypeError(f"tune_unmoved: expected a bool, got {type(tune_unmoved).__name__}")
-    follow_inputs = _checked_margin(follow_inputs)
-    if isinstance(tune_batch, str):
-        if tune_batch != "auto":
-            raise ValueError(f"tune_batch: must be an int >= 1, None or 'auto', got {tune_batch!r}")
-        tune_batch = _default_tune_batch()
-    if tune and learner.tune is not None and tune_batch is not None:
-        tune_batch = check_int(tune_batch, "tune_batch", 1)  # cond_if_any's check, made before any trace
-    tune_every = check_int(tune_every, "tune_every", 1)
-    if naive_alarm is not None:
-        check_in_range(naive_alarm, "naive_alarm", 0.0, 1.0, hi_open=True)
-        naive_alarm = float(naive_alarm)
-    opts = AdaptiveOptions(detector, always_learn, tune, tune_batch, tune_every=tune_every,
-                           naive_alarm=naive_alarm, learn_shock=bool(learn_shock), skip_repeats=bool(skip_repeats),
-                           min_moves=min_moves, tune_unmoved=bool(tune_unmoved), follow_inputs=follow_inputs)
+    o = _checked_options(options)
+    tune_every, tune_batch, split_tune = _schedule(tune_plan)
+    opts = AdaptiveOptions(detector, o.always_learn, tune, tune_batch, tune_every=tune_every,
+                           naive_alarm=o.naive_alarm, learn_shock=o.learn_shock, skip_repeats=o.skip_repeats,
+                           min_moves=o.min_moves, tune_unmoved=o.tune_unmoved, follow_inputs=o.follow_inputs)
 
     # only tune passes through: the machine's phase counts and detector would still hold an item the inner
     # learner lost. The machine always has a tune (the identity without an inner one), of the state alone:
@@ -443,8 +428,8 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
     return out._replace(deferred=DeferredStep(build(opts._replace(defer_tune=True)).step, tune_due, out.tune))
 
 
-#: :func:`~onlinejax.schedule.with_tune_plan` passes a runner's plan to this factory as
-#: ``tune_every``, ``tune_batch`` and ``split_tune``.
+#: :func:`~onlinejax.schedule.with_tune_plan` passes a runner's plan to this factory's ``tune_plan``
+#: (the plan's fields that are set, over the machine's own).
 adaptive.takes_tune_plan = True
 
 

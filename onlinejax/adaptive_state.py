@@ -3,9 +3,11 @@
 This module holds the phase codes (``COLD_START``, ``STABLE``, ``HIGH_ERROR``,
 ``TUNE``; :data:`MODES` names them), the machine's state
 (:class:`AdaptiveState`, with the drift detector's
-:class:`~onlinejax.detectors.DetectorState`), its static options
-(:class:`AdaptiveOptions`, with the drift detector, a
-:class:`~onlinejax.detectors.Detector` value), and the fresh cold-start state (:func:`init`,
+:class:`~onlinejax.detectors.DetectorState`), its behavioural switches as
+one value (:class:`MachineOptions`, the factory's ``options=``), the static
+options it runs with (:class:`AdaptiveOptions`: those switches checked, with
+the drift detector, a :class:`~onlinejax.detectors.Detector` value, and the
+tunes' schedule), and the fresh cold-start state (:func:`init`,
 :func:`wrap_state`); :func:`record_mode` reads an item's phase.
 :mod:`onlinejax.adaptive` runs the machine and re-exports these names.
 """
@@ -16,13 +18,13 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .base import Learner, state_dtype
+from .base import Learner, check_in_range, check_int, state_dtype
 from .detectors import CusumDetector, Detector, DetectorState
 
 Array = jax.Array
 
-__all__ = ["AdaptiveState", "AdaptiveOptions", "init", "wrap_state", "record_mode", "COLD_START", "STABLE",
-           "HIGH_ERROR", "TUNE", "MODES"]
+__all__ = ["AdaptiveState", "MachineOptions", "AdaptiveOptions", "init", "wrap_state", "record_mode", "COLD_START",
+           "STABLE", "HIGH_ERROR", "TUNE", "MODES"]
 
 COLD_START, STABLE, HIGH_ERROR, TUNE = 0, 1, 2, 3
 MODES = ("cold_start", "stable", "high_error", "tune")
@@ -82,8 +84,95 @@ class AdaptiveState(NamedTuple):
     was_beyond: Array
 
 
+class MachineOptions(NamedTuple):
+    """The state machine's behavioural switches as one value (:func:`~onlinejax.adaptive.adaptive`'s ``options=``).
+
+    An immutable record; the defaults are the thesis's machine.
+
+    The zoo's recommended windowed learners set ``naive_alarm``, ``learn_shock``, ``skip_repeats``,
+    ``min_moves`` and ``follow_inputs`` (:func:`onlinejax.zoo.recommended_learners`). Equal records
+    compare and hash equal, so machines built with equal options are the same learner; the ``repr`` shows
+    the fields that differ from the defaults.
+
+    Attributes:
+      always_learn: ``False`` (default); ``True``: learn on every item, stable ones included (the detector
+        still schedules the tunes).
+      naive_alarm: ``None`` (default: the thesis's machine), or a share in (0, 1): also alarm when, over
+        the recent stable items, the share on which the learner's squared error exceeds both naive
+        forecasts' (the targets' running mean and the last target) exceeds it (:mod:`onlinejax.adaptive`'s
+        module doc). A scale-free test that replaces a window that is wrong from its start, which the
+        relative detectors cannot see.
+      learn_shock: ``True`` (default, the thesis's rule): the item that raised an alarm is the first item
+        learned in the new phase; ``False``: an item that alarmed on its own (the detector's ``shock``) is
+        not learned, so that a single outlier is not fitted into the new window and kept there through
+        the next stable phase (a drift's next items fill the window instead).
+      skip_repeats: ``False`` (default: the thesis's machine); ``True``: a learning phase leaves out
+        (neither learns nor counts) an item equal in ``x`` and ``y`` to the item before it, so a stuck
+        sensor's run is not frozen into the window.
+      min_moves: ``0`` (default: the thesis's machine), or an int ``m >= 0``: a learning phase in which
+        the input moved (differed from the item's before) on fewer than ``m`` of its learned items ends
+        in its tune but then learns on, as another learning phase, instead of settling into a stable
+        one. A window of one or two distinct inputs (rows duplicated in blocks) is a point, not a model:
+        frozen, it predicts every new input from that point until a detector alarms (tens of items per
+        block); learning on, it takes each new input in as it comes.
+      tune_unmoved: ``True`` (default): a phase that learns on (``min_moves``) still ends in a tune;
+        ``False``: it does not, and the inner learner keeps the hyperparameters it has (a GP's marginal
+        likelihood cannot place a lengthscale on a window of one or two distinct inputs).
+      follow_inputs: ``None`` (default: the thesis's machine), or a margin ``m >= 0`` in the inner
+        learner's input units (standard deviations behind :func:`~onlinejax.calibration.calibrated`): a
+        stable machine learns an item on which an input lies more than ``m`` outside the range of the
+        values of that input it learned, as it did on the item before. A trending input leaves a frozen
+        window's range a little more with every item, so the window would extrapolate ever further until
+        a detector alarms; learning on, it slides along. Inputs that stay within the range, a creep by
+        less than ``m`` and a new extreme that lagged inputs pass on (one input per item) learn nothing.
+
+    Example:
+      >>> MachineOptions(naive_alarm=0.7, learn_shock=False)
+      MachineOptions(naive_alarm=0.7, learn_shock=False)
+    """
+
+    always_learn: bool = False
+    naive_alarm: Optional[float] = None
+    learn_shock: bool = True
+    skip_repeats: bool = False
+    min_moves: int = 0
+    tune_unmoved: bool = True
+    follow_inputs: Optional[float] = None
+
+    def checked(self) -> "MachineOptions":
+        """The options with their values checked and as the machine reads them (floats, bools).
+
+        Raises:
+          ValueError: naming the field (``options.min_moves: ...``) for a value out of its range;
+          TypeError: for a ``tune_unmoved`` that is not a bool.
+        """
+        min_moves = check_int(self.min_moves, "options.min_moves", 0)
+        if not isinstance(self.tune_unmoved, bool):
+            raise TypeError(f"options.tune_unmoved: expected a bool, got {type(self.tune_unmoved).__name__}")
+        naive = self.naive_alarm
+        if naive is not None:
+            check_in_range(naive, "options.naive_alarm", 0.0, 1.0, hi_open=True)
+            naive = float(naive)
+        margin = self.follow_inputs
+        if margin is not None:
+            if not float(margin) >= 0.0:
+                raise ValueError(f"options.follow_inputs: must be None or >= 0, got {margin!r}")
+            margin = float(margin)
+        # always_learn is kept as given: the machine ORs it into a traced mask
+        return MachineOptions(self.always_learn, naive, bool(self.learn_shock), bool(self.skip_repeats), min_moves,
+                              self.tune_unmoved, margin)
+
+    def __repr__(self) -> str:
+        changed = [f"{k}={v!r}" for k, v in zip(self._fields, self) if v != self._field_defaults[k]]
+        return f"MachineOptions({', '.join(changed)})"
+
+
 class AdaptiveOptions(NamedTuple):
-    """The static options of :func:`~onlinejax.adaptive.adaptive` (Python values; see its Args).
+    """The static options :func:`~onlinejax.adaptive.adaptive`'s machine runs with (Python values).
+
+    The factory builds them from its arguments: the detector, ``tune``, the
+    :class:`~onlinejax.schedule.TunePlan` resolved (``tune_batch``, ``tune_every``) and the checked
+    :class:`MachineOptions` (the fields from ``always_learn`` on; see there).
 
     Attributes:
       detector: the drift detector (:class:`~onlinejax.detectors.Detector`, a value with its own options:

@@ -88,7 +88,7 @@ class DetectorState(NamedTuple):
       runs: :func:`bocpd_detector`'s run-length posterior
         (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
       losing: ``[]`` the weighted share of the phase's items on which the
-        learner lost to both naive forecasts (``adaptive(naive_alarm=)``; 0 otherwise).
+        learner lost to both naive forecasts (``MachineOptions.naive_alarm``; 0 otherwise).
     """
 
     n: Array
@@ -134,7 +134,7 @@ class Detector:
 
     def shock_test(self, det: DetectorState, z2: Array) -> Optional[Array]:
         """``[]`` bool: the item alarms on its own, ``z² > shock · mean z²`` judged on ``det`` before the item;
-        ``None`` for a detector without a ``shock`` (``adaptive(learn_shock=False)`` then leaves no item out)."""
+        ``None`` for a detector without a ``shock`` (``MachineOptions(learn_shock=False)`` then leaves no item out)."""
         shock = getattr(self, "shock", None)
         if shock is None:
             return None

@@ -217,6 +217,8 @@ def _short_repr(v) -> str:
     if callable(v) and hasattr(v, "__qualname__"):
         return v.__qualname__
     text = repr(v)
+    if hasattr(v, "_fields") and all(isinstance(a, (bool, int, float, str, type(None))) for a in v):
+        return text  # a record of options (TunePlan, MachineOptions): cut short, two configurations would read alike
     return text if len(text) <= 60 else text[:57] + "..."
 
 

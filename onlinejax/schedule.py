@@ -23,7 +23,7 @@ every state machine inside the learners they run, through
 results whatever the device, and a runner chooses the schedule without
 rebuilding learners by hand. A field left at ``None`` keeps what the learner
 was built with (the thesis's rule by default: the tune on the phase's last
-item).
+item); the factory itself takes the same record as its ``tune_plan=``.
 """
 from __future__ import annotations
 
@@ -79,20 +79,18 @@ class TunePlan(NamedTuple):
             raise ValueError(f"tune_plan.split: must be a bool or None, got {self.split!r}")
         return TunePlan(every, batch, self.split)
 
-    def factory_options(self) -> dict:
-        """The plan as :func:`~onlinejax.adaptive.adaptive`'s keyword arguments (the fields that are set)."""
-        out = {}
-        if self.every is not None:
-            out["tune_every"] = self.every
-        if self.batch is not None:
-            out["tune_batch"] = None if self.batch == "all" else self.batch
-        if self.split is not None:
-            out["split_tune"] = self.split
-        return out
+    def over(self, own: "TunePlan") -> "TunePlan":
+        """``own`` with this plan's fields that are set: a runner's plan over a machine's own schedule.
+
+        Example:
+          >>> TunePlan(every=8).over(TunePlan(every=1, batch="auto", split=True))
+          TunePlan(every=8, batch='auto', split=True)
+        """
+        return own._replace(**{k: v for k, v in self._asdict().items() if v is not None})
 
 
 def _plans_tunes(factory) -> bool:
-    """Whether a factory's learners are state machines that take a :class:`TunePlan`'s options."""
+    """Whether a factory's learners are state machines that take a :class:`TunePlan` (its ``tune_plan=``)."""
     return bool(getattr(factory, "takes_tune_plan", False))
 
 
@@ -101,14 +99,20 @@ def _is_as_built(learner: Learner, call: FactoryCall) -> bool:
     return call.built is not None and all(a is b for a, b in zip(_built_fields(learner), call.built))
 
 
-def _has_its_options(factory, args: tuple, kwargs: dict, options: dict) -> bool:
-    """Whether the call already passes ``options`` (given or as the factory's defaults)."""
-    bound = inspect.signature(factory).bind(*args, **kwargs)
+def _planned(factory, args: tuple, kwargs: dict, plan: TunePlan) -> Optional[dict]:
+    """The call's keyword arguments with ``plan`` over its ``tune_plan``, or ``None`` when it already follows
+    ``plan`` (a field it leaves at ``None`` is the factory's default plan's)."""
+    sig = inspect.signature(factory)
+    bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    return all(k in bound.arguments and bound.arguments[k] == v for k, v in options.items())
+    default, given = sig.parameters["tune_plan"].default, bound.arguments["tune_plan"]
+    own = given.over(default) if given is not None else default
+    if plan.over(own) == own:
+        return None
+    return {**kwargs, "tune_plan": plan.over(own)}
 
 
-def _rebuild(learner: Learner, options: dict) -> Learner:
+def _rebuild(learner: Learner, plan: TunePlan) -> Learner:
     call = learner.factory_call
     if call is None or not _is_as_built(learner, call):
         # built by hand (make_learner) or changed after it was built: nothing to rebuild from
@@ -121,14 +125,15 @@ def _rebuild(learner: Learner, options: dict) -> Learner:
     def rebuilt(v):  # every learner inside the call's arguments (lists, tuples and dicts too)
         if not isinstance(v, Learner):
             return v
-        new = _rebuild(v, options)
+        new = _rebuild(v, plan)
         changed.append(new is not v)
         return new
 
     args, kwargs = map_nested(rebuilt, call.args), map_nested(rebuilt, call.kwargs)
     unchanged = not any(changed)
-    if _plans_tunes(call.factory) and not _has_its_options(call.factory, args, kwargs, options):
-        return call.factory(*args, **{**kwargs, **options})
+    planned = _planned(call.factory, args, kwargs, plan) if _plans_tunes(call.factory) else None
+    if planned is not None:
+        return call.factory(*args, **planned)
     return learner if unchanged else call.factory(*args, **kwargs)
 
 
@@ -153,12 +158,12 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     (``Learner.factory_call``); the learners inside it (a wrapper's inner
     learner, a combination's members) are rebuilt first, and every
     :func:`~onlinejax.adaptive.adaptive` call gets the plan's fields that are
-    set. Learners without a state machine, machines that already follow the
-    plan, and everything when ``plan`` is ``None`` or sets nothing come back
-    unchanged; so do learners built by hand (:func:`~onlinejax.base.make_learner`)
-    and records changed after they were built, with a ``RuntimeWarning``
-    when they have a ``tune`` (a state machine inside them cannot be
-    reached). Equal calls return the same learner, so the runners' compiled
+    set over its own ``tune_plan`` (:meth:`TunePlan.over`). Learners without
+    a state machine, machines that already follow the plan, and everything
+    when ``plan`` is ``None`` or sets nothing come back unchanged; so do
+    learners built by hand (:func:`~onlinejax.base.make_learner`) and records
+    changed after they were built, with a ``RuntimeWarning`` when they have a
+    ``tune`` (a state machine inside them cannot be reached). Equal calls return the same learner, so the runners' compiled
     programs are reused where every factory on the way had hashable
     arguments (one given an array builds a new learner, which compiles
     again). A learner given to a factory inside a generator is not reached
@@ -177,9 +182,9 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
       >>> from onlinejax.kernel_regression import kernel_regression
       >>> lrn = standardize(adaptive(kernel_regression(2, 32), 32))
       >>> with_tune_plan(lrn, TunePlan(every=8)).description
-      'standardize(adaptive(kernel_regression(2, 32), 32, tune_every=8))'
+      "standardize(adaptive(kernel_regression(2, 32), 32, tune_plan=TunePlan(every=8, batch='auto', split=True)))"
       >>> with_tune_plan(lrn, None) is lrn
       True
     """
     plan = checked_plan(plan)
-    return learner if plan is None else _rebuild(learner, plan.factory_options())
+    return learner if plan is None else _rebuild(learner, plan)

@@ -62,7 +62,7 @@ from __future__ import annotations
 import functools
 from functools import partial
 
-from .adaptive import adaptive
+from .adaptive import MachineOptions, adaptive
 from .baseline import climatology, train_once
 from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
@@ -75,6 +75,7 @@ from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_ml
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
+from .schedule import TunePlan
 
 __all__ = [
     "THESIS_WINDOWS",
@@ -154,11 +155,11 @@ def thesis_online_learners() -> list[GridLearner]:
     for mean, label in GP_MEANS.items():
         for W in THESIS_WINDOWS:
             # the three means at one window share a compiled program (the mean is read from the state);
-            # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (split_tune)
+            # with the OLS mean among them the tune in the step is the cheaper layout on XLA:CPU (no split)
             out.append(grid_learner(
                 f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, window_options=_BY_STATE), W,
-                                                   split_tune=False),
+                                                   tune_plan=TunePlan(split=False)),
                 init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1,
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
                             f"type-II MAP at each tune{_MACHINE}"))
@@ -257,7 +258,7 @@ CLIMATOLOGY = "Climatology"
 RECOMMENDED_WARMUP = 32
 
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
-#: it lost to both naive forecasts on more than this share (:func:`~onlinejax.adaptive.adaptive`'s
+#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 
@@ -267,14 +268,14 @@ RECOMMENDED_NAIVE_ALARM = 0.7
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
 #: The windowed recommended learners' state machine learns on after a learning phase in which the input
-#: moved on fewer than this many of its items (:func:`~onlinejax.adaptive.adaptive`'s ``min_moves``): a
+#: moved on fewer than this many of its items (:class:`~onlinejax.adaptive.MachineOptions`'s ``min_moves``): a
 #: window of a few distinct inputs (rows repeated in runs of about ``W/8`` items or more) is not frozen.
 RECOMMENDED_MIN_MOVES = 8
 
 
 #: The windowed recommended learners learn a stable item whose standardised input lies more than this
 #: (in standard deviations) beyond every input learned, the second such item in a row
-#: (:func:`~onlinejax.adaptive.adaptive`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
+#: (:class:`~onlinejax.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
 #: of a W-item window per item, while a slow creep to a new low (a river's recession, 1e-4 sd per item)
 #: is no extrapolation.
 RECOMMENDED_FOLLOW_MARGIN = 0.01
@@ -350,10 +351,10 @@ def _recommended() -> list[GridLearner]:
         # and a stuck sensor's run adds one item to the window, not a window of copies
         # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
         # and a trending input is followed: learned while stable, rebased step by step on the whole window
-        return calibrated(adaptive(learner, W, naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False,
-                                   skip_repeats=True, min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
-                                   follow_inputs=RECOMMENDED_FOLLOW_MARGIN),
-                          warmup=F, keep=W, clip=clip)
+        options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
+                                 min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
+                                 follow_inputs=RECOMMENDED_FOLLOW_MARGIN)
+        return calibrated(adaptive(learner, W, options=options), warmup=F, keep=W, clip=clip)
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)

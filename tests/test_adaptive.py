@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, adaptive,
-                                record_mode, step_one)
+from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
+                                adaptive, record_mode, step_one)
+from onlinejax.schedule import TunePlan
 from onlinejax.detectors import bocpd_detector, cusum, frozen
 from onlinejax.adaptive import init as adaptive_init
 from onlinejax.batching import cond_if_any
@@ -108,7 +109,7 @@ def test_always_learn_and_vmap_equals_single_runs(rng):
         np.testing.assert_array_equal(np.asarray(modes[k]), np.asarray(r.records))
         np.testing.assert_allclose(np.asarray(preds.mean[k]), np.asarray(r.predictions.mean), rtol=tol(1e-12, 1e-5),
                                    atol=tol(1e-12, 1e-5))
-    al = adaptive(inner, W, always_learn=True)
+    al = adaptive(inner, W, options=MachineOptions(always_learn=True))
     r = progressive_validation(al, al.init(), X1, Y1, record=record_mode)
     assert int(r.state.n_learned) == len(Y1)
     assert int(r.state.n_tunes) >= 2  # cold start + the detected drift still schedule tunes
@@ -358,7 +359,8 @@ def test_cusum_update_is_the_relative_cusum(shock):
 
 
 def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
-    """``tune_batch="auto"``: one stream at a time on the CPU, the whole batch on an accelerator; other strings refused."""
+    """``TunePlan(batch="auto")``: one stream at a time on the CPU, the whole batch on an accelerator; other strings
+    refused."""
     import importlib
 
     adaptive_mod = importlib.import_module("onlinejax.adaptive")
@@ -366,8 +368,8 @@ def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
     assert adaptive_mod._default_tune_batch() == (1 if jax.default_backend() == "cpu" else None)
     monkeypatch.setattr(adaptive_mod.jax, "default_backend", lambda: "gpu")
     assert adaptive_mod._default_tune_batch() is None
-    with pytest.raises(ValueError, match="tune_batch"):
-        adaptive_mod.adaptive(gp_window(2, 8), 8, tune_batch="all")
+    with pytest.raises(ValueError, match=r"tune_plan\.batch"):
+        adaptive_mod.adaptive(gp_window(2, 8), 8, tune_plan=TunePlan(batch="every"))
 
 
 def test_machine_tune_takes_the_state_alone_and_names_an_unknown_option():
@@ -404,7 +406,7 @@ def test_deferred_tunes_equal_the_step(name, detector):
     lrn = adaptive({"gp": lambda: gp_window(2, W, mean="ols"), "kernel_regression": lambda: kernel_regression(2, W)}[name](),
                    W, detector=DETECTORS[detector]())
     assert lrn.deferred is not None and adaptive(kernel_regression(2, W), W, tune=False).deferred is None
-    assert adaptive(kernel_regression(2, W), W, split_tune=False).deferred is None
+    assert adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(split=False)).deferred is None
     plain = lrn._replace(deferred=None)
     run = jax.jit(lambda lr, s, X, Y: progressive_validation(lr, s, X, Y), static_argnums=0)
     streams = [_segment_stream(seed) for seed in (3, 4)]
@@ -433,7 +435,7 @@ def test_deferred_tunes_equal_the_step(name, detector):
 def test_deferred_step_contract(tune_every):
     """step(s, x, y) == deferred.step then apply when due, item by item (the DeferredStep contract)."""
     W = 16
-    lrn = adaptive(kernel_regression(2, W), W, tune_every=tune_every)
+    lrn = adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=tune_every))
     d = lrn.deferred
     X, Y = _segment_stream(5)
     step, deferred_step = jax.jit(lrn.step), jax.jit(d.step)  # traced: the non-finite items are skipped, not refused
@@ -454,7 +456,7 @@ def test_tune_every_runs_each_phase_tune_at_the_next_multiple(k):
     """With ``tune_every=k`` the tune of a phase ending on item count ``c`` runs on count ``k·ceil(c/k)``
     (a phase ending while one waits shares it), only there; one stream and vmapped streams agree."""
     W = 16
-    lrn = adaptive(kernel_regression(2, W), W, tune_every=k)
+    lrn = adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=k))
     rec = lambda s: (s.n_tunes, s.n_seen, s.last)  # noqa: E731
     streams = [_segment_stream(seed) for seed in (3, 4, 6)]
     run = jax.jit(lambda s, X, Y: progressive_validation(lrn, s, X, Y, record=rec))  # traced: skips the NaN items
@@ -476,8 +478,8 @@ def test_tune_every_runs_each_phase_tune_at_the_next_multiple(k):
         assert int(vm.state.n_tunes[i]) == int(r.state.n_tunes)
         np.testing.assert_allclose(np.asarray(vm.predictions.mean[i]), np.asarray(r.predictions.mean),
                                    rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
-    with pytest.raises(ValueError, match="tune_every"):
-        adaptive(kernel_regression(2, W), W, tune_every=0)
+    with pytest.raises(ValueError, match=r"tune_plan\.every"):
+        adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=0))
 
 
 def test_tune_every_waiting_tune_sees_the_phase_window():
@@ -485,7 +487,7 @@ def test_tune_every_waiting_tune_sees_the_phase_window():
     equals the tune_every=1 machine's right after its phase end, hyperparameters and all."""
     W, k = 16, 10
     X, Y = _segment_stream(3)
-    now, later = adaptive(kernel_regression(2, W), W), adaptive(kernel_regression(2, W), W, tune_every=k)
+    now, later = adaptive(kernel_regression(2, W), W), adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=k))
     a = progressive_validation(now, now.init(), X[:W], Y[:W])  # cold start: tuned on its W-th item
     b = progressive_validation(later, later.init(), X[:W], Y[:W])
     assert int(a.state.n_tunes) == 1 and int(b.state.n_tunes) == 0 and bool(b.state.tune_pending)
@@ -571,7 +573,7 @@ def _outlier_stream(seed, n=1500, at=600, d=2):
 @pytest.mark.parametrize("name", ["gp", "kernel_regression"])
 def test_an_outlier_is_not_learned_and_the_window_recovers(name):
     make = {"gp": lambda: gp_window(2, 64, mean="average"), "kernel_regression": lambda: kernel_regression(2, 64)}[name]
-    lrn = adaptive(make(), 64, naive_alarm=0.7, learn_shock=False)
+    lrn = adaptive(make(), 64, options=MachineOptions(naive_alarm=0.7, learn_shock=False))
     run = jax.jit(jax.vmap(lambda X, y: progressive_validation(lrn, lrn.init(), X, y).predictions.mean))
     mses = []
     for seed in (1, 2, 3):
@@ -596,13 +598,14 @@ def test_naive_alarm_replaces_a_window_learned_on_a_stuck_sensor_and_stays_quiet
     mse = {}
     for naive in (None, 0.7):
         # only the naive test alarms
-        lrn = adaptive(inner, 32, naive_alarm=naive, detector=cusum(threshold=1e6, shock=None))
+        lrn = adaptive(inner, 32, options=MachineOptions(naive_alarm=naive), detector=cusum(threshold=1e6, shock=None))
         res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.n_alarms)
         assert int(np.asarray(res.records)[-1]) == (0 if naive is None else 1)
         mse[naive] = np.mean((np.asarray(res.predictions.mean)[500:] - y[500:]) ** 2)
     assert mse[0.7] < 0.2 * mse[None], mse
     # a useful model on a stationary stream beats the naive forecasts: no alarm from the naive test
-    lrn = adaptive(oj.bayes_linreg(d, beta=10.0), 32, naive_alarm=0.7, detector=cusum(threshold=1e6, shock=None))
+    lrn = adaptive(oj.bayes_linreg(d, beta=10.0), 32, options=MachineOptions(naive_alarm=0.7),
+                   detector=cusum(threshold=1e6, shock=None))
     for seed in range(4):
         r = np.random.default_rng(100 + seed)
         X = r.uniform(-1.0, 1.0, (3000, d)).astype(DTYPE)
@@ -624,7 +627,8 @@ def test_skip_repeats_learns_a_stuck_run_as_its_first_item():
     X[45:50] = X[45]  # the same input with new targets: not repeats
     keep = np.r_[0:11, 40:100]
     inner = oj.windowed_bayes_linreg(d, W, alpha=1e-2, beta=10.0, intercept=True)
-    lrn = adaptive(inner, W, skip_repeats=True, detector=cusum(threshold=1e6, shock=None), tune=False)
+    lrn = adaptive(inner, W, options=MachineOptions(skip_repeats=True), detector=cusum(threshold=1e6, shock=None),
+                   tune=False)
     rec = lambda s: (s.inner, s.n_learned, s.mode)  # noqa: E731
     full = progressive_validation(lrn, lrn.init(), X, y, record=rec).records
     short = progressive_validation(lrn, lrn.init(), X[keep], y[keep], record=rec).records
@@ -641,16 +645,43 @@ def test_skip_repeats_learns_a_stuck_run_as_its_first_item():
 
 
 def test_naive_alarm_is_checked():
-    with pytest.raises(ValueError, match="naive_alarm"):
-        adaptive(kernel_regression(1, 8), 8, naive_alarm=1.5)
-    with pytest.raises(ValueError, match="naive_alarm"):
-        adaptive(kernel_regression(1, 8), 8, naive_alarm=0.0)
+    with pytest.raises(ValueError, match=r"options\.naive_alarm"):
+        adaptive(kernel_regression(1, 8), 8, options=MachineOptions(naive_alarm=1.5))
+    with pytest.raises(ValueError, match=r"options\.naive_alarm"):
+        adaptive(kernel_regression(1, 8), 8, options=MachineOptions(naive_alarm=0.0))
+
+
+def test_machine_options_are_one_checked_value():
+    """``options=MachineOptions(...)``: an unknown field or an old keyword is a TypeError naming it, a bad value a
+    ValueError naming its field; equal records are the same learner, and the default record is the thesis's machine
+    (outputs equal to the bit on a drifting stream)."""
+    inner = kernel_regression(2, 16)
+    with pytest.raises(TypeError, match="min_move"):
+        MachineOptions(min_move=4)
+    with pytest.raises(TypeError, match="naive_alarm"):
+        adaptive(inner, 16, naive_alarm=0.7)
+    with pytest.raises(TypeError, match="options: expected"):
+        adaptive(inner, 16, options={"naive_alarm": 0.7})
+    for bad, field in ((dict(min_moves=2.5), "min_moves"), (dict(naive_alarm=1.0), "naive_alarm"),
+                       (dict(follow_inputs=float("nan")), "follow_inputs")):
+        with pytest.raises(ValueError, match=rf"options\.{field}:"):
+            adaptive(inner, 16, options=MachineOptions(**bad))
+    opts = MachineOptions(naive_alarm=0.7, min_moves=8)
+    assert adaptive(inner, 16, options=opts) is adaptive(inner, 16, options=opts._replace())  # equal, not the same
+    assert repr(opts) == "MachineOptions(naive_alarm=0.7, min_moves=8)" and repr(MachineOptions()) == "MachineOptions()"
+    X, Y = _segment_stream(3)
+    plain, given = adaptive(inner, 16), adaptive(inner, 16, options=MachineOptions(), tune_plan=TunePlan())
+    a = progressive_validation(plain, plain.init(), X, Y, record=record_mode)
+    b = progressive_validation(given, given.init(), X, Y, record=record_mode)
+    assert int(a.state.n_tunes) >= 2
+    _leaves_equal((a.predictions, a.records, a.state), (b.predictions, b.records, b.state))
 
 
 @pytest.mark.parametrize("learn_shock", [True, False])
 def test_learn_shock_decides_whether_the_alarming_outlier_enters_the_window(rng, learn_shock):
     W = 10
-    lrn = adaptive(oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True), W, learn_shock=learn_shock)
+    lrn = adaptive(oj.windowed_bayes_linreg(1, W, alpha=1e-3, beta=100.0, intercept=True), W,
+                   options=MachineOptions(learn_shock=learn_shock))
     X = rng.uniform(-1.0, 1.0, (60, 1)).astype(DTYPE)
     Y = (2.0 * X[:, 0] + 0.1 * rng.normal(size=60)).astype(DTYPE)
     Y[40] = 1e4  # a stable item: the shock alarms on it
@@ -671,7 +702,7 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
     X = np.repeat(rng.normal(size=(n // 40, 2)), 40, axis=0).astype(DTYPE)  # blocks of 40 identical rows
     Y = (X @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
     base = oj.windowed_bayes_linreg(2, W)
-    on, thesis = adaptive(base, W, min_moves=4), adaptive(base, W)
+    on, thesis = adaptive(base, W, options=MachineOptions(min_moves=4)), adaptive(base, W)
     r_on = progressive_validation(on, on.init(), X, Y, record=record_mode)
     r_th = progressive_validation(thesis, thesis.init(), X, Y, record=record_mode)
     assert not np.any(np.asarray(r_on.records) == STABLE) and np.any(np.asarray(r_th.records) == STABLE)
@@ -685,16 +716,16 @@ def test_a_phase_whose_input_barely_moved_is_followed_by_another_learning_phase(
     np.testing.assert_array_equal(np.asarray(a.records), np.asarray(b.records))
     np.testing.assert_array_equal(np.asarray(a.predictions.mean), np.asarray(b.predictions.mean))
     # a phase shorter than min_moves settles once every item moved
-    short = adaptive(base, W, min_moves=4 * W)
+    short = adaptive(base, W, options=MachineOptions(min_moves=4 * W))
     c = progressive_validation(short, short.init(), Xm, Y, record=record_mode)
     np.testing.assert_array_equal(np.asarray(c.records), np.asarray(b.records))
     # tune_unmoved=False: the phases that learn on end without a tune
-    quiet = adaptive(base, W, min_moves=4, tune_unmoved=False)
+    quiet = adaptive(base, W, options=MachineOptions(min_moves=4, tune_unmoved=False))
     assert int(progressive_validation(quiet, quiet.init(), X, Y).state.n_tunes) == 0
-    with pytest.raises(ValueError, match="min_moves"):
-        adaptive(base, W, min_moves=-1)
-    with pytest.raises(TypeError, match="tune_unmoved"):
-        adaptive(base, W, min_moves=4, tune_unmoved="no")
+    with pytest.raises(ValueError, match=r"options\.min_moves"):
+        adaptive(base, W, options=MachineOptions(min_moves=-1))
+    with pytest.raises(TypeError, match=r"options\.tune_unmoved"):
+        adaptive(base, W, options=MachineOptions(min_moves=4, tune_unmoved="no"))
 
 
 
@@ -713,7 +744,8 @@ def test_a_stable_machine_follows_a_trending_input_but_not_a_creep_or_a_lagged_e
     than the margin, nor a new extreme that lagged inputs pass on, one input per item. ``None``: the thesis's machine."""
     W, n = 16, 160
     base = oj.windowed_bayes_linreg(2, W)
-    follow, thesis = adaptive(base, W, tune=False, follow_inputs=0.01), adaptive(base, W, tune=False)
+    follow = adaptive(base, W, tune=False, options=MachineOptions(follow_inputs=0.01))
+    thesis = adaptive(base, W, tune=False)
     cycle = np.resize(rng.uniform(-2.0, 2.0, W), n + 1)  # an input that repeats the first phase's values
     trend = np.column_stack([np.linspace(0.0, 8.0, n), cycle[:n]]).astype(DTYPE)
     y = (trend @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
@@ -725,14 +757,15 @@ def test_a_stable_machine_follows_a_trending_input_but_not_a_creep_or_a_lagged_e
     creep[40:, 0] = creep[:W, 0].min() - 1e-5 * np.arange(1, n - 39)  # 1.2e-3 below them in all
     y_creep = (creep @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
     assert not _stable_learned(follow, creep, y_creep)[0].any()
-    assert _stable_learned(adaptive(base, W, tune=False, follow_inputs=0.0), creep, y_creep)[0].any()
+    no_margin = adaptive(base, W, tune=False, options=MachineOptions(follow_inputs=0.0))
+    assert _stable_learned(no_margin, creep, y_creep)[0].any()
     v = cycle.copy()
     v[100] = 10.0  # one new extreme, passed from lag 0 to lag 1
     lagged = np.column_stack([v[1:], v[:-1]]).astype(DTYPE)
     y_lagged = (lagged @ [1.0, -1.0] + 0.1 * rng.normal(size=n)).astype(DTYPE)
     assert not _stable_learned(follow, lagged, y_lagged)[0].any()
-    with pytest.raises(ValueError, match="follow_inputs"):
-        adaptive(base, W, follow_inputs=-1.0)
+    with pytest.raises(ValueError, match=r"options\.follow_inputs"):
+        adaptive(base, W, options=MachineOptions(follow_inputs=-1.0))
 
 
 def test_the_learned_range_restarts_with_the_window_an_alarm_starts(rng):
@@ -744,7 +777,7 @@ def test_the_learned_range_restarts_with_the_window_an_alarm_starts(rng):
     X[160:162, 0] = [0.75, 0.8]  # beyond the new window's inputs, within the old one's
     y = X @ [1.0, -1.0] + 0.01 * rng.normal(size=n)
     y[100:] += 5.0  # a change: the machine alarms and learns a new window of inputs in [0.4, 0.6]
-    lrn = adaptive(oj.windowed_bayes_linreg(2, W), W, tune=False, follow_inputs=0.01)
+    lrn = adaptive(oj.windowed_bayes_linreg(2, W), W, tune=False, options=MachineOptions(follow_inputs=0.01))
     res = progressive_validation(lrn, lrn.init(), X.astype(DTYPE), y.astype(DTYPE),
                                  record=lambda s: (s.n_alarms, s.mode, s.x_lo, s.x_hi, s.n_learned))
     n_alarms, mode, x_lo, x_hi, n_learned = (np.asarray(a) for a in res.records)

@@ -326,7 +326,7 @@ def test_thesis_configurations_are_the_registered_ones():
     assert [g.name for g in zoo.thesis_default_learners()] == list(zoo.DEFAULT_NAMES)
     assert not any("_TE" in g.name for g in zoo.thesis_online_learners())
     kr = {g.name: g for g in zoo.thesis_online_learners()}["KernelRegression_WS32"].make(2)
-    assert "tune_every" not in kr.description and kr.factory_call is not None
+    assert "tune_plan" not in kr.description and kr.factory_call is not None
 
 
 @pytest.mark.slow

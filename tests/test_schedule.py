@@ -26,18 +26,21 @@ def _drifting(seed: int, n: int = 240):
 
 
 def test_with_tune_plan_rebuilds_every_state_machine_inside_its_wrappers():
-    """The plan's fields become ``adaptive``'s options inside wrappers and a combination's members; an
+    """The plan's fields are laid over ``adaptive``'s ``tune_plan`` inside wrappers and a combination's members; an
     empty plan, a learner without a machine, one built by hand and a record changed after it was built are
     returned as they are; equal plans give the same learner (so compiled programs are shared)."""
     machine = adaptive(kernel_regression(2, W), W)
     lrn = calibrated(standardize(machine))
     re = with_tune_plan(lrn, TunePlan(every=8, batch="all", split=False))
-    assert re.description == (f"calibrated(standardize(adaptive(kernel_regression(2, {W}), {W}, tune_every=8, "
-                              "tune_batch=None, split_tune=False)))")
+    assert re.description == (f"calibrated(standardize(adaptive(kernel_regression(2, {W}), {W}, "
+                              "tune_plan=TunePlan(every=8, batch='all', split=False))))")
     assert re is with_tune_plan(lrn, TunePlan(every=8, batch="all", split=False))
     inner = re.factory_call.args[0].factory_call.args[0]
     assert inner.deferred is None and machine.deferred is not None  # split=False: no split step offered
     assert with_tune_plan(machine, TunePlan(every=1, split=True)) is machine  # adaptive's defaults already
+    own = adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=4))  # its other fields: the machine's own
+    assert with_tune_plan(own, TunePlan(every=4, batch="auto", split=True)) is own
+    assert "TunePlan(every=4, batch='all', split=True)" in with_tune_plan(own, TunePlan(batch="all")).description
     assert with_tune_plan(lrn, None) is lrn and with_tune_plan(lrn, TunePlan()) is lrn
     linear = calibrated(bayes_linreg(2))
     assert with_tune_plan(linear, TunePlan(every=8)) is linear
@@ -49,7 +52,7 @@ def test_with_tune_plan_rebuilds_every_state_machine_inside_its_wrappers():
         assert with_tune_plan(changed, TunePlan(every=8)) is changed
     mix = combine([machine, bayes_linreg(2)], ewa_squared_error())
     members = with_tune_plan(mix, TunePlan(every=4)).factory_call.args[0]
-    assert "tune_every=4" in members[0].description and members[1] is mix.factory_call.args[0][1]
+    assert "TunePlan(every=4," in members[0].description and members[1] is mix.factory_call.args[0][1]
 
 
 def test_tune_plan_values_are_checked():
@@ -67,18 +70,26 @@ def test_tune_plan_values_are_checked():
     assert _tune_plan_for(TunePlan(batch="auto"), True).batch == 1
     assert _tune_plan_for(TunePlan(batch="auto"), False).batch == "all"
     assert _tune_plan_for(TunePlan(), True) is None  # a plan that sets nothing is no plan
+    # the factory checks its own plan the same way, and takes nothing else
+    for plan, field in ((TunePlan(every=0), "tune_plan.every"), (TunePlan(batch="some"), "tune_plan.batch")):
+        with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+            adaptive(kernel_regression(2, W), W, tune_plan=plan)
+    with pytest.raises(TypeError, match="tune_plan: expected a TunePlan"):
+        adaptive(kernel_regression(2, W), W, tune_plan={"every": 8})
+    with pytest.raises(TypeError, match="tune_every"):
+        adaptive(kernel_regression(2, W), W, tune_every=8)  # the schedule's old keywords are gone
 
 
 def test_progressive_validation_tunes_as_its_plan_says():
     """``tune_plan=TunePlan(every=k)``: every tune runs on an item count that is a multiple of ``k``, as with a
-    machine built with ``tune_every=k`` (the same predictions); the default plan tunes at the phases' ends,
-    which are not all multiples of ``k``. ``split`` changes the program, not the results."""
+    machine built with ``tune_plan=TunePlan(every=k)`` (the same predictions); the default plan tunes at the
+    phases' ends, which are not all multiples of ``k``. ``split`` changes the program, not the results."""
     lrn, k = adaptive(kernel_regression(2, W), W), 8
     X, Y = _drifting(0)
     rec = lambda s: (s.n_tunes, s.n_seen)  # noqa: E731
     plain = progressive_validation(lrn, lrn.init(), X, Y, record=rec)
     planned = progressive_validation(lrn, lrn.init(), X, Y, record=rec, tune_plan=TunePlan(every=k))
-    built = adaptive(kernel_regression(2, W), W, tune_every=k)
+    built = adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(every=k))
     direct = progressive_validation(built, built.init(), X, Y, record=rec)
     np.testing.assert_array_equal(np.asarray(planned.predictions.mean), np.asarray(direct.predictions.mean))
 
@@ -88,7 +99,8 @@ def test_progressive_validation_tunes_as_its_plan_says():
 
     assert len(tuned_at(planned)) >= 2 and np.all(tuned_at(planned) % k == 0)
     assert np.any(tuned_at(plain) % k != 0)
-    whole_lrn = adaptive(kernel_regression(2, W), W, split_tune=False)  # no split step: one loop with the tunes
+    # no split step: one loop with the tunes
+    whole_lrn = adaptive(kernel_regression(2, W), W, tune_plan=TunePlan(split=False))
     split = progressive_validation(whole_lrn, whole_lrn.init(), X, Y, tune_plan=TunePlan(split=True))
     assert with_tune_plan(whole_lrn, TunePlan(split=True)).deferred is not None  # the segments' loop ran
     whole = progressive_validation(lrn, lrn.init(), X, Y, tune_plan=TunePlan(split=False))
@@ -119,4 +131,4 @@ def test_run_grid_and_evaluate_streams_apply_the_plan_and_keep_the_names():
     np.testing.assert_allclose([r["smse"] for r in res.rows], one_by_one.metrics["smse"], rtol=1e-4)
     whole = evaluate_streams(make(2), X, Y, tune_plan=plan._replace(batch="all"))
     np.testing.assert_allclose(one_by_one.metrics["mlpd"], whole.metrics["mlpd"], rtol=1e-4, atol=1e-5)
-    assert "tune_every=8, tune_batch=None" in with_tune_plan(make(2), plan._replace(batch="all")).description
+    assert "TunePlan(every=8, batch='all'," in with_tune_plan(make(2), plan._replace(batch="all")).description

@@ -437,7 +437,7 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
     """``tune_unmoved=False`` (no tune on a window of a few distinct rows) holds for the tune a rebase asks for:
     rows repeated in blocks, the input trending block by block, rebased again and again, never tuned; the same
     machine with ``tune_unmoved=True`` tunes at each."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.adaptive import MachineOptions, adaptive
     from onlinejax.gp import gp_window
 
     r = np.random.default_rng(5)
@@ -448,7 +448,7 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
     y = (np.sin(X[:, 0]) + X[:, 1] + 0.3 * r.normal(size=n)).astype(DTYPE)
     tunes = {}
     for unmoved in (False, True):
-        inner = adaptive(gp_window(2, W, mean="average"), W, min_moves=8, tune_unmoved=unmoved)
+        inner = adaptive(gp_window(2, W, mean="average"), W, options=MachineOptions(min_moves=8, tune_unmoved=unmoved))
         lrn = oj.standardize(inner, warmup=F, keep=W, clip=5.0)
         res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.inner.n_tunes))
         x_mean, n_tunes = (np.asarray(a) for a in res.records)

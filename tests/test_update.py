@@ -11,7 +11,7 @@ import pytest
 import onlinejax as oj
 from conftest import tol
 from onlinejax import zoo
-from onlinejax.adaptive import adaptive
+from onlinejax.adaptive import MachineOptions, adaptive
 from onlinejax.calibration import calibrated, quantile_threshold
 from onlinejax.standardize import standardize
 from onlinejax.stateful import StatefulLearner
@@ -42,8 +42,9 @@ def _max_diff(a, b) -> float:
 def _learners():
     # the recommended stacks' shapes on small inner learners (compile time): a calibrated standardised state
     # machine, a calibrated mixture (BOCPD), the adapters' default and an uncalibrated stack
-    return [("calibrated(adaptive)", lambda d: calibrated(adaptive(oj.windowed_bayes_linreg(d, 16), 16, naive_alarm=0.7,
-                                                                   learn_shock=False), warmup=16)),
+    options = MachineOptions(naive_alarm=0.7, learn_shock=False)
+    return [("calibrated(adaptive)",
+             lambda d: calibrated(adaptive(oj.windowed_bayes_linreg(d, 16), 16, options=options), warmup=16)),
             ("calibrated(bocpd)", lambda d: calibrated(oj.bocpd(oj.bayes_linreg(d, intercept=True), 4))),
             ("calibrated_bayes_linreg", oj.calibrated_bayes_linreg),
             ("standardize(adaptive)", lambda d: standardize(adaptive(oj.windowed_bayes_linreg(d, 16), 16)))]
@@ -110,7 +111,7 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
     X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
     ad = adaptive(bayesian_map_windowed(4, 64, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(4)), 64,
-                  naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True)
+                  options=MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True))
     L, inner = calibrated(ad, warmup=32), standardize(ad, clip=5.0, warmup=32)
 
     def by_update(s, xy):
