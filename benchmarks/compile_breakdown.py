@@ -56,7 +56,7 @@ def layers(family: str) -> list:
     from onlinejax.gp import gp_window
     from onlinejax.kernel_regression import kernel_regression
     from onlinejax.linear import bayesian_map_forgetting
-    from onlinejax.standardize import standardize
+    from onlinejax.standardize import StandardizeOptions, standardize
     from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, both_maps,
                                configurations)
 
@@ -66,7 +66,8 @@ def layers(family: str) -> list:
             return bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(m))
 
         return [("bare learner: step", both_maps(D, lambda inner: inner, bare_of), "scan"),
-                ("standardize(...) (no warm-up)", both_maps(D, lambda inner: standardize(inner, clip=5.0), bare_of),
+                ("standardize(...) (no warm-up)", both_maps(D, lambda inner: standardize(inner, options=StandardizeOptions(clip=5.0)),
+                                                                   bare_of),
                  "scan"),
                 ("RecommendedForgettingLinear: calibrated(...)", configurations()["RecommendedForgettingLinear"].make(D),
                  "scan")]
@@ -76,8 +77,10 @@ def layers(family: str) -> list:
     name = {"gp": "RecommendedGP", "kr": "RecommendedKernelRegression"}[family]
     return [("bare learner: step", make(), "scan"), ("bare learner: tune alone", make(), "tune"),
             ("adaptive(...): the state machine", machine(), "scan"),
-            ("standardize(adaptive(...)), no warm-up", standardize(machine(), clip=5.0), "scan"),
-            (f"standardize(adaptive(...)), warm-up {F}", standardize(machine(), clip=5.0, warmup=F), "scan"),
+            ("standardize(adaptive(...)), no warm-up", standardize(machine(), options=StandardizeOptions(clip=5.0)),
+             "scan"),
+            (f"standardize(adaptive(...)), warm-up {F}",
+             standardize(machine(), options=StandardizeOptions(clip=5.0, warmup=F)), "scan"),
             (f"{name}: calibrated(...)", configurations()[name].make(D), "scan")]
 
 

@@ -32,13 +32,15 @@ def makers() -> dict:
     from onlinejax import calibrated, zoo
     from onlinejax.adaptive import MachineOptions, adaptive
     from onlinejax.linear import bayesian_map_forgetting, bayesian_map_windowed, map_features, thesis_features
+    from onlinejax.standardize import StandardizeOptions
 
     W, F = zoo.RECOMMENDED_WINDOW, zoo.RECOMMENDED_WARMUP
 
     def windowed(learner):
         options = MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
                                  min_moves=zoo.RECOMMENDED_MIN_MOVES, follow_inputs=zoo.RECOMMENDED_FOLLOW_MARGIN)
-        return calibrated(adaptive(learner, W, options=options), warmup=F, keep=W)
+        return calibrated(adaptive(learner, W, options=options),
+                          standardization=StandardizeOptions(clip=5.0, warmup=F, keep=W))
 
     def forgetting_raw(d):
         fm = thesis_features(d)

@@ -95,16 +95,12 @@ takes the inner learner (and the options) as leading arguments that
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-import numpy as np
-
 from .batching import cond_if_any
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if, learnable,
-                   make_learner, pass_through)
+from .base import Learner, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
@@ -386,84 +382,75 @@ def _centre_on_shift(s: StandardizeState, shifted: Array, y: Array) -> Standardi
 
 
 @describe_factory
-def standardize(learner: Learner, *, decay: float = 1.0, clip: float | None = None,
-                warmup: int | None = None, scale_inputs: bool = True, keep: int | None = None,
-                reexpress: Callable | None = None) -> Learner:
+def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOptions()) -> Learner:
     """Run ``learner`` on online-standardised inputs and targets, predicting on the raw scale.
 
     Args:
       learner: any learner (its ``n_features`` is kept).
-      decay: default weight of the past in the running statistics, in
-        ``(0, 1]`` (1: all items equally); an array in the state, so it vmaps.
-      clip: ``None``, or clip each standardised input to ``[-clip, clip]``
-        (static, > 0): an input far outside the range seen so far (a
-        feature constant for a while, then moving) then acts like one at the
-        edge. Useful in front of feature maps with squares, which turn an
-        input 10³ standard deviations out into a feature of 10⁶.
-      warmup: ``None`` (statistics of every item so far), or ``F >= 1``
-        (static): the statistics of the first ``F`` finite items, then fixed;
-        at the ``F``-th item the inner learner is refitted from its initial
-        state on those ``F`` items in the fixed coordinates (under ``vmap``
-        only on items where some stream ends its warm-up; again on the last
-        ``F`` items after a covariate shift, on the ``keep`` items after a
-        drift, module doc). Every
-        item the inner learner holds is then in the same coordinates. Use it
-        for a learner that stops learning for long stretches (the state
-        machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
-        learner) or keeps a window: with moving statistics its model, fitted
-        in the coordinates of its time, would be read in today's (after a
-        drift the targets' running mean moves for hundreds of items, and so
-        would every prediction of a frozen model). The state then also holds
-        the initial inner state and the last ``keep`` raw items; the refitted learner
-        counts only what the refit replays (a skipped non-finite item is not
-        stored, so its skip count starts again).
-      scale_inputs: ``True`` (default); ``False``: the inputs come standardised
-        already by statistics that move (River's ``preprocessing.StandardScaler``
-        in front) and reach the inner learner as given (clipped at ``clip``),
-        only the targets are standardised, and no input run starts a restart or
-        a rebase. Standardising such inputs again amplifies what is left of their
-        variation (a trending input the scaler holds near 1.7 sd), so that the
-        inputs and the targets are no longer in the same coordinates
-        (``benchmarks/RESULTS.md``, "Why River's scaler costs the default").
-      keep: ``None`` (``F``), or ``K >= F`` (static, needs ``warmup``): the
-        last ``K`` items are kept, and a rebase refits the inner learner on
-        those of them within the new range (a window learner's whole window
-        when ``K`` is its window). A trending input leaves the fixed range
-        step by step (module doc): its statistics are rebased after
-        :data:`DRIFT_RUN` such items, computed from all ``K``.
-      reexpress: ``None``, or (without ``warmup``, with ``scale_inputs``) the inner learner's change
-        of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state`` for inputs
-        ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (e.g. :func:`onlinejax.linear.bayes.reexpress`):
-        applied whenever the statistics move, before the item is learned, so a learner that keeps
-        what it learned holds every item in today's coordinates (module doc). Not behind a scaler
-        that moves the inputs' coordinates upstream: the target must then move with them.
+      options: the standardisation's options, a :class:`StandardizeOptions` (default: moving
+        statistics of every item, weighted equally, no clip), checked here. Its fields:
+
+        * ``decay``: default weight of the past in the running statistics, in
+          ``(0, 1]`` (1: all items equally); an array in the state, so it vmaps.
+        * ``clip``: ``None``, or clip each standardised input to ``[-clip, clip]``
+          (static, > 0): an input far outside the range seen so far (a
+          feature constant for a while, then moving) then acts like one at the
+          edge. Useful in front of feature maps with squares, which turn an
+          input 10³ standard deviations out into a feature of 10⁶.
+        * ``warmup``: ``None`` (statistics of every item so far), or ``F >= 1``
+          (static): the statistics of the first ``F`` finite items, then fixed;
+          at the ``F``-th item the inner learner is refitted from its initial
+          state on those ``F`` items in the fixed coordinates (under ``vmap``
+          only on items where some stream ends its warm-up; again on the last
+          ``F`` items after a covariate shift, on the ``keep`` items after a
+          drift, module doc). Every
+          item the inner learner holds is then in the same coordinates. Use it
+          for a learner that stops learning for long stretches (the state
+          machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
+          learner) or keeps a window: with moving statistics its model, fitted
+          in the coordinates of its time, would be read in today's (after a
+          drift the targets' running mean moves for hundreds of items, and so
+          would every prediction of a frozen model). The state then also holds
+          the initial inner state and the last ``keep`` raw items; the refitted learner
+          counts only what the refit replays (a skipped non-finite item is not
+          stored, so its skip count starts again).
+        * ``scale_inputs``: ``True`` (default); ``False``: the inputs come standardised
+          already by statistics that move (River's ``preprocessing.StandardScaler``
+          in front) and reach the inner learner as given (clipped at ``clip``),
+          only the targets are standardised, and no input run starts a restart or
+          a rebase. Standardising such inputs again amplifies what is left of their
+          variation (a trending input the scaler holds near 1.7 sd), so that the
+          inputs and the targets are no longer in the same coordinates
+          (``benchmarks/RESULTS.md``, "Why River's scaler costs the default").
+        * ``keep``: ``None`` (``F``), or ``K >= F`` (static, needs ``warmup``): the
+          last ``K`` items are kept, and a rebase refits the inner learner on
+          those of them within the new range (a window learner's whole window
+          when ``K`` is its window). A trending input leaves the fixed range
+          step by step (module doc): its statistics are rebased after
+          :data:`DRIFT_RUN` such items, computed from all ``K``.
+        * ``reexpress``: ``None``, or (without ``warmup``, with ``scale_inputs``) the inner learner's
+          change of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state`` for inputs
+          ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (e.g. :func:`onlinejax.linear.bayes.reexpress`):
+          applied whenever the statistics move, before the item is learned, so a learner that keeps
+          what it learned holds every item in today's coordinates (module doc). Not behind a scaler
+          that moves the inputs' coordinates upstream: the target must then move with them.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune``, ``downdate`` (of an item
       given on the raw scale) and ``evict`` pass through.
+    Raises:
+      ValueError: naming the field (``options.clip: ...``, ``options.keep: needs a warmup``, ...).
+      TypeError: ``options`` not a :class:`StandardizeOptions`, or ``options.scale_inputs`` not a bool.
 
     Example::
 
-        lrn = standardize(bayes_linreg(5, intercept=True))
+        lrn = standardize(bayes_linreg(5, intercept=True), options=StandardizeOptions(clip=5.0))
         state = lrn.init()
         state, pred = lrn.step(state, [7.3e5, 1e-4, 3.0, 1e4, 2.0], 1234.5)
     """
-    check_in_range(decay, "decay", 0.0, 1.0)
-    if clip is not None:
-        check_positive(clip, "clip")
-        clip = float(clip)
-    if warmup is not None:
-        warmup = check_int(warmup, "warmup", 1)
-    if not isinstance(scale_inputs, (bool, np.bool_)):
-        raise TypeError(f"scale_inputs: expected a bool, got {type(scale_inputs).__name__}")
-    if keep is not None:
-        if warmup is None:
-            raise ValueError("keep: needs a warmup")
-        keep = check_int(keep, "keep", warmup)
-    if reexpress is not None and (warmup is not None or not scale_inputs):
-        raise ValueError("reexpress: only for moving statistics of the inputs and the target (warmup=None, "
-                         "scale_inputs=True)")
-    opts = StandardizeOptions(decay, clip, warmup, bool(scale_inputs), warmup if keep is None else keep, reexpress)
+    if not isinstance(options, StandardizeOptions):
+        raise TypeError(f"options: expected an onlinejax.standardize.StandardizeOptions, got {type(options).__name__}")
+    opts = options.checked()
     # a given item is downdated in the current coordinates, like the inner learner learned it
     ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, x, y))
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),

@@ -15,8 +15,10 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .base import Learner, Prediction, keep_if, state_dtype
+from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
+                   state_dtype)
 from .scaler import ScalerState, _cleared, _clipped, scaler_init, scales, to_inner
 from .window import ring_init
 
@@ -70,15 +72,36 @@ class StandardizeState(NamedTuple):
 
 
 class StandardizeOptions(NamedTuple):
-    """The static options of :func:`~onlinejax.standardize.standardize` (see its Args).
+    """The standardisation's options as one value (:func:`~onlinejax.standardize.standardize`'s ``options=``).
+
+    An immutable record: equal records compare and hash equal, so wrappers built with equal options are
+    the same learner; the ``repr`` shows the fields that differ from the defaults.
+    :func:`~onlinejax.calibration.calibrated` passes its ``standardization=`` record on as it is (its
+    default clips at 5). :meth:`checked` gives the form the wrapper runs with (``keep`` resolved).
 
     Attributes:
-      decay: the default weight of the past (``init(decay=)`` overrides it).
-      clip: ``None`` or the clip of the standardised inputs.
-      warmup: ``None`` or the number ``F`` of items whose statistics are kept.
-      scale_inputs: whether the inputs are standardised (``False``: given standardised already).
-      keep: with ``warmup``: the number ``K >= F`` of last items kept for a rebase's refit (``None``: ``F``).
-      reexpress: ``None`` or the inner learner's change of coordinates (without ``warmup``).
+      decay: ``1.0`` (default: all items weigh equally), or the weight of the past in the running
+        statistics in ``(0, 1]`` (memory ``1/(1 - decay)`` items); ``init(decay=)`` overrides it (an
+        array in the state, so it vmaps).
+      clip: ``None`` (default: no clip), or clip each standardised input to ``[-clip, clip]``
+        (static, > 0): an input far outside the range seen so far acts like one at the edge. Useful
+        in front of feature maps with squares, which turn an input 10³ standard deviations out into a
+        feature of 10⁶.
+      warmup: ``None`` (default: the statistics of every item so far), or ``F >= 1`` (static): the
+        statistics of the first ``F`` finite items, then fixed, and the inner learner refitted on
+        those items in the fixed coordinates (:func:`~onlinejax.standardize.standardize`).
+      scale_inputs: ``True`` (default); ``False``: the inputs come standardised already by
+        statistics that move (River's ``preprocessing.StandardScaler`` in front) and reach the inner
+        learner as given (clipped at ``clip``); only the target is standardised.
+      keep: ``None`` (default: ``F``), or ``K >= F`` (static, needs ``warmup``): the last ``K``
+        items kept, on which a rebase refits the inner learner (a window learner's window).
+      reexpress: ``None`` (default), or (without ``warmup``, with ``scale_inputs``) the inner
+        learner's change of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state``
+        (e.g. :func:`onlinejax.linear.bayes.reexpress`), applied whenever the statistics move.
+
+    Example:
+      >>> StandardizeOptions(clip=5.0, warmup=32)
+      StandardizeOptions(clip=5.0, warmup=32)
     """
 
     decay: float = 1.0
@@ -87,6 +110,40 @@ class StandardizeOptions(NamedTuple):
     scale_inputs: bool = True
     keep: Optional[int] = None
     reexpress: Optional[Callable] = None
+
+    def checked(self, name: str = "options") -> "StandardizeOptions":
+        """The options checked, as the wrapper reads them (``clip`` a float, ``keep`` resolved to ``K``).
+
+        Args:
+          name: the argument the record was given as, for the messages (``options.clip: ...``).
+        Raises:
+          ValueError: naming the field (``options.warmup: ...``) for a value out of its range, a
+            ``keep`` without ``warmup`` or a ``reexpress`` with one;
+          TypeError: for a ``scale_inputs`` that is not a bool.
+        """
+        check_in_range(self.decay, f"{name}.decay", 0.0, 1.0)
+        clip = self.clip
+        if clip is not None:
+            check_positive(clip, f"{name}.clip")
+            clip = float(clip)
+        warmup = None if self.warmup is None else check_int(self.warmup, f"{name}.warmup", 1)
+        if not isinstance(self.scale_inputs, (bool, np.bool_)):
+            raise TypeError(f"{name}.scale_inputs: expected a bool, got {type(self.scale_inputs).__name__}")
+        keep = self.keep
+        if keep is not None:
+            if warmup is None:
+                raise ValueError(f"{name}.keep: needs a warmup")
+            keep = check_int(keep, f"{name}.keep", warmup)
+        if self.reexpress is not None and (warmup is not None or not self.scale_inputs):
+            raise ValueError(f"{name}.reexpress: only for moving statistics of the inputs and the target "
+                             "(warmup=None, scale_inputs=True)")
+        return StandardizeOptions(self.decay, clip, warmup, bool(self.scale_inputs),
+                                  warmup if keep is None else keep, self.reexpress)
+
+    def __repr__(self) -> str:
+        changed = [f"{k}={getattr(v, '__qualname__', None) or repr(v)}" for k, v in zip(self._fields, self)
+                   if v is not self._field_defaults[k] and v != self._field_defaults[k]]
+        return f"StandardizeOptions({', '.join(changed)})"
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):

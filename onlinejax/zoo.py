@@ -76,6 +76,7 @@ from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, grid_learner, register
 from .schedule import TunePlan
+from .standardize_state import StandardizeOptions
 
 __all__ = [
     "THESIS_WINDOWS",
@@ -256,6 +257,9 @@ CLIMATOLOGY = "Climatology"
 
 #: Items whose statistics standardise a windowed recommended learner's data (then fixed, the learner refitted).
 RECOMMENDED_WARMUP = 32
+#: The standardisation of the recommended learners that stop learning or keep a window: statistics of the first
+#: :data:`RECOMMENDED_WARMUP` items, then fixed, the standardised inputs clipped at 5 standard deviations.
+RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WARMUP)
 
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
 #: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
@@ -337,13 +341,14 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     noise. The calibration wrapper then fixes the intervals' scale.
     """
     return both_maps(n_features,
-                     lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard), clip=RECOMMENDED_FEATURE_CLIP),
+                     lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard),
+                                                  standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
                      lambda m: nig_linreg(m, prior_precision=m * noise_var, noise_var=noise_var, prior_df=4.0,
                                           forgetting=forgetting, trend=trend))
 
 
 def _recommended() -> list[GridLearner]:
-    W, F = RECOMMENDED_WINDOW, RECOMMENDED_WARMUP
+    W, fixed = RECOMMENDED_WINDOW, RECOMMENDED_STANDARDIZATION
 
     def windowed(learner, tune_unmoved=True, clip=5.0):
         # fixed statistics: the state machine keeps a model for hundreds of items without learning
@@ -354,7 +359,7 @@ def _recommended() -> list[GridLearner]:
         options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
                                  min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
                                  follow_inputs=RECOMMENDED_FOLLOW_MARGIN)
-        return calibrated(adaptive(learner, W, options=options), warmup=F, keep=W, clip=clip)
+        return calibrated(adaptive(learner, W, options=options), standardization=fixed._replace(clip=clip, keep=W))
 
     makers = {
         # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)
@@ -368,7 +373,7 @@ def _recommended() -> list[GridLearner]:
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
         "RecommendedForgettingLinear": ("BayesianLinear", lambda d: both_maps(
-            d, partial(calibrated, clip=RECOMMENDED_FEATURE_CLIP),
+            d, partial(calibrated, standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
             lambda m: bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True,
                                               alpha=float(m))), None),
     }
@@ -397,7 +402,7 @@ def _recommended() -> list[GridLearner]:
                                         "level and slope (Normal-inverse-gamma linear regression on the mapped "
                                         f"features, forgetting; 16 run lengths), {calib}"))
     out.append(grid_learner(RECOMMENDED_RANDOM_FEATURE_GP, "RandomFeatureGP",
-                            lambda d: calibrated(random_feature_gp(d), warmup=F),
+                            lambda d: calibrated(random_feature_gp(d), standardization=fixed),
                             description="a GP with unbounded memory: Bayesian linear regression on 64 random Fourier "
                                         "feature pairs, its noise learned, lengthscale and forgetting averaged over "
                                         f"12 models by their evidence, {calib}"))

@@ -13,6 +13,7 @@ from onlinejax.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRAT
                                    ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
                                    correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
                                    recalibration_init, recalibration_update, step_one, upper_normal_quantile)
+from onlinejax.calibration import ACIOptions, QuantileOptions
 from onlinejax.calibration import init as calibrated_init
 from onlinejax.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
@@ -217,7 +218,8 @@ def test_quantile_tracker_matches_numpy_reference(time_scale, gain):
     X, Y = _hostile_stream()
     m, v, y, ok = _ok(X, Y)
     lr, level, a, csat = (0.05 if time_scale is None else 0.02), 0.9, 0.1, 2.0
-    lrn = conformal(ORACLE, level, "quantile", lr=lr, time_scale=time_scale, integrator_gain=gain, saturation=csat)
+    lrn = conformal(ORACLE, level, "quantile", quantile=QuantileOptions(lr=lr, time_scale=time_scale,
+                                                                      integrator_gain=gain, saturation=csat))
     st, (before, preds) = _trace(lrn, lrn.init(), X, Y)
     b = before.conformal
     q, S, n, R = _f64(b.q), _f64(b.integral), np.asarray(b.n), _f64(b.score_scale)
@@ -285,7 +287,7 @@ def test_aci_long_run_coverage_bound_on_an_adversarial_stream(gamma):
     k = np.where((np.arange(T) // 250) % 2 == 0, 100.0, 0.01)
     X = np.stack([np.zeros(T), np.ones(T)], 1)
     Y = np.sqrt(k) * r.standard_normal(T)
-    lrn = conformal(ORACLE, level, gamma=gamma)
+    lrn = conformal(ORACLE, level, aci=ACIOptions(gamma=gamma))
     st, preds = _scan(lrn, lrn.init(), X, Y)
     err = 1.0 - _coverage(Y.astype(DTYPE), preds, level)
     alpha = 1.0 - level
@@ -313,13 +315,13 @@ def test_miscalibrated_learner_is_repaired(beta):
     bare = progressive_validation(inner, inner.init(), X, Y).predictions
     assert abs(_coverage(Y, bare, level).mean() - level) > 0.04  # the learner is badly calibrated
     half = slice(T // 2, None)
-    for lrn, gamma in [(conformal(inner, level, gamma=0.05), 0.05),
+    for lrn, gamma in [(conformal(inner, level, aci=ACIOptions(gamma=0.05)), 0.05),
                        (conformal(inner, level, recalibrate=0.99), 0.005)]:
         st, preds = progressive_validation(lrn, lrn.init(), X, Y)[:2]
         cov = _coverage(Y, preds, level)
         assert abs(cov.mean() - level) <= (level + gamma) / (gamma * T)  # Prop. 4.1
         assert abs(cov[half].mean() - level) < 0.02
-    q = conformal(inner, level, "quantile", lr=0.05)
+    q = conformal(inner, level, "quantile", quantile=QuantileOptions(lr=0.05))
     cov = _coverage(Y, progressive_validation(q, q.init(), X, Y).predictions, level)
     assert abs(cov[half].mean() - level) < 0.02
     rec = recalibrate(inner)
@@ -460,7 +462,7 @@ def test_no_finite_input_drives_a_calibrator_to_nan_zero_or_its_bounds():
 def test_wrapped_prediction_is_one_gaussian_at_the_working_level():
     X, Y = _linear_stream(400, seed=2)
     inner = bayes_linreg(2, beta=40.0)
-    lrn = conformal(inner, 0.9, gamma=0.05)
+    lrn = conformal(inner, 0.9, aci=ACIOptions(gamma=0.05))
     r = progressive_validation(lrn, lrn.init(), X, Y, record=lambda s: s.conformal.alpha_t)
     st = r.state
     assert float(st.conformal.alpha_t) < 0.05  # the learner was overconfident: a higher working level
@@ -515,7 +517,7 @@ def test_skips_non_finite_labels_and_batches_are_sequential():
     X, Y = _linear_stream(60, seed=4)
     Y = Y.copy()
     Y[[10, 30]] = np.nan
-    lrn = conformal(bayes_linreg(2, beta=40.0), 0.9, gamma=0.05, recalibrate=0.9)
+    lrn = conformal(bayes_linreg(2, beta=40.0), 0.9, aci=ACIOptions(gamma=0.05), recalibrate=0.9)
     st, _ = _scan(lrn, lrn.init(), X, Y)
     assert int(st.n_skipped) == 2 and int(st.conformal.n) == 58 and int(st.recalibration.n) == 58
     assert int(st.inner.n_skipped) == 2
@@ -568,7 +570,7 @@ def test_composes_with_adaptive_combine_tune_downdate_and_evict():
 
 def test_delayed_labels_calibrate_at_learn():
     X, Y = _linear_stream(120, seed=6)
-    lrn = conformal(bayes_linreg(2, beta=40.0), 0.9, gamma=0.05)
+    lrn = conformal(bayes_linreg(2, beta=40.0), 0.9, aci=ACIOptions(gamma=0.05))
     sched = schedule_from_delays(np.full(120, 5))
     res = delayed_progressive_validation(lrn, lrn.init(), X, Y, sched)
     # the same as replaying the events: predict at the question, learn (and calibrate) at the answer with the
@@ -587,10 +589,12 @@ def test_delayed_labels_calibrate_at_learn():
 def test_bad_arguments_raise_naming_them():
     lrn = bayes_linreg(2)
     for kw, name in [({"level": 1.2}, "level"), ({"level": 0.0}, "level"), ({"level": 1.0}, "level"),
-                     ({"gamma": 0.0}, "gamma"), ({"gamma": -0.1}, "gamma"), ({"method": "pid"}, "method"),
-                     ({"lr": 0.0}, "lr"), ({"time_scale": 0}, "time_scale"), ({"max_scale": 1.0}, "max_scale"),
-                     ({"recalibrate": 1.0}, "recalibrate"), ({"integrator_gain": -1.0}, "integrator_gain")]:
-        with pytest.raises(ValueError, match=name):
+                     ({"aci": ACIOptions(0.0)}, "aci.gamma"), ({"aci": ACIOptions(-0.1)}, "aci.gamma"),
+                     ({"method": "pid"}, "method"), ({"quantile": QuantileOptions(lr=0.0)}, "quantile.lr"),
+                     ({"quantile": QuantileOptions(time_scale=0)}, "quantile.time_scale"),
+                     ({"max_scale": 1.0}, "max_scale"), ({"recalibrate": 1.0}, "recalibrate"),
+                     ({"quantile": QuantileOptions(integrator_gain=-1.0)}, "quantile.integrator_gain")]:
+        with pytest.raises(ValueError, match=rf"^{name}: "):
             conformal(lrn, **kw)
     for decay in (0.0, 1.0, 1.5, np.nan):
         with pytest.raises(ValueError, match="decay"):

@@ -164,7 +164,7 @@ def test_a_windowed_learner_follows_an_input_that_trends_out_of_every_window(nam
     the clean stream's. A stable window extrapolated further with every item and the fixed statistics read the input
     as the clip for half the items (the GP never came back within 1.5x; kernel regression reached 3.6x); the stable
     machine now learns on while an input leaves its learned range (``adaptive(follow_inputs=)``) and the statistics
-    are rebased step by step on the whole window (``standardize(keep=)``)."""
+    are rebased step by step on the whole window (``StandardizeOptions(keep=)``)."""
     _assert_every_window_within_1_5x_of_clean(name, "trend_50")
 
 
@@ -173,7 +173,7 @@ def test_the_default_keeps_its_coefficients_in_todays_coordinates_on_a_trending_
     """The adapters' default on input 0 trending over [0, 10] and [0, 50]: every 500-item window within 1.5x the
     clean stream's MSE. Its moving statistics held the trending input near 1.7 sd while the coefficients, learned
     in the coordinates of the items' time, no longer matched them (4.2x and 8.6x on other seeds); the posterior is
-    now carried into the new coordinates whenever the statistics move (``standardize(reexpress=)``)."""
+    now carried into the new coordinates whenever the statistics move (``StandardizeOptions(reexpress=)``)."""
     _assert_every_window_within_1_5x_of_clean("calibrated_bayes_linreg", case)
 
 

@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from onlinejax.calibration import calibrated
+from onlinejax.standardize import StandardizeOptions
 from onlinejax.linear.random_features import _members, random_feature_gp
 from conftest import tol
 
@@ -171,7 +172,8 @@ def test_forgetting_follows_a_change_that_memory_would_average(rng):
 def test_vmapped_streams_equal_one_at_a_time_through_the_windup_clamps(rng):
     """λ = 0.8 on a 1-d input: the long lengthscale's features span few directions, so its unexcited variance
     reaches the cap within ~50 items and is clamped back to the prior's, on different items in different streams."""
-    lrn = calibrated(random_feature_gp(1, 8, lengthscales=(0.3, 3.0), forgetting=(1.0, 0.8)), warmup=8)
+    lrn = calibrated(random_feature_gp(1, 8, lengthscales=(0.3, 3.0), forgetting=(1.0, 0.8)),
+                     standardization=StandardizeOptions(clip=5.0, warmup=8))
     X = rng.normal(size=(3, 300, 1))
     Y = np.sin(2.0 * X[..., 0]) + 0.1 * rng.normal(size=(3, 300))
 
@@ -229,7 +231,7 @@ def test_float32_long_run_stays_finite_and_calibrated():
     n = 20000
     X = rng.uniform(0, 1, size=(n, 2)).astype(np.float32)
     y = (3.0 * X[:, 1] + np.sin(2 * np.pi * X[:, 0]) + rng.normal(size=n)).astype(np.float32)
-    lrn = calibrated(random_feature_gp(2), warmup=32)
+    lrn = calibrated(random_feature_gp(2), standardization=StandardizeOptions(clip=5.0, warmup=32))
     _, p = jax.jit(lambda X, Y: jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y)))(X, y)
     mean, var = np.asarray(p.mean), np.asarray(p.var)
     assert np.all(np.isfinite(mean)) and np.all(var > 0)

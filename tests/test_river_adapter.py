@@ -175,7 +175,7 @@ def test_default_learner_grows_like_a_wide_learner(warmup):
     """The default (standardised, tuned every 50 items, calibrated) grown from 2 inputs to 8 predicts
     as the same learner given 8 slots from the start, through tunes and growths; with a warm-up too
     (fixed statistics and the kept items, inputs arriving after it). With moving statistics the wide
-    learner carries its unseen weights' prior into each new target scale (``standardize(reexpress=)``)
+    learner carries its unseen weights' prior into each new target scale (``StandardizeOptions(reexpress=)``)
     while a grown one states it in today's: their predictions then agree to 2 %, not to rounding."""
     X, y = _stream(160, 5, seed=3)
     rows, _ = _late(X, [0, 0, 30, 75, 120])

@@ -60,18 +60,18 @@ def test_inputs_standardised_upstream_reach_the_learner_as_given(rng):
     n = 80
     X = np.column_stack([1.7 + 0.01 * rng.normal(size=n), rng.normal(size=n)])  # a trend the scaler holds near 1.7
     y = 1000 + 300 * X[:, 0] - 20 * X[:, 1] + rng.normal(size=n)
-    lrn = standardize(oj.bayes_linreg(2), scale_inputs=False)
+    lrn = standardize(oj.bayes_linreg(2), options=StandardizeOptions(scale_inputs=False))
     p = progressive_validation(lrn, lrn.init(), X, y).predictions
     mu, v = _np_reference(X, y, scale_inputs=False)
     np.testing.assert_allclose(np.asarray(p.mean)[2:], mu[2:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 1e-2))
     np.testing.assert_allclose(np.asarray(p.var)[2:], v[2:], rtol=tol(1e-8, 1e-3))
-    clipped = standardize(oj.bayes_linreg(2), scale_inputs=False, clip=1.0)
+    clipped = standardize(oj.bayes_linreg(2), options=StandardizeOptions(clip=1.0, scale_inputs=False))
     Xc = X * [1.0, 3.0]
     q = progressive_validation(clipped, clipped.init(), Xc, y).predictions
     mu_c, _ = _np_reference(np.clip(Xc, -1.0, 1.0), y, scale_inputs=False)
     np.testing.assert_allclose(np.asarray(q.mean)[2:], mu_c[2:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 1e-2))
     with pytest.raises(TypeError, match="scale_inputs"):
-        standardize(oj.bayes_linreg(2), scale_inputs="no")
+        standardize(oj.bayes_linreg(2), options=StandardizeOptions(scale_inputs="no"))
 
 
 def test_affine_invariance(rng):
@@ -154,7 +154,7 @@ def test_jit_vmap_tune_evict_and_errors(rng):
     assert lrn.tune(s).scaler == s.scaler
     assert int(s.inner.buffer.count) == 8 and int(lrn.evict(s).inner.buffer.count) == 7
     with pytest.raises(ValueError, match="decay"):
-        standardize(oj.bayes_linreg(2), decay=0.0)
+        standardize(oj.bayes_linreg(2), options=StandardizeOptions(decay=0.0))
     with pytest.raises(ValueError, match="decay"):
         standardize(oj.bayes_linreg(2)).init(decay=1.5)
 
@@ -170,14 +170,14 @@ def test_clip_bounds_standardised_inputs(rng):
                                                probe.predict(s, x))[1])
     for clip in (None, 4.0):
         seen.clear()
-        lrn = standardize(spy, clip=clip)
+        lrn = standardize(spy, options=StandardizeOptions(clip=clip))
         s = lrn.init()
         for t in range(60):
             s = lrn.step(s, x[t:t + 1], y[t])[0]
         big = max(float(np.max(np.abs(np.asarray(v)))) for v in seen)
         assert (big > 1e3) if clip is None else (big <= 4.0)
     with pytest.raises(ValueError, match="clip"):
-        standardize(oj.bayes_linreg(1), clip=0.0)
+        standardize(oj.bayes_linreg(1), options=StandardizeOptions(clip=0.0))
 
 
 def _windowed_reference(X, y, window, alpha=1.0, beta=1.0):
@@ -197,7 +197,7 @@ def test_warmup_refits_in_the_final_coordinates(rng):
     n, F, W = 120, 20, 16
     X = np.column_stack([rng.uniform(0, 100, n), 7.3e5 + rng.uniform(0, 50, n)])
     y = 1000 + X @ np.array([2.0, -3.0]) + rng.normal(size=n)
-    lrn = standardize(oj.windowed_bayes_linreg(2, W, intercept=True), warmup=F)
+    lrn = standardize(oj.windowed_bayes_linreg(2, W, intercept=True), options=StandardizeOptions(warmup=F))
     res = progressive_validation(lrn, lrn.init(), X, y)
     xm, xs, ym, ys = X[:F].mean(0), X[:F].std(0), y[:F].mean(), y[:F].std()
     ref = ym + ys * _windowed_reference((X - xm) / xs, (y - ym) / ys, W)
@@ -214,7 +214,7 @@ def test_warmup_skips_nonfinite_items_and_vmaps(rng):
     X = rng.normal(size=(3, n, 2)) * 50 + 300
     Y = X.sum(-1) + rng.normal(size=(3, n))
     Y[1, 3] = np.nan  # stream 1's warm-up is one item longer
-    lrn = standardize(oj.windowed_bayes_linreg(2, 8, intercept=True), warmup=F)
+    lrn = standardize(oj.windowed_bayes_linreg(2, 8, intercept=True), options=StandardizeOptions(warmup=F))
     pv = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y)))
     res = pv(jnp.asarray(X), jnp.asarray(Y))
     one_stream = jax.jit(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y))  # jit: NaN is skipped
@@ -228,7 +228,7 @@ def test_warmup_skips_nonfinite_items_and_vmaps(rng):
     np.testing.assert_array_equal(kept, Y[1][ok][-F:].astype(res.state.kept.y.dtype))
     assert int(res.state.scaler.seen[1]) == F
     with pytest.raises(ValueError, match="warmup"):
-        standardize(oj.bayes_linreg(2), warmup=0)
+        standardize(oj.bayes_linreg(2), options=StandardizeOptions(warmup=0))
 
 
 def test_module_level_functions_equal_the_learner(rng):
@@ -238,7 +238,7 @@ def test_module_level_functions_equal_the_learner(rng):
     Y = jnp.asarray(np.asarray(X) @ np.array([0.5, 80.0]) + rng.normal(size=n))
     inner = oj.windowed_bayes_linreg(2, 8, intercept=True)
     opts = StandardizeOptions(decay=0.99, clip=4.0, warmup=F)
-    lrn = standardize(inner, decay=0.99, clip=4.0, warmup=F)
+    lrn = standardize(inner, options=StandardizeOptions(decay=0.99, clip=4.0, warmup=F))
 
     def pure(s, xy):
         return learn_one(inner, opts, s, *xy), predict_one(inner, opts, s, xy[0])
@@ -266,7 +266,7 @@ def test_a_warmup_of_constant_targets_starts_again_and_then_fixes_the_streams_sc
     X = r.uniform(0.0, 1.0, (n, 2)).astype(DTYPE)
     y = (5.0 + 3.0 * r.normal(size=n)).astype(DTYPE)
     y[:40] = 7.0  # a stuck sensor through the first warm-up and into the second
-    lrn = oj.standardize(oj.bayes_linreg(2, intercept=True), warmup=F)
+    lrn = oj.standardize(oj.bayes_linreg(2, intercept=True), options=StandardizeOptions(warmup=F))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: s.scaler.seen)
     seen = np.asarray(res.records)
     # the warm-ups on items 0-15 and 16-31 ended without spread and started again; items 32-47 have spread
@@ -285,7 +285,8 @@ def test_a_covariate_shift_beyond_the_clip_rebases_on_the_last_warmup_items(keep
     X[450:470, 2] = 9.0  # feature 2 stuck far out for 20 items: loses nothing to the clip, starts nothing
     y = (3.0 * X[:, 0] - 2.0 * X[:, 1] + 0.1 * r.normal(size=n)).astype(DTYPE)
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(3, 32, intercept=True), warmup=F, clip=5.0, keep=keep)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(3, 32, intercept=True),
+                         options=StandardizeOptions(clip=5.0, warmup=F, keep=keep))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.outside, s.scaler.x_mean,
                                                                           s.kept.count))
     seen, outside, x_mean, kept = map(np.asarray, res.records)
@@ -314,7 +315,8 @@ def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
     X = X.astype(DTYPE)
     rec = lambda s: (s.scaler.x_mean, s.scaler.x_var, s.scaler.y_mean, s.scaler.y_var, s.inner.alpha,  # noqa: E731
                      s.inner.beta)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(2, K, intercept=True), warmup=F, keep=K, clip=clip)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, K, intercept=True),
+                         options=StandardizeOptions(clip=clip, warmup=F, keep=K))
     res = progressive_validation(lrn, lrn.init(), X, y, record=rec)
     x_mean, x_var, y_mean, y_var, alpha, beta = (np.asarray(a, np.float64) for a in res.records)
     Xd, yd = X.astype(np.float64), y.astype(np.float64)
@@ -339,9 +341,9 @@ def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
     # then the trend keeps being followed: the last item is within the clip of the last statistics
     assert abs(Xd[-1, 0] - x_mean[-1, 0]) <= clip * np.sqrt(x_var[-1, 0])
     with pytest.raises(ValueError, match="keep"):
-        oj.standardize(oj.bayes_linreg(2), keep=8)
+        oj.standardize(oj.bayes_linreg(2), options=StandardizeOptions(keep=8))
     with pytest.raises(ValueError, match="keep"):
-        oj.standardize(oj.bayes_linreg(2), warmup=16, keep=8)
+        oj.standardize(oj.bayes_linreg(2), options=StandardizeOptions(warmup=16, keep=8))
 
 
 def test_a_rebase_of_a_state_machine_tunes_it_once():
@@ -353,7 +355,8 @@ def test_a_rebase_of_a_state_machine_tunes_it_once():
     n, F, W = 300, 8, 16
     X = np.column_stack([np.linspace(0.0, 3.0, n), r.uniform(0.0, 1.0, n)]).astype(DTYPE)
     y = (2.0 * X[:, 0] - X[:, 1] + 0.01 * r.normal(size=n)).astype(DTYPE)
-    lrn = oj.standardize(adaptive(oj.windowed_bayes_linreg(2, W), W), warmup=F, keep=W, clip=5.0)
+    lrn = oj.standardize(adaptive(oj.windowed_bayes_linreg(2, W), W),
+                         options=StandardizeOptions(clip=5.0, warmup=F, keep=W))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.inner.n_tunes,
                                                                           s.inner.n_alarms, s.kept.count))
     x_mean, n_tunes, n_alarms, kept = (np.asarray(a) for a in res.records)
@@ -377,7 +380,8 @@ def test_a_drift_soon_after_a_jump_is_rebased_on_the_items_after_the_jump_only()
     # (the targets move by less than OUTLIER_Z sd at the jump: no level shift)
     y = (0.1 * X[:, 0] - 0.05 * X[:, 1] + 0.05 * r.normal(size=n)).astype(DTYPE)
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0, keep=K)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True),
+                         options=StandardizeOptions(clip=5.0, warmup=F, keep=K))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.n_withheld))
     x_mean, n_withheld = np.asarray(res.records[0], np.float64), np.asarray(res.records[1])
     changes = np.flatnonzero(np.any(x_mean[1:] != x_mean[:-1], axis=1)) + 1
@@ -399,7 +403,8 @@ def test_a_jump_rebase_leaves_out_the_items_before_the_jump():
     X[102:, 0] += 10.0
     y = (np.sin(6.0 * X[:, 0]) + X[:, 1] + 0.05 * r.normal(size=n)).astype(DTYPE)
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True), warmup=F, clip=5.0)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 32, intercept=True),
+                         options=StandardizeOptions(clip=5.0, warmup=F))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.scaler.x_var,
                                                                           s.scaler.y_mean, s.scaler.seen))
     x_mean, x_var, y_mean, seen = (np.asarray(a, np.float64) for a in res.records)
@@ -427,7 +432,8 @@ def test_a_short_warmup_still_withholds_an_outlying_target():
     X = r.uniform(0.0, 1.0, (n, 2)).astype(DTYPE)
     y = (X @ np.array([3.0, -2.0]) + 0.1 * r.normal(size=n)).astype(DTYPE)
     y[150] = 1e6
-    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 16, intercept=True), warmup=4, clip=5.0)
+    lrn = oj.standardize(oj.windowed_bayes_linreg(2, 16, intercept=True),
+                         options=StandardizeOptions(clip=5.0, warmup=4))
     res = progressive_validation(lrn, lrn.init(), X, y)
     m = np.asarray(res.predictions.mean)
     assert int(res.state.n_withheld) >= 1 and np.all(np.abs(m[151:] - y[151:]) < 2.0)
@@ -449,7 +455,7 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
     tunes = {}
     for unmoved in (False, True):
         inner = adaptive(gp_window(2, W, mean="average"), W, options=MachineOptions(min_moves=8, tune_unmoved=unmoved))
-        lrn = oj.standardize(inner, warmup=F, keep=W, clip=5.0)
+        lrn = oj.standardize(inner, options=StandardizeOptions(clip=5.0, warmup=F, keep=W))
         res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.x_mean, s.inner.n_tunes))
         x_mean, n_tunes = (np.asarray(a) for a in res.records)
         rebases = np.flatnonzero(np.any(x_mean[F + 1:] != x_mean[F:-1], axis=1)) + F + 1
@@ -470,7 +476,7 @@ def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_
     X[900:, 2] = 1.0
     y = (0.3 * X[:, 0] - X[:, 1] + 0.5 * X[:, 2] + 0.1 * r.normal(size=n)).astype(DTYPE)  # a jump of 1.5: 5 y sd
     X = X.astype(DTYPE)
-    lrn = oj.standardize(oj.bayes_linreg(3, intercept=True), clip=5.0)
+    lrn = oj.standardize(oj.bayes_linreg(3, intercept=True), options=StandardizeOptions(clip=5.0))
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.scaler.seen, s.scaler.x_mean))
     seen, x_mean = map(np.asarray, res.records)
     # the shifted items after the first are held out of feature 0's statistics (the other inputs take them) ...

@@ -13,7 +13,7 @@ from conftest import tol
 from onlinejax import zoo
 from onlinejax.adaptive import MachineOptions, adaptive
 from onlinejax.calibration import calibrated, quantile_threshold
-from onlinejax.standardize import standardize
+from onlinejax.standardize import StandardizeOptions, standardize
 from onlinejax.stateful import StatefulLearner
 
 pytestmark = pytest.mark.float32_only  # the update protocol's plumbing
@@ -44,7 +44,8 @@ def _learners():
     # machine, a calibrated mixture (BOCPD), the adapters' default and an uncalibrated stack
     options = MachineOptions(naive_alarm=0.7, learn_shock=False)
     return [("calibrated(adaptive)",
-             lambda d: calibrated(adaptive(oj.windowed_bayes_linreg(d, 16), 16, options=options), warmup=16)),
+             lambda d: calibrated(adaptive(oj.windowed_bayes_linreg(d, 16), 16, options=options),
+                                  standardization=StandardizeOptions(clip=5.0, warmup=16))),
             ("calibrated(bocpd)", lambda d: calibrated(oj.bocpd(oj.bayes_linreg(d, intercept=True), 4))),
             ("calibrated_bayes_linreg", oj.calibrated_bayes_linreg),
             ("standardize(adaptive)", lambda d: standardize(adaptive(oj.windowed_bayes_linreg(d, 16), 16)))]
@@ -112,7 +113,8 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
     ad = adaptive(bayesian_map_windowed(4, 64, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(4)), 64,
                   options=MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True))
-    L, inner = calibrated(ad, warmup=32), standardize(ad, clip=5.0, warmup=32)
+    L = calibrated(ad, standardization=StandardizeOptions(clip=5.0, warmup=32))
+    inner = standardize(ad, options=StandardizeOptions(clip=5.0, warmup=32))
 
     def by_update(s, xy):
         p = L.predict(s, xy[0])
@@ -182,7 +184,8 @@ def test_state_machine_judges_the_issued_prediction():
 def test_standardize_passes_the_issued_prediction_in_its_inner_coordinates():
     """The inner state machine sees the issued prediction's standardised residual ``(y - μ)/σ``."""
     X, y = _stream(120)
-    L = standardize(adaptive(oj.windowed_bayes_linreg(2, 16, alpha=1.0, beta=10.0), 16), warmup=16)
+    L = standardize(adaptive(oj.windowed_bayes_linreg(2, 16, alpha=1.0, beta=10.0), 16),
+                    options=StandardizeOptions(warmup=16))
     s = L.init()
     for i in range(100):
         s = L.learn(s, X[i], y[i])

@@ -76,7 +76,7 @@ def grow_state(state, template, d_old: int, d_new: int):
     is the prior, independent of the rest (Bishop eq. 3.53-3.54 with zero columns), and a
     standardiser has seen mean 0 and no spread there. The posterior's square root differs from a
     wide learner's by a rotation (``S = WWᵀ`` is the same), so later results agree to rounding. With
-    moving statistics that carry the posterior into new coordinates (``standardize(reexpress=)``, the
+    moving statistics that carry the posterior into new coordinates (``StandardizeOptions(reexpress=)``, the
     default learner's) a wide learner's unseen weights have their prior in the target's scale of the
     first items, a grown one's in today's: the two then differ by that prior, not by rounding.
 

@@ -28,7 +28,8 @@ wrappers built from them, one module each, each importing only those before it:
   :class:`RecalibrationOptions` / :class:`ConformalOptions` and per-item functions (:func:`init`,
   :func:`correct`, :func:`update`, :func:`step_one`, :func:`update_one`, ...), and how the first items
   of a standardised learner are left out.
-* :mod:`onlinejax.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal`, the
+* :mod:`onlinejax.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal` (the
+  conformal steps' options as values: :class:`ACIOptions`, :class:`QuantileOptions`), the
   recipe :func:`calibrated` (standardise, then calibrate), :func:`calibrated_combination` (the same over
   standardised members) and :func:`calibrated_bayes_linreg`.
 
@@ -56,7 +57,8 @@ from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
 from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, learn_one, output,
                       predict_one, step_one, update, update_one)
-from .factories import METHODS, calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate
+from .factories import (CALIBRATED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions, calibrated,
+                        calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
 
 # the rest of the modules' names, importable from here as before the split (onlinejax.combination uses some)
 from .recalibration import LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_CLIP, RECALIBRATION_FAST  # noqa: F401
@@ -73,6 +75,9 @@ __all__ = [
     "calibrated_combination",
     "calibrated_bayes_linreg",
     "METHODS",
+    "ACIOptions",
+    "QuantileOptions",
+    "CALIBRATED_STANDARDIZATION",
     "RecalibrationState",
     "recalibration_init",
     "recalibration_update",

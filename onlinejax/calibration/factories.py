@@ -9,17 +9,98 @@ from __future__ import annotations
 
 import inspect
 from functools import partial
-from typing import Callable, Optional
+from typing import NamedTuple, Optional
 
 from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner, pass_through
+from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
 
-__all__ = ["METHODS", "recalibrate", "conformal", "calibrated", "calibrated_combination", "calibrated_bayes_linreg",
-           "CARRIED_CLIP"]
+__all__ = ["METHODS", "ACIOptions", "QuantileOptions", "recalibrate", "conformal", "calibrated",
+           "calibrated_combination", "calibrated_bayes_linreg", "CARRIED_CLIP", "CALIBRATED_STANDARDIZATION"]
 
 #: Conformal methods of :func:`conformal`.
 METHODS = ("aci", "quantile")
+
+
+class ACIOptions(NamedTuple):
+    """Adaptive conformal inference's step as one value (:func:`conformal`'s ``aci=``, ``method="aci"``).
+
+    An immutable, hashable record (:mod:`~onlinejax.calibration.aci`); the ``repr`` shows the fields
+    that differ from the defaults. ``init(conformal={"gamma": ...})`` overrides the step as an array.
+
+    Attributes:
+      gamma: ``0.005`` (default), or the step ``γ > 0`` of the miscoverage level ``α_t``.
+
+    Example:
+      >>> ACIOptions(gamma=0.05)
+      ACIOptions(gamma=0.05)
+    """
+
+    gamma: float = 0.005
+
+    def checked(self, name: str = "aci") -> "ACIOptions":
+        """The step checked, as a float; ValueError naming the field (``aci.gamma: ...``)."""
+        check_positive(self.gamma, f"{name}.gamma")
+        return ACIOptions(float(self.gamma))
+
+    def __repr__(self) -> str:
+        return _changed_fields(self)
+
+
+class QuantileOptions(NamedTuple):
+    """Quantile tracking's step as one value (:func:`conformal`'s and :func:`calibrated`'s ``quantile=``).
+
+    An immutable, hashable record (:mod:`~onlinejax.calibration.quantile`); the ``repr`` shows the fields
+    that differ from the defaults. ``init(conformal={...})`` overrides ``lr``, ``gain`` and
+    ``saturation`` as arrays.
+
+    Attributes:
+      lr: ``0.02`` (default), or the step factor ``> 0`` on the threshold of ``|z|``: times the robust
+        range ``k R_t`` of the scores when ``time_scale`` is an int, a constant step with ``None``.
+      time_scale: ``100`` (default), or ``None`` or an int ``W >= 1`` (static): the time scale of
+        ``R_t`` (items).
+      integrator_gain: ``None`` (default: no integrator term), or ``K_I >= 0`` of the tracker's
+        integrator term (static on/off).
+      saturation: ``1.0`` (default), or the integrator's ``C_sat > 0``.
+
+    Example:
+      >>> QuantileOptions(lr=0.05, time_scale=None)
+      QuantileOptions(lr=0.05, time_scale=None)
+    """
+
+    lr: float = 0.02
+    time_scale: Optional[int] = 100
+    integrator_gain: Optional[float] = None
+    saturation: float = 1.0
+
+    def checked(self, name: str = "quantile") -> "QuantileOptions":
+        """The step checked, as the tracker reads it; ValueError naming the field (``quantile.lr: ...``)."""
+        check_positive(self.lr, f"{name}.lr")
+        w = None if self.time_scale is None else check_int(self.time_scale, f"{name}.time_scale", 1)
+        gain = self.integrator_gain
+        if gain is not None:
+            if not float(gain) >= 0.0:
+                raise ValueError(f"{name}.integrator_gain: must be >= 0, got {gain!r}")
+            gain = float(gain)
+        check_positive(self.saturation, f"{name}.saturation")
+        return QuantileOptions(float(self.lr), w, gain, float(self.saturation))
+
+    def __repr__(self) -> str:
+        return _changed_fields(self)
+
+
+def _changed_fields(record) -> str:
+    """A record's ``repr`` with the fields that differ from its defaults (two configurations read apart)."""
+    changed = [f"{k}={v!r}" for k, v in zip(record._fields, record) if v != record._field_defaults[k]]
+    return f"{type(record).__name__}({', '.join(changed)})"
+
+
+def _record(value, cls, name: str):
+    """``value`` checked to be a ``cls`` record (TypeError naming the argument), then its fields."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name}: expected an onlinejax.calibration.{cls.__name__}, got {type(value).__name__}")
+    return value.checked(name)
 
 
 def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Optional[ConformalOptions]) -> Learner:
@@ -81,9 +162,9 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
 
 
 @describe_factory
-def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gamma: float = 0.005, lr: float = 0.02,
-              time_scale: Optional[int] = 100, integrator_gain: Optional[float] = None, saturation: float = 1.0,
-              max_scale: float = 1e4, recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
+def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci: ACIOptions = ACIOptions(),
+              quantile: QuantileOptions = QuantileOptions(), max_scale: float = 1e4,
+              recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
     """Wrap ``learner`` in an online conformal calibrator: ``N(μ, c_t² σ²)``, long-run coverage at ``level``.
 
     Only ``level`` carries the guarantee (:mod:`onlinejax.calibration`, "Guarantees"); other
@@ -101,14 +182,13 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
     Args:
       learner: any :class:`~onlinejax.base.Learner`.
       level: calibrated level ``1 - α`` in (0, 1).
-      method: ``"aci"`` (adaptive conformal inference, step ``gamma``) or
-        ``"quantile"`` (quantile tracking on ``|z|``, step ``lr``).
-      gamma: ACI step ``γ > 0``.
-      lr: quantile-tracking step ``> 0`` (times the robust range ``k R_t`` of the
-        scores when ``time_scale`` is an int; constant with ``time_scale=None``).
-      time_scale: time scale ``W`` of ``R_t`` (static; :mod:`~onlinejax.calibration.quantile`).
-      integrator_gain: ``None`` (no integrator) or ``K_I >= 0`` of the
-        quantile tracker's integrator term (static on/off); saturation: its ``C_sat > 0``.
+      method: ``"aci"`` (adaptive conformal inference, its step ``aci``) or
+        ``"quantile"`` (quantile tracking on ``|z|``, its step ``quantile``).
+      aci: ACI's step, an :class:`ACIOptions` (``gamma``; default ``γ = 0.005``), checked here;
+        used with ``method="aci"``.
+      quantile: quantile tracking's step, a :class:`QuantileOptions` (``lr``, ``time_scale``,
+        ``integrator_gain``, ``saturation``; default ``lr=0.02`` times the scores' robust range
+        over ``W = 100`` items, no integrator), checked here; used with ``method="quantile"``.
       max_scale: ``c²`` stays in ``[1/max_scale, max_scale]``: the finite stand-in
         for the infinite (empty) interval at ``α_t ≤ 0`` (``≥ 1``) (static, > 1).
       recalibrate: ``None``, or a decay ``ρ`` in (0, 1): recalibrate the variance
@@ -129,25 +209,25 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, gam
       (quantile) as arrays, so they vmap. ``tune``, ``downdate`` and ``evict``
       of the inner learner pass through.
     Raises:
-      ValueError: naming the argument (``level`` outside (0, 1), ``gamma <= 0``, ...).
+      ValueError: naming the argument or the field (``level`` outside (0, 1), ``aci.gamma <= 0``, ...).
+      TypeError: ``aci`` or ``quantile`` not its record.
+
+    Example:
+      >>> from onlinejax.linear import bayes_linreg
+      >>> conformal(bayes_linreg(2), 0.9, "quantile", quantile=QuantileOptions(lr=0.05)).description
+      "conformal(bayes_linreg(2), 0.9, 'quantile', quantile=QuantileOptions(lr=0.05))"
     """
     return _calibrated(learner, *_conformal_options(
-        level=level, method=method, gamma=gamma, lr=lr, time_scale=time_scale, integrator_gain=integrator_gain,
-        saturation=saturation, max_scale=max_scale, recalibrate=recalibrate, df=df))
+        level=level, method=method, aci=aci, quantile=quantile, max_scale=max_scale, recalibrate=recalibrate, df=df))
 
 
-def _conformal_options(*, level, method, gamma, lr, time_scale, integrator_gain, saturation, max_scale, recalibrate,
+def _conformal_options(*, level, method, aci, quantile, max_scale, recalibrate,
                        df) -> tuple[Optional[RecalibrationOptions], ConformalOptions]:
-    """:func:`conformal`'s arguments checked (ValueError naming the argument) and made options."""
+    """:func:`conformal`'s arguments checked (ValueError naming the argument or field) and made options."""
     check_in_range(level, "level", 0.0, 1.0, hi_open=True)
     if method not in METHODS:
         raise ValueError(f"method: must be one of {METHODS}, got {method!r}")
-    check_positive(gamma, "gamma")
-    check_positive(lr, "lr")
-    w = None if time_scale is None else check_int(time_scale, "time_scale", 1)
-    if integrator_gain is not None and not float(integrator_gain) >= 0.0:
-        raise ValueError(f"integrator_gain: must be >= 0, got {integrator_gain!r}")
-    check_positive(saturation, "saturation")
+    a, q = _record(aci, ACIOptions, "aci"), _record(quantile, QuantileOptions, "quantile")
     check_positive(max_scale, "max_scale")
     if not float(max_scale) > 1.0:
         raise ValueError(f"max_scale: must be > 1, got {max_scale!r}")
@@ -160,31 +240,33 @@ def _conformal_options(*, level, method, gamma, lr, time_scale, integrator_gain,
         if not float(df) > 2.0:
             raise ValueError(f"df: must be > 2 (a finite variance), got {df!r}")
         df = float(df)
-    gain = None if integrator_gain is None else float(integrator_gain)
-    cc = ConformalOptions(method, float(level), float(gamma), float(lr), w, gain, float(saturation), float(max_scale),
-                          df)
+    cc = ConformalOptions(method, float(level), a.gamma, q.lr, q.time_scale, q.integrator_gain, q.saturation,
+                          float(max_scale), df)
     return rc, cc
 
 
-def _recipe_options(level, lr, recalibrate, df) -> tuple[RecalibrationOptions, ConformalOptions]:
+def _recipe_options(level, quantile, recalibrate, df) -> tuple[RecalibrationOptions, ConformalOptions]:
     """The recipes' options: quantile tracking after recalibration, :func:`conformal`'s defaults for the rest."""
     # conformal's own defaults for what the recipes do not set (one place holds them: its signature)
     defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-    return _conformal_options(**{**defaults, "level": level, "method": "quantile", "lr": lr,
+    return _conformal_options(**{**defaults, "level": level, "method": "quantile", "quantile": quantile,
                                  "recalibrate": recalibrate, "df": df})
 
 
+#: :func:`calibrated`'s standardisation: moving statistics, the standardised inputs clipped at 5 standard deviations.
+CALIBRATED_STANDARDIZATION = StandardizeOptions(clip=5.0)
+
+
 @describe_factory
-def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] = 5.0, df: Optional[float] = 4.0,
-               recalibrate: float = 0.99, lr: float = 0.02, warmup: Optional[int] = None,
-               scale_inputs: bool = True, keep: Optional[int] = None,
-               reexpress: Optional[Callable] = None) -> Learner:
+def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4.0, recalibrate: float = 0.99,
+               quantile: QuantileOptions = QuantileOptions(),
+               standardization: StandardizeOptions = CALIBRATED_STANDARDIZATION) -> Learner:
     """The library's recipe for a learner used on raw data: standardise, then calibrate.
 
-    ``conformal(standardize(learner, clip=clip), level, method="quantile",
-    recalibrate=recalibrate, df=df)``: inputs and targets standardised online
-    (:func:`onlinejax.standardize.standardize`, inputs clipped at ``clip``
+    ``conformal(standardize(learner, options=standardization), level, method="quantile",
+    quantile=quantile, recalibrate=recalibrate, df=df)``: inputs and targets standardised online
+    (:func:`onlinejax.standardize.standardize`, by default inputs clipped at 5
     standard deviations), the variance recalibrated by its running ``z²``,
     the ``level`` interval's coverage held by quantile tracking, and a
     Student-t output with ``df`` degrees of freedom around that interval.
@@ -193,25 +275,34 @@ def calibrated(learner: Learner, level: float = 0.95, *, clip: Optional[float] =
     Args:
       learner: any learner.
       level: the calibrated level in (0, 1).
-      clip: see :func:`~onlinejax.standardize.standardize` (``None``: no clip).
       df: see :func:`conformal` (``None``: a Gaussian output).
       recalibrate: the recalibration's decay ``ρ`` in (0, 1).
-      lr: the quantile tracker's step factor (:func:`conformal`).
-      warmup: see :func:`~onlinejax.standardize.standardize` (``None``:
-        the statistics keep moving; give the window for a learner that
-        stops learning while stable).
-      scale_inputs: see :func:`~onlinejax.standardize.standardize` (``False``:
-        inputs standardised upstream by statistics that move, River's scaler).
-      keep: see :func:`~onlinejax.standardize.standardize` (with ``warmup``:
-        the items a rebase refits on; give a window learner's window).
-      reexpress: see :func:`~onlinejax.standardize.standardize` (without ``warmup``: the
-        learner's change of coordinates when the statistics move).
+      quantile: the quantile tracker's step, a :class:`QuantileOptions` (:func:`conformal`).
+      standardization: the standardisation's options, a
+        :class:`~onlinejax.standardize.StandardizeOptions` passed on to
+        :func:`~onlinejax.standardize.standardize` (default
+        :data:`CALIBRATED_STANDARDIZATION`, ``StandardizeOptions(clip=5.0)``): ``warmup=F`` for a
+        learner that stops learning while stable, ``keep=`` a window learner's window,
+        ``scale_inputs=False`` behind River's scaler, ``reexpress=`` the learner's change of
+        coordinates when the statistics move.
+    Raises:
+      ValueError: naming the argument or the field (``standardization.keep: needs a warmup``, ...).
+      TypeError: ``quantile`` or ``standardization`` not its record.
+
+    Example:
+      >>> from onlinejax.linear import bayes_linreg
+      >>> calibrated(bayes_linreg(2), standardization=StandardizeOptions(clip=5.0, warmup=32)).description
+      'calibrated(bayes_linreg(2), standardization=StandardizeOptions(clip=5.0, warmup=32))'
     """
     from ..standardize import standardize
 
-    inner = standardize(learner, clip=clip, warmup=warmup, scale_inputs=scale_inputs, keep=keep,
-                        reexpress=reexpress)
-    rc, cc = _recipe_options(level, lr, recalibrate, df)
+    if not isinstance(standardization, StandardizeOptions):
+        raise TypeError(f"standardization: expected an onlinejax.standardize.StandardizeOptions, "
+                        f"got {type(standardization).__name__}")
+    # checked here so that a bad field names this argument; standardize takes the record as it was given
+    standardization.checked("standardization")
+    inner = standardize(learner, options=standardization)
+    rc, cc = _recipe_options(level, quantile, recalibrate, df)
     return _calibrated(inner, rc, cc._replace(standardized=True))
 
 
@@ -231,9 +322,10 @@ def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optiona
 
     Args:
       learner: the learner to calibrate (its members standardised).
-      level, df, recalibrate, lr: as in :func:`calibrated`.
+      level, df, recalibrate: as in :func:`calibrated`.
+      lr: the quantile tracker's step factor (:class:`QuantileOptions`'s ``lr``).
     """
-    rc, cc = _recipe_options(level, lr, recalibrate, df)
+    rc, cc = _recipe_options(level, QuantileOptions(lr=lr), recalibrate, df)
     return _calibrated(learner, rc, cc._replace(after_spread=True))
 
 
@@ -277,5 +369,6 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
     from ..linear.bayes import reexpress
 
     carried = dict(clip=CARRIED_CLIP, reexpress=reexpress) if warmup is None and scale_inputs else {}
+    standardization = CALIBRATED_STANDARDIZATION._replace(warmup=warmup, scale_inputs=scale_inputs, **carried)
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
-                      level, warmup=warmup, scale_inputs=scale_inputs, **carried)
+                      level, standardization=standardization)
