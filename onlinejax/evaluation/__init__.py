@@ -8,6 +8,7 @@ from .timing import timing_report
 from .streams import StreamsResult, compiled_scores, evaluate_streams, predictions_program, scores_program, streams_program
 from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compilation_cache, initialize_distributed,
                       use_cpu_cores)
+from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
 from ..registry import GridLearner, register_learner, registered_learners
 from .tuning import TuneResult, prequential_score, tune_prequential
@@ -29,6 +30,11 @@ __all__ = [
     "scores_program",
     "compiled_scores",
     "run_grid",
+    "Scoring",
+    "GridLayout",
+    "StreamsOptions",
+    "ItemWeights",
+    "ReplayOptions",
     "GridResult",
     "replay_combination",
     "GridLearner",
@@ -61,4 +67,5 @@ __all__ = [
     "compare",
     "timing",
     "runtime",
+    "options",
 ]
