@@ -11,7 +11,7 @@ from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compil
 from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
 from ..registry import GridLearner, register_learner, registered_learners
-from .tuning import TuneResult, prequential_score, tune_prequential
+from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
 
 __all__ = [
     "progressive_validation",
@@ -43,6 +43,8 @@ __all__ = [
     "tune_prequential",
     "TuneResult",
     "prequential_score",
+    "PrequentialScoring",
+    "GradientOptions",
     "Accumulator",
     "prequential",
     "fading",
