@@ -8,7 +8,7 @@ from .timing import timing_report
 from .streams import StreamsResult, compiled_scores, evaluate_streams, predictions_program, scores_program, streams_program
 from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compilation_cache, initialize_distributed,
                       use_cpu_cores)
-from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, StreamsOptions
+from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, SplitOptions, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
 from ..registry import GridLearner, register_learner, registered_learners
 from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
@@ -53,6 +53,7 @@ __all__ = [
     "item_quantities",
     "stable_mask",
     "compare_evaluations",
+    "SplitOptions",
     "timing_report",
     "enable_compilation_cache",
     "ensure_compilation_cache",
