@@ -10,7 +10,7 @@ from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compil
                       use_cpu_cores)
 from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, SplitOptions, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
-from ..registry import GridLearner, register_learner, registered_learners
+from ..registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
 from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "GridResult",
     "replay_combination",
     "GridLearner",
+    "GridLearnerOptions",
     "register_learner",
     "registered_learners",
     "tune_prequential",
