@@ -1,6 +1,9 @@
-"""The evaluation entry points' options as values: :class:`Scoring`, :class:`GridLayout`, :class:`StreamsOptions`, ...
+"""The evaluation entry points' options as values: small immutable records, each checked once.
 
-Small immutable records in the style of optax and blackjax: each is passed as
+:class:`Scoring` and :class:`GridLayout` (:func:`~onlinejax.evaluation.run_grid`),
+:class:`StreamsOptions` and :class:`ItemWeights` (:func:`~onlinejax.evaluation.evaluate_streams`),
+:class:`ReplayOptions` (:func:`~onlinejax.evaluation.replay_combination`) and :class:`SplitOptions`
+(:func:`~onlinejax.evaluation.compare_evaluations`). In the style of optax and blackjax, each is passed as
 one value (``run_grid(learners, streams, layout=GridLayout(chunk_size=64))``),
 checked once by its ``checked`` method (a ``ValueError`` naming
 ``<argument>.<field>``), and equal records compare and hash equal.
