@@ -129,7 +129,7 @@ def test_vmap_width_does_not_change_rows(groups):
     for a, b in zip(wide.rows, three.rows):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
-    with pytest.raises(ValueError, match="vmap_bytes"):
+    with pytest.raises(ValueError, match=r"^layout\.vmap_bytes: "):
         run_grid(lrn, g, progress=False, layout=GridLayout(vmap_bytes=0))
 
 
@@ -182,7 +182,7 @@ def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     widths.clear()
     run_grid([alone], g, progress=False, layout=GridLayout(vmap_bytes=1))  # an explicit run_grid value holds everywhere
     assert widths == [1]
-    with pytest.raises(ValueError, match="chunk_bytes"):
+    with pytest.raises(ValueError, match=r"^layout\.chunk_bytes: "):
         run_grid([base], g, progress=False, layout=GridLayout(chunk_bytes=0))
 
 
@@ -204,7 +204,7 @@ def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
     assert batched.compile_seconds.keys() == whole.compile_seconds.keys()
-    with pytest.raises(ValueError, match="compile_batch"):
+    with pytest.raises(ValueError, match=r"^layout\.compile_batch: "):
         run_grid(lrn, groups, progress=False, layout=GridLayout(compile_batch=0))
 
 
@@ -240,7 +240,7 @@ def test_bad_chunk_size_and_streams_are_refused_by_name():
     empty = StreamGroup.from_arrays(X[:0], X[:0, :, 0])
     make = {"blr": lambda d: bayes_linreg(d)}
     for bad in (0, -1, 2.5):
-        with pytest.raises(ValueError, match="^chunk_size: "):
+        with pytest.raises(ValueError, match=r"^layout\.chunk_size: "):
             run_grid(make, g, layout=GridLayout(chunk_size=bad), progress=False)
     with pytest.raises(ValueError, match="^streams: .*no streams"):
         run_grid(make, empty, progress=False)
@@ -373,7 +373,7 @@ def test_shared_program_rows_equal_separate_programs(groups):
 SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from onlinejax.data import thesis_grid, stratified_names
-    from onlinejax.evaluation import GridLearner, run_grid
+    from onlinejax.evaluation import GridLayout, GridLearner, run_grid
     from onlinejax.adaptive import adaptive
     from onlinejax.kernel_regression import kernel_regression
     from onlinejax.linear import bayes_linreg

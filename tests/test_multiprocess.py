@@ -110,7 +110,7 @@ def _launch(tmp_path) -> list:
 def test_two_processes_give_the_single_process_table(tmp_path):
     p0, p1 = _launch(tmp_path)
     assert p0["devices"] == [2, 1]
-    assert p0["refused"] == "devices: all belong to process 1, not this one (0)", p0["refused"]
+    assert p0["refused"] == "layout.devices: all belong to process 1, not this one (0)", p0["refused"]
     # each process read only its own device's streams of each chunk (2 per device; past the end: the last stream)
     assert p0["read"] == {"1": [0, 1, 4], "2": [0, 1]} and p1["read"] == {"1": [2, 3, 4], "2": [1]}
     # the same table on both, timings included (the slower process's); as text, so NaN equals NaN
