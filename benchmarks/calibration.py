@@ -35,7 +35,7 @@ from _machine import describe  # noqa: E402
 import onlinejax as oj  # noqa: E402
 from onlinejax import zoo  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.evaluation import replay_combination, run_grid, use_cpu_cores  # noqa: E402
+from onlinejax.evaluation import ReplayOptions, replay_combination, run_grid, use_cpu_cores  # noqa: E402
 from onlinejax.registry import REGISTRY  # noqa: E402
 from onlinejax.evaluation.metrics import log_score_skill, prequential, score  # noqa: E402
 
@@ -121,7 +121,8 @@ def evaluate(names, groups):
     if zoo.RECOMMENDED_COMBINATION in names:  # from its members' kept predictions, as the main command does
         rule, rc, mc = zoo.default_combination_rule()
         res = replay_combination(res, groups, zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS, rule,
-                                 recalibrate=rc, correct=mc, after_spread=True, wrap=zoo.calibrate_combination)
+                                 options=ReplayOptions(recalibrate=rc, correct=mc, after_spread=True,
+                                                       wrap=zoo.calibrate_combination))
     return res
 
 

@@ -136,9 +136,10 @@ def _bare_makers():
 
 
 def bare_learners():
-    from onlinejax.registry import grid_learner
+    from onlinejax.registry import GridLearnerOptions, grid_learner
 
-    return [grid_learner(f"bare:{fam}_WS64", fam, make, vmap_bytes=vb) for fam, (_, make, vb) in _bare_makers().items()]
+    return [grid_learner(f"bare:{fam}_WS64", fam, make, options=GridLearnerOptions(vmap_bytes=vb))
+            for fam, (_, make, vb) in _bare_makers().items()]
 
 
 def print_bare_comparison(rows):

@@ -32,7 +32,7 @@ from _machine import describe  # noqa: E402
 from onlinejax import TunePlan  # noqa: E402
 from onlinejax.adaptive import adaptive  # noqa: E402
 from onlinejax.data import grid_names, parse_name, thesis_grid  # noqa: E402
-from onlinejax.evaluation import GridLearner, run_grid  # noqa: E402
+from onlinejax.evaluation import GridLayout, GridLearner, run_grid  # noqa: E402
 from onlinejax.gp import gp_window  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def main():
     print(f"{'configuration':14s} {'us/item':>10s} {'vs first':>9s} {'skill':>7s} {'worst change':>12s}")
     for name, make, plan in cfgs:
         r = run_grid([GridLearner(name, "gp", make, vmap_bytes=1 << 40)], groups, progress=False,
-                     vmap_bytes=1 << 40, chunk_bytes=1 << 40, tune_plan=plan)
+                     layout=GridLayout(vmap_bytes=1 << 40, chunk_bytes=1 << 40), tune_plan=plan)
         rows = sorted(r.rows, key=lambda x: x["stream"])
         us = np.mean([x["atpi"] for x in rows]) * len(rows) * 1e6
         skill = np.array([x["skill"] for x in rows])

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 import onlinejax as oj  # noqa: E402
-from onlinejax.evaluation import evaluate_streams, tune_prequential  # noqa: E402
+from onlinejax.evaluation import GradientOptions, evaluate_streams, tune_prequential  # noqa: E402
 
 
 def timed(f, reps=5):
@@ -70,8 +70,8 @@ def main():
     print(f"\n1. forgetting alone: {a.grid}-point grid vs tune_prequential")
     g, g_first, g_run = timed(lambda: evaluate_streams(lrn, X, Y, hyper={"forgetting": lams}).metrics["mlpd"])
     m = np.asarray(g).mean(axis=1)
-    t, t_first, t_run = timed(lambda: tune_prequential(lrn, {"forgetting": 0.95}, Xt, Yt, steps=a.steps).scores)
-    res = tune_prequential(lrn, {"forgetting": 0.95}, Xt, Yt, steps=a.steps)
+    t, t_first, t_run = timed(lambda: tune_prequential(lrn, {"forgetting": 0.95}, Xt, Yt, options=GradientOptions(steps=a.steps)).scores)
+    res = tune_prequential(lrn, {"forgetting": 0.95}, Xt, Yt, options=GradientOptions(steps=a.steps))
     report(f"grid ({a.grid} settings)", g_first, g_run)
     report(f"tune_prequential ({a.steps} steps)", t_first, t_run)
     print(f"  grid best forgetting {lams[m.argmax()]:.4f} (mlpd {m.max():.5f}, spacing {lams[1] - lams[0]:.4f}); "
@@ -84,8 +84,8 @@ def main():
     g2, g2_first, g2_run = timed(lambda: evaluate_streams(lrn, X, Y, hyper=hyper).metrics["mlpd"])
     m2 = np.asarray(g2).mean(axis=1)
     p0 = {"forgetting": 0.95, "beta": 25.0}
-    _, t2_first, t2_run = timed(lambda: tune_prequential(lrn, p0, Xt, Yt, steps=a.steps).scores)
-    res2 = tune_prequential(lrn, p0, Xt, Yt, steps=a.steps)
+    _, t2_first, t2_run = timed(lambda: tune_prequential(lrn, p0, Xt, Yt, options=GradientOptions(steps=a.steps)).scores)
+    res2 = tune_prequential(lrn, p0, Xt, Yt, options=GradientOptions(steps=a.steps))
     report(f"grid ({a.grid * a.grid} settings)", g2_first, g2_run)
     report(f"tune_prequential ({a.steps} steps)", t2_first, t2_run)
     i = m2.argmax()

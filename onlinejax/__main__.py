@@ -51,7 +51,7 @@ def drift_learners():
 def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95) -> list[dict]:
     """The ``drift`` command: every :func:`drift_learners` entry on ``streams`` drifting streams, one program each."""
     from .data import drifting_linear_stream
-    from .evaluation import evaluate_streams, running_metrics
+    from .evaluation import StreamsOptions, evaluate_streams, running_metrics
 
     first, trans = int(0.4 * n), int(0.2 * n)
     keys = jax.random.split(jax.random.key(seed), streams)
@@ -59,7 +59,7 @@ def run_drift(streams: int, n: int, out: str, seed: int = 0, level: float = 0.95
     rows, curves = [], {}
     for name, lrn in drift_learners().items():
         t0 = time.perf_counter()
-        res = evaluate_streams(lrn, Xs, Ys, level=level, keep_predictions=True)
+        res = evaluate_streams(lrn, Xs, Ys, options=StreamsOptions(level=level), keep_predictions=True)
         secs = time.perf_counter() - t0
         m = {k: float(np.mean(res.metrics[k])) for k in ("mae", "rmse", "icr", "aiw")}
         rows.append({"learner": name, "mae": m["mae"], "rmse": m["rmse"], "coverage": m["icr"], "width": m["aiw"],
@@ -115,7 +115,7 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     ``tune_every > 1``: the runner's :class:`~onlinejax.schedule.TunePlan` ``(every=tune_every)``.
     """
     from .data import grid_names, parse_name, stratified_names, thesis_grid
-    from .evaluation import registered_learners, replay_combination, run_grid
+    from .evaluation import ReplayOptions, registered_learners, replay_combination, run_grid
     from .schedule import TunePlan
     from . import zoo
 
@@ -138,8 +138,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
                          else (zoo.RECOMMENDED_COMBINATION, zoo.RECOMMENDED_MEMBERS))
         wrap = None if thesis else zoo.calibrate_combination
         if all(m in {g.name for g in gls} for m in members):
-            res = replay_combination(res, groups, name, members, rule, recalibrate=rc, correct=mc,
-                                     after_spread=not thesis, wrap=wrap)
+            res = replay_combination(res, groups, name, members, rule, options=ReplayOptions(
+                recalibrate=rc, correct=mc, after_spread=not thesis, wrap=wrap))
     secs = time.perf_counter() - t0
     if zoo.CLIMATOLOGY in {r["learner"] for r in res.rows}:
         res = res.relative_to(zoo.CLIMATOLOGY)

@@ -15,6 +15,7 @@ from .base import Learner, check_int
 
 __all__ = [
     "GridLearner",
+    "GridLearnerOptions",
     "REGISTRY",
     "grid_learner",
     "register_learner",
@@ -49,7 +50,7 @@ class GridLearner(NamedTuple):
         learning) whenever any stream of the group takes it, so on a CPU
         learners with such steps run faster unbatched
         (``benchmarks/grid.py``). Accelerators ignore it (there every stream
-        of a chunk is vmapped, or ``run_grid``'s own ``vmap_bytes`` applies
+        of a chunk is vmapped, or ``run_grid``'s ``layout.vmap_bytes`` applies
         when given).
       description: one line for people (``python -m onlinejax --list-learners``).
     """
@@ -66,29 +67,62 @@ class GridLearner(NamedTuple):
     description: str = ""
 
 
+class GridLearnerOptions(NamedTuple):
+    """How the grid runner scores and batches one configuration (:func:`grid_learner`'s ``options=``).
+
+    An immutable, hashable record; the defaults score every item and batch as the runner decides.
+    The fields mean what :class:`GridLearner`'s of the same names do.
+
+    Attributes:
+      score_from: items before this index are not scored (an int >= 0, default 0; a batch
+        baseline's training set, :func:`onlinejax.baseline.train_once`).
+      program: ``None`` (default) or a key shared by configurations that build the same learner up to
+        their ``init_kwargs``: the grid runner compiles one program per stream shape for all of them.
+      vmap_bytes: ``None`` (default: the runner's) or an int >= 1 overriding the grid runner's
+        ``vmap_bytes`` for this configuration on CPU devices (``1``: one pair at a time).
+    """
+
+    score_from: int = 0
+    program: str | None = None
+    vmap_bytes: int | None = None
+
+    def checked(self, name: str = "options") -> "GridLearnerOptions":
+        """The record with its values checked (``ValueError`` naming the field)."""
+        return GridLearnerOptions(check_int(self.score_from, f"{name}.score_from", 0),
+                                  None if self.program is None else str(self.program),
+                                  None if self.vmap_bytes is None else check_int(self.vmap_bytes,
+                                                                                 f"{name}.vmap_bytes", 1))
+
+
 #: Registered configurations, ``name -> GridLearner``.
 REGISTRY: dict[str, GridLearner] = {}
 
 
-def grid_learner(name: str, family: str, make: Callable[[int], Learner], *, score_from: int = 0,
+def grid_learner(name: str, family: str, make: Callable[[int], Learner], *,
                  hyper: Mapping[str, Sequence] | None = None, init_kwargs: Mapping[str, float] | None = None,
-                 program: str | None = None, vmap_bytes: int | None = None, description: str = "") -> GridLearner:
+                 options: GridLearnerOptions = GridLearnerOptions(), description: str = "") -> GridLearner:
     """A checked :class:`GridLearner` (see its attributes); not registered.
 
+    Args:
+      name, family, make: as :class:`GridLearner`'s.
+      hyper: optional ``{init keyword: [H] values}``, one row each, vmapped in one program.
+      init_kwargs: optional ``{init keyword: value}`` the configuration's state is built with.
+      options: :class:`GridLearnerOptions`: ``score_from``, ``program``, ``vmap_bytes``.
+      description: one line for people (``python -m onlinejax --list-learners``).
     Raises:
       TypeError: ``make`` is not callable.
-      ValueError: both ``hyper`` and ``init_kwargs``/``program`` are given, or
-        ``score_from``/``vmap_bytes`` are not integers in range.
+      ValueError: both ``hyper`` and ``init_kwargs``/``options.program`` are given, or
+        ``options.score_from``/``options.vmap_bytes`` are not integers in range.
     """
     if not callable(make):
         raise TypeError(f"make: expected a callable n_features -> Learner, got {type(make).__name__}")
+    if not isinstance(options, GridLearnerOptions):
+        raise ValueError(f"options: expected a GridLearnerOptions, got {type(options).__name__}")
+    score_from, program, vmap_bytes = options.checked("options")
     if hyper is not None and (init_kwargs is not None or program is not None):
-        raise ValueError("register_learner: give either hyper or init_kwargs/program, not both")
-    return GridLearner(str(name), str(family), make, check_int(score_from, "score_from", 0),
-                       dict(hyper) if hyper is not None else None, None,
-                       dict(init_kwargs) if init_kwargs is not None else None,
-                       str(program) if program is not None else None,
-                       check_int(vmap_bytes, "vmap_bytes", 1) if vmap_bytes is not None else None, str(description))
+        raise ValueError("register_learner: give either hyper or init_kwargs/options.program, not both")
+    return GridLearner(str(name), str(family), make, score_from, dict(hyper) if hyper is not None else None, None,
+                       dict(init_kwargs) if init_kwargs is not None else None, program, vmap_bytes, str(description))
 
 
 def register(gl: GridLearner) -> GridLearner:

@@ -74,7 +74,7 @@ from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_ml
                      map_features, nig_linreg, odd_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
-from .registry import GridLearner, grid_learner, register
+from .registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .schedule import TunePlan
 from .standardize_state import StandardizeOptions
 
@@ -141,7 +141,7 @@ def thesis_online_learners() -> list[GridLearner]:
                 out.append(grid_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
                                             lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
                                             init_kwargs={"forgetting": lam, "beta": b},
-                                            program=f"{fam}Forgetting{_mapped(m)}",
+                                            options=GridLearnerOptions(program=f"{fam}Forgetting{_mapped(m)}"),
                                             description=f"{_LINEAR[fam]}{_on(m)}, thesis forgetting factor {ff:g}"
                                                         f"{' (none)' if ff == 0 else ''}, learns every item"))
             for W in THESIS_WINDOWS:
@@ -150,7 +150,7 @@ def thesis_online_learners() -> list[GridLearner]:
                 out.append(grid_learner(
                     f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
                     lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W),
-                    init_kwargs={"window": W}, program=f"{fam}Windowed{_mapped(m)}",
+                    init_kwargs={"window": W}, options=GridLearnerOptions(program=f"{fam}Windowed{_mapped(m)}"),
                     description=f"{_LINEAR[fam]}{_on(m)} over the last {W} items"
                                 f"{', evidence-tuned' if fam == 'BayesianMAP' else ''}{_MACHINE}"))
     for mean, label in GP_MEANS.items():
@@ -161,7 +161,8 @@ def thesis_online_learners() -> list[GridLearner]:
                 f"GPRegression{label}_WS{W}", "GPRegression",
                 lambda d, W=W, mean=mean: adaptive(gp_window(d, W, mean=mean, window_options=_BY_STATE), W,
                                                    tune_plan=TunePlan(split=False)),
-                init_kwargs={"mean": MEANS.index(mean)}, program=f"GPRegression_WS{W}", vmap_bytes=1,
+                init_kwargs={"mean": MEANS.index(mean)},
+                options=GridLearnerOptions(program=f"GPRegression_WS{W}", vmap_bytes=1),
                 description=f"GP regression (SE-ARD, {mean} mean) over the last {W} items, hyperparameters by "
                             f"type-II MAP at each tune{_MACHINE}"))
     for W in THESIS_WINDOWS:
@@ -178,14 +179,17 @@ def thesis_batch_learners() -> list[GridLearner]:
         for m in (False, True):
             out.append(grid_learner(f"BayesianMLEBatch{_mapped(m)}_TS{T}", "Batch",
                                         lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
-                                        score_from=T, description=f"{_LINEAR['BayesianMLE']}{_on(m)}, trained once on "
-                                                                  f"the first {T} items, scored after them"))
+                                        options=GridLearnerOptions(score_from=T),
+                                        description=f"{_LINEAR['BayesianMLE']}{_on(m)}, trained once on "
+                                                    f"the first {T} items, scored after them"))
         out.append(grid_learner(f"GPRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T), score_from=T, vmap_bytes=1,
+                                    lambda d, T=T: train_once(gp_window(d, T, mean="zero"), T),
+                                    options=GridLearnerOptions(score_from=T, vmap_bytes=1),
                                     description=f"GP regression (zero mean) trained and tuned once on the first {T} "
                                                 "items, scored after them"))
         out.append(grid_learner(f"KernelRegressionBatch_TS{T}", "Batch",
-                                    lambda d, T=T: train_once(kernel_regression(d, T), T), score_from=T,
+                                    lambda d, T=T: train_once(kernel_regression(d, T), T),
+                                    options=GridLearnerOptions(score_from=T),
                                     description=f"Nadaraya-Watson kernel regression trained once on the first {T} "
                                                 "items, scored after them"))
     return out
@@ -387,7 +391,7 @@ def _recommended() -> list[GridLearner]:
         "RecommendedForgettingLinear": "Bayesian linear regression on the thesis's features (both maps) forgetting "
                                        f"over about 100 items, {calib}",
     }
-    out = [grid_learner(name, fam, make, vmap_bytes=vb, description=about[name])
+    out = [grid_learner(name, fam, make, options=GridLearnerOptions(vmap_bytes=vb), description=about[name])
            for name, (fam, make, vb) in makers.items()]
 
     def combined(d):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.evaluation import compare_evaluations
+from onlinejax.evaluation import SplitOptions, compare_evaluations
 from onlinejax.evaluation import crossval as cv
 
 from conftest import DTYPE, tol
@@ -152,7 +152,7 @@ def test_compare_evaluations_splits_equal_an_item_by_item_held_out_loop():
     X = np.asarray(r.normal(size=(n, 2)), DTYPE)
     y = np.asarray(X @ [1.0, -2.0] + 0.5 * r.normal(size=n), DTYPE)
     lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
-    got = compare_evaluations(lrn, X, y, k=k, test_size=0.25, seed=5, verbose=False)
+    got = compare_evaluations(lrn, X, y, splits=SplitOptions(k=k, test_size=0.25, seed=5), verbose=False)
     rtol = tol(1e-9, 1e-4)
     want_split = _online_held_out_mae(lrn, X, y, [(np.arange(45), np.arange(45, n))])  # the last quarter held out
     assert got["temporal split"] == pytest.approx(want_split[0], rel=rtol)

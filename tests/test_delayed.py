@@ -275,13 +275,13 @@ def test_delayed_metrics_score_each_prediction_by_its_own_distribution(rng, kind
 
 @pytest.mark.parametrize("k,student_t", [(1, False), (1, True), (3, False)], ids=["k1-gauss", "k1-t", "k3-gauss"])
 def test_evaluate_streams_delay_k_equals_the_constant_delay_schedule(k, student_t):
-    """``evaluate_streams(delay=k)`` predicts and scores like ``delayed_progressive_validation`` with
-    ``schedule_from_delays(k)`` on every stream: means, variances, and the metrics, which are also
+    """``evaluate_streams(options=StreamsOptions(delay=k))`` predicts and scores like
+    ``delayed_progressive_validation`` with ``schedule_from_delays(k)`` on every stream: means, variances, and the metrics, which are also
     recomputed in float64 with scipy (log density and the 95 % interval's hits) from those predictions.
     ``k = 1`` is the smallest delay, the one a ``delay`` read as "no delay" or off by one would change."""
     from scipy import stats
 
-    from onlinejax.evaluation import evaluate_streams, prequential
+    from onlinejax.evaluation import StreamsOptions, evaluate_streams, prequential
     from onlinejax.evaluation.metrics import score
 
     r = np.random.default_rng(7)
@@ -290,7 +290,7 @@ def test_evaluate_streams_delay_k_equals_the_constant_delay_schedule(k, student_
     Y = X @ np.array([1.0, -2.0]) + 0.3 * r.normal(size=(S, n))
     lrn = oj.bayes_linreg(2, alpha=1.0, beta=4.0)
     lrn = oj.conformal(lrn, df=4.0) if student_t else lrn
-    res = evaluate_streams(lrn, X, Y, delay=k, keep_predictions=True)
+    res = evaluate_streams(lrn, X, Y, options=StreamsOptions(delay=k), keep_predictions=True)
     Xj, Yj = jnp.asarray(X, res.predictions.mean.dtype), jnp.asarray(Y, res.predictions.mean.dtype)
     sched = schedule_from_delays(np.full(n, k))
     run = jax.vmap(lambda x, y: delayed_progressive_validation(lrn, lrn.init(), x, y, sched).predictions)

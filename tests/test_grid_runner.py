@@ -16,7 +16,8 @@ from onlinejax import zoo
 from onlinejax.adaptive import adaptive
 from onlinejax.baseline import train_once
 from onlinejax.data import StreamGroup, stratified_names, thesis_grid
-from onlinejax.evaluation import GridLearner, progressive_validation, registered_learners, run_grid
+from onlinejax.evaluation import (GridLayout, GridLearner, ReplayOptions, Scoring, progressive_validation,
+                                  registered_learners, run_grid)
 from onlinejax.evaluation.metrics import METRICS, prequential, score, stable_mask
 from onlinejax.kernel_regression import kernel_regression
 from onlinejax.linear import bayes_linreg
@@ -46,7 +47,7 @@ def _learners():
 
 @pytest.mark.slow  # 68 s; the pinned rows check the runner's rows against recorded ones in CI
 def test_rows_equal_single_stream_runs(groups):
-    res = run_grid(_learners(), groups, stable_window=40, progress=False)
+    res = run_grid(_learners(), groups, scoring=Scoring(stable_window=40), progress=False)
     n_streams = sum(len(g.names) for g in groups)
     assert len(res.rows) == (1 + 2 + 1 + 1) * n_streams
     assert len(res.compile_seconds) == 4 * len(groups)  # one compile per learner and shape
@@ -78,8 +79,8 @@ def test_rows_equal_single_stream_runs(groups):
 def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
     g = groups[1]
     lrn = [_learners()[0], _learners()[2]]
-    whole = run_grid(lrn, g, chunk_size=64, progress=False)
-    chunked = run_grid(lrn, g, chunk_size=3, progress=False)  # 4 streams -> chunks of 3 + 1 padded
+    whole = run_grid(lrn, g, layout=GridLayout(chunk_size=64), progress=False)
+    chunked = run_grid(lrn, g, layout=GridLayout(chunk_size=3), progress=False)  # 4 streams -> chunks of 3 + 1 padded
     assert [r["stream"] for r in whole.rows] == [r["stream"] for r in chunked.rows]
     for a, b in zip(whole.rows, chunked.rows):
         for m in METRICS:
@@ -117,9 +118,10 @@ def test_vmap_width_does_not_change_rows(groups):
 
     g = groups[1]  # 4 streams; "blr-grid" has 2 hyperparameter pairs -> 8 (stream, hyper) pairs
     lrn = [_learners()[1], _learners()[2]]
-    wide = run_grid(lrn, g, progress=False, vmap_bytes=1 << 40)
-    one = run_grid(lrn, g, progress=False, vmap_bytes=1)
-    three = run_grid(lrn[:1], g, progress=False, vmap_bytes=3 * _state_bytes(lrn[0].make(2), jnp.float32))
+    wide = run_grid(lrn, g, progress=False, layout=GridLayout(vmap_bytes=1 << 40))
+    one = run_grid(lrn, g, progress=False, layout=GridLayout(vmap_bytes=1))
+    three = run_grid(lrn[:1], g, progress=False,
+                     layout=GridLayout(vmap_bytes=3 * _state_bytes(lrn[0].make(2), jnp.float32)))
     assert [r["stream"] for r in wide.rows] == [r["stream"] for r in one.rows]
     for a, b in zip(wide.rows, one.rows):
         for m in METRICS:
@@ -127,8 +129,8 @@ def test_vmap_width_does_not_change_rows(groups):
     for a, b in zip(wide.rows, three.rows):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
-    with pytest.raises(ValueError, match="vmap_bytes"):
-        run_grid(lrn, g, progress=False, vmap_bytes=0)
+    with pytest.raises(ValueError, match=r"^layout\.vmap_bytes: "):
+        run_grid(lrn, g, progress=False, layout=GridLayout(vmap_bytes=0))
 
 
 def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
@@ -142,7 +144,7 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     g = groups[1]
     base = _learners()[1]
     alone = base._replace(name="blr-alone", vmap_bytes=1)
-    r = run_grid([base, alone], g, progress=False, vmap_bytes=1 << 40)
+    r = run_grid([base, alone], g, progress=False, layout=GridLayout(vmap_bytes=1 << 40))
     assert sorted(seen) == [1, 1 << 40]
     rows = {(x["learner"], x["stream"]): x for x in r.rows}
     assert sum(x["learner"].startswith("blr-alone") for x in r.rows) == 8  # 4 streams x 2 hyper values
@@ -164,7 +166,7 @@ def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     g = groups[1]  # 4 streams
     base = _learners()[1]
     alone = base._replace(name="blr-alone", vmap_bytes=1)
-    cpu = run_grid([base, alone], g, progress=False, chunk_size=None)
+    cpu = run_grid([base, alone], g, progress=False, layout=GridLayout(chunk_size=None))
     widths, chunks = [], []
     real_program, real_chunk = plan_mod.predictions_program, plan_mod._default_chunk
     monkeypatch.setattr(plan_mod, "predictions_program",
@@ -178,10 +180,10 @@ def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
     widths.clear()
-    run_grid([alone], g, progress=False, vmap_bytes=1)  # an explicit run_grid value holds everywhere
+    run_grid([alone], g, progress=False, layout=GridLayout(vmap_bytes=1))  # an explicit run_grid value holds everywhere
     assert widths == [1]
-    with pytest.raises(ValueError, match="chunk_bytes"):
-        run_grid([base], g, progress=False, chunk_bytes=0)
+    with pytest.raises(ValueError, match=r"^layout\.chunk_bytes: "):
+        run_grid([base], g, progress=False, layout=GridLayout(chunk_bytes=0))
 
 
 @pytest.mark.slow
@@ -195,24 +197,25 @@ def test_compile_batches_release_programs_and_keep_rows(groups, capsys):
 
     whole = run_grid(lrn, groups, progress=True)  # default compile_batch: both learners in one batch
     assert compile_bars(capsys.readouterr().err) == [4]
-    batched = run_grid(lrn, groups, progress=True, compile_batch=1)  # each learner is its own batch
+    batched = run_grid(lrn, groups, progress=True, layout=GridLayout(compile_batch=1))  # each learner is its own batch
     assert compile_bars(capsys.readouterr().err) == [2, 2]
     assert [(r["learner"], r["stream"]) for r in whole.rows] == [(r["learner"], r["stream"]) for r in batched.rows]
     for a, b in zip(whole.rows, batched.rows):
         for m in METRICS:
             np.testing.assert_allclose(a[m], b[m], rtol=tol(1e-12, 1e-5), err_msg=f"{a['learner']} {m}")
     assert batched.compile_seconds.keys() == whole.compile_seconds.keys()
-    with pytest.raises(ValueError, match="compile_batch"):
-        run_grid(lrn, groups, progress=False, compile_batch=0)
+    with pytest.raises(ValueError, match=r"^layout\.compile_batch: "):
+        run_grid(lrn, groups, progress=False, layout=GridLayout(compile_batch=0))
 
 
 def test_user_streams_and_errors():
     X = jax.random.uniform(jax.random.key(0), (3, 50, 2))
     Y = X @ jnp.asarray([1.0, -2.0])
     g = StreamGroup.from_arrays(X, Y, names=["a", "b", "c"])
-    res = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, g, stable_window=10, progress=False)
+    res = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, g, scoring=Scoring(stable_window=10), progress=False)
     assert [r["stream"] for r in res.rows] == ["a", "b", "c"] and all(r["smse_st"] < 1e-3 for r in res.rows)
-    twice = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, [g, g], stable_window=10, progress=False)
+    twice = run_grid({"blr": lambda d: bayes_linreg(d, alpha=1e-3, beta=100.0)}, [g, g], scoring=Scoring(stable_window=10),
+                     progress=False)
     assert len(twice.rows) == 6 and len(twice.compile_seconds) == 1  # groups of one shape share the executable
     # the program's stages (trace, lower, XLA compile) add up to its compile time
     (key, total), = res.compile_seconds.items()
@@ -237,8 +240,8 @@ def test_bad_chunk_size_and_streams_are_refused_by_name():
     empty = StreamGroup.from_arrays(X[:0], X[:0, :, 0])
     make = {"blr": lambda d: bayes_linreg(d)}
     for bad in (0, -1, 2.5):
-        with pytest.raises(ValueError, match="^chunk_size: "):
-            run_grid(make, g, chunk_size=bad, progress=False)
+        with pytest.raises(ValueError, match=r"^layout\.chunk_size: "):
+            run_grid(make, g, layout=GridLayout(chunk_size=bad), progress=False)
     with pytest.raises(ValueError, match="^streams: .*no streams"):
         run_grid(make, empty, progress=False)
     with pytest.raises(ValueError, match="^streams: .*no streams"):
@@ -251,7 +254,7 @@ def test_bad_chunk_size_and_streams_are_refused_by_name():
         run_grid(make, StreamGroup.from_arrays(X[:, :0], X[:, :0, 0]), progress=False)
     with pytest.raises(ValueError, match="^streams: .*change_points"):  # built by hand, past from_arrays' check
         run_grid(make, g._replace(change_points=np.array([5, 20])), progress=False)
-    assert len(run_grid(make, g, chunk_size=1, progress=False).rows) == 2
+    assert len(run_grid(make, g, layout=GridLayout(chunk_size=1), progress=False).rows) == 2
 
 
 def test_change_points_are_item_indices_or_minus_one():
@@ -268,7 +271,7 @@ def test_delayed_rows_equal_single_stream_delayed_runs(groups):
 
     g = groups[0]
     gl = _learners()[0]
-    res = run_grid([gl], g, delay=5, progress=False)
+    res = run_grid([gl], g, scoring=Scoring(delay=5), progress=False)
     lrn = gl.make(g.X.shape[2])
     p = delayed_progressive_validation(lrn, lrn.init(), g.X[0], g.Y[0], schedule_from_delays(np.full(N, 5.0))).predictions
     ref = score(prequential(0.95), g.Y[0], p)
@@ -344,8 +347,8 @@ def test_shared_program_rows_equal_separate_programs(groups):
     alone = [GridLearner(f"gp-{m}", "gp", lambda d, m=m: adaptive(gp_window(d, W, mean=m), W)) for m in names]
     blr = GridLearner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2))
     g = groups[0]  # one stream shape: the check is about programs, and each GP compile costs seconds
-    a = run_grid([shared[0], blr, shared[1], shared[2]], g, stable_window=40, progress=False)
-    b = run_grid([alone[0], blr, alone[1], alone[2]], g, stable_window=40, progress=False)
+    a = run_grid([shared[0], blr, shared[1], shared[2]], g, scoring=Scoring(stable_window=40), progress=False)
+    b = run_grid([alone[0], blr, alone[1], alone[2]], g, scoring=Scoring(stable_window=40), progress=False)
     assert len(a.compile_seconds) == 2 and len(b.compile_seconds) == 4
     assert [(r["learner"], r["stream"]) for r in a.rows] == [(r["learner"], r["stream"]) for r in b.rows]
     for ra, rb in zip(a.rows, b.rows):
@@ -370,7 +373,7 @@ def test_shared_program_rows_equal_separate_programs(groups):
 SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from onlinejax.data import thesis_grid, stratified_names
-    from onlinejax.evaluation import GridLearner, run_grid
+    from onlinejax.evaluation import GridLayout, GridLearner, run_grid
     from onlinejax.adaptive import adaptive
     from onlinejax.kernel_regression import kernel_regression
     from onlinejax.linear import bayes_linreg
@@ -378,8 +381,8 @@ SHARD_SCRIPT = textwrap.dedent("""
     g = thesis_grid(jax.random.key(1), [n for n in stratified_names(2, size=200, seed=3) if "_200_1_" not in n])
     L = [GridLearner("blr", "l", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)),
          GridLearner("kr", "k", lambda d: adaptive(kernel_regression(d, 16), 16))]
-    a = run_grid(L, g, progress=False, chunk_size=2)  # 4 devices x 2 streams per call
-    b = run_grid(L, g, progress=False, chunk_size=2, devices=jax.devices()[:1])
+    a = run_grid(L, g, progress=False, layout=GridLayout(chunk_size=2))  # 4 devices x 2 streams per call
+    b = run_grid(L, g, progress=False, layout=GridLayout(chunk_size=2, devices=jax.devices()[:1]))
     keys = ["mse", "smse", "smse_st", "icr", "saiw", "mlpd", "crps"]
     A = np.array([[r[k] for k in keys] for r in a.rows]); B = np.array([[r[k] for k in keys] for r in b.rows])
     assert [r["stream"] for r in a.rows] == [r["stream"] for r in b.rows]
@@ -418,8 +421,8 @@ def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     res = run_grid([a, b, c], groups, keep_predictions=True, progress=False)
     members_only = res._replace(rows=[r for r in res.rows if r["learner"] != "mix"],
                                 predictions={k: v for k, v in res.predictions.items() if k[0] != "mix"})
-    rep = replay_combination(members_only, groups, "mix", ["blr", "kr"], fixed_share(0.05), recalibrate=0.9,
-                             correct=mc)
+    rep = replay_combination(members_only, groups, "mix", ["blr", "kr"], fixed_share(0.05),
+                             options=ReplayOptions(recalibrate=0.9, correct=mc))
     direct = {r["stream"]: r for r in res.rows if r["learner"] == "mix"}
     replayed = {r["stream"]: r for r in rep.rows if r["learner"] == "mix"}
     assert set(direct) == set(replayed) and len(direct) == sum(len(g.names) for g in groups)
@@ -495,11 +498,11 @@ def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
     b = GridLearner("blr2", "linear", lambda d: with_climatology(inner_b(d)))
     c = GridLearner("mix", "Combination",
                     lambda d: wrap(combine([inner_a(d), inner_b(d)], ewa_squared_error(0.98), recalibrate=0.95)))
-    res = run_grid([a, b, c], groups, keep_predictions=True, progress=False, level=0.9)
+    res = run_grid([a, b, c], groups, keep_predictions=True, progress=False, scoring=Scoring(level=0.9))
     members_only = res._replace(rows=[r for r in res.rows if r["learner"] != "mix"],
                                 predictions={k: v for k, v in res.predictions.items() if k[0] != "mix"})
-    rep = replay_combination(members_only, groups, "mix", ["blr", "blr2"], ewa_squared_error(0.98), recalibrate=0.95,
-                             wrap=wrap, level=0.9)
+    rep = replay_combination(members_only, groups, "mix", ["blr", "blr2"], ewa_squared_error(0.98),
+                             options=ReplayOptions(recalibrate=0.95, wrap=wrap), scoring=Scoring(level=0.9))
     direct = {r["stream"]: r for r in res.rows if r["learner"] == "mix"}
     replayed = {r["stream"]: r for r in rep.rows if r["learner"] == "mix"}
     assert set(direct) == set(replayed)

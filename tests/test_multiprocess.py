@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from onlinejax.data import thesis_grid
-from onlinejax.evaluation import run_grid
+from onlinejax.evaluation import GridLayout, Scoring, run_grid
 
 from conftest import tol
 
@@ -34,15 +34,16 @@ initialize_distributed(f"127.0.0.1:{port}", num_processes=2, process_id=pid, cpu
 import jax, numpy as np
 from test_multiprocess import NAMES, Recorded, learners
 from onlinejax.data import thesis_grid
-from onlinejax.evaluation import run_grid
+from onlinejax.evaluation import GridLayout, Scoring, run_grid
 
 
 groups = [g._replace(X=Recorded(g.X), Y=Recorded(g.Y)) for g in thesis_grid(jax.random.key(1), NAMES)]
-res = run_grid(learners(), groups, stable_window=40, chunk_size=2, progress=False)
+res = run_grid(learners(), groups, scoring=Scoring(stable_window=40), layout=GridLayout(chunk_size=2), progress=False)
 read = {str(g.X.shape[2]): sorted(g.X.read | g.Y.read) for g in groups}
 devices = [len(jax.devices()), len(jax.local_devices())]
 try:  # only the other process's device: refused before anything runs
-    run_grid(learners(), groups, devices=[d for d in jax.devices() if d.process_index != pid], progress=False)
+    run_grid(learners(), groups, layout=GridLayout(devices=[d for d in jax.devices() if d.process_index != pid]),
+             progress=False)
 except ValueError as e:
     refused = str(e)
 with open(path, "w") as f:
@@ -109,13 +110,13 @@ def _launch(tmp_path) -> list:
 def test_two_processes_give_the_single_process_table(tmp_path):
     p0, p1 = _launch(tmp_path)
     assert p0["devices"] == [2, 1]
-    assert p0["refused"] == "devices: all belong to process 1, not this one (0)", p0["refused"]
+    assert p0["refused"] == "layout.devices: all belong to process 1, not this one (0)", p0["refused"]
     # each process read only its own device's streams of each chunk (2 per device; past the end: the last stream)
     assert p0["read"] == {"1": [0, 1, 4], "2": [0, 1]} and p1["read"] == {"1": [2, 3, 4], "2": [1]}
     # the same table on both, timings included (the slower process's); as text, so NaN equals NaN
     assert json.dumps(p0["rows"]) == json.dumps(p1["rows"]) and p0["compile"] == p1["compile"]
-    ref = run_grid(learners(), thesis_grid(jax.random.key(1), NAMES), stable_window=40, chunk_size=2,
-                   progress=False)
+    ref = run_grid(learners(), thesis_grid(jax.random.key(1), NAMES), scoring=Scoring(stable_window=40),
+                   layout=GridLayout(chunk_size=2), progress=False)
     assert p0["compile"] == len(ref.compile_seconds) == 4
     assert [(r["learner"], r["stream"]) for r in p0["rows"]] == [(r["learner"], r["stream"]) for r in ref.rows]
     assert len(ref.rows) == 3 * len(NAMES)

@@ -5,7 +5,7 @@ import pytest
 from onlinejax import TunePlan, calibrated, combine, ewa_squared_error, standardize
 from onlinejax.adaptive import adaptive
 from onlinejax.data import StreamGroup
-from onlinejax.evaluation import (GridLearner, delayed_progressive_validation, evaluate_streams,
+from onlinejax.evaluation import (GridLearner, Scoring, delayed_progressive_validation, evaluate_streams,
                                   progressive_validation, run_grid, schedule_from_delays)
 from onlinejax.evaluation.grid import _tune_plan_for
 from onlinejax.kernel_regression import kernel_regression
@@ -125,7 +125,7 @@ def test_run_grid_and_evaluate_streams_apply_the_plan_and_keep_the_names():
     group = StreamGroup.from_arrays(X, Y)
     plan = TunePlan(every=k)
     res = run_grid([GridLearner("KR", "KernelRegression", make)], group, tune_plan=plan, progress=False,
-                   stable_window=0)
+                   scoring=Scoring(stable_window=0))
     assert [r["learner"] for r in res.rows] == ["KR"] * 3 and res.tune_plan == TunePlan(every=k)
     one_by_one = evaluate_streams(make(2), X, Y, tune_plan=plan._replace(batch=1))  # a CPU's "auto"
     np.testing.assert_allclose([r["smse"] for r in res.rows], one_by_one.metrics["smse"], rtol=1e-4)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from onlinejax.adaptive import adaptive
-from onlinejax.evaluation import evaluate_streams, prequential, progressive_validation, stable_mask
+from onlinejax.evaluation import (ItemWeights, StreamsOptions, evaluate_streams, prequential, progressive_validation,
+                                  stable_mask)
 from onlinejax.evaluation.metrics import score
 from onlinejax.evaluation.streams import hyper_states
 from onlinejax.kernel_regression import kernel_regression
@@ -30,7 +31,8 @@ def test_metrics_equal_separate_runs_for_every_stream_and_setting(data):
     lrn = bayes_linreg(2, alpha=1.0, beta=1.0, forgetting=0.98)
     alphas = [0.1, 3.0]
     st_w = np.stack([stable_mask(120, 20, [60] if i == 1 else []) for i in range(3)])
-    res = evaluate_streams(lrn, X, Y, hyper={"alpha": alphas}, stable_weights=st_w, keep_predictions=True)
+    res = evaluate_streams(lrn, X, Y, hyper={"alpha": alphas}, weights=ItemWeights(stable=st_w),
+                           keep_predictions=True)
     assert res.metrics["smse"].shape == (2, 3) and res.predictions.mean.shape == (2, 3, 120)
     for h, a in enumerate(alphas):
         for s in range(3):
@@ -48,22 +50,22 @@ def test_without_hyper_metrics_are_per_stream_and_delay_is_applied(data):
     lrn = adaptive(kernel_regression(2, 16), 16)
     res = evaluate_streams(lrn, X, Y)
     assert res.metrics["smse"].shape == (3,) and res.predictions is None
-    late = evaluate_streams(lrn, X, Y, delay=5)
+    late = evaluate_streams(lrn, X, Y, options=StreamsOptions(delay=5))
     assert np.all(np.isfinite(late.metrics["smse"])) and not np.allclose(late.metrics["smse"], res.metrics["smse"])
 
 
 def test_grouped_widths_equal_one_flat_vmap(data):
-    """``evaluate_streams(vmap_width=k)`` (``streams_program(width=k)``): one pair at a time or groups of 4 of
+    """``evaluate_streams(options=StreamsOptions(vmap_width=k))`` (``streams_program(width=k)``): one pair at a time or groups of 4 of
     the 9 (stream, setting) pairs (the last group padded) give the flat vmap's metrics."""
     X, Y = data
     lrn = bayes_linreg(2, alpha=1.0, beta=1.0, forgetting=0.98)
     hyper = {"alpha": [0.1, 1.0, 10.0]}
     flat = evaluate_streams(lrn, X, Y, hyper)
     for width in (1, 4):
-        grouped = evaluate_streams(lrn, X, Y, hyper, vmap_width=width)
+        grouped = evaluate_streams(lrn, X, Y, hyper, options=StreamsOptions(vmap_width=width))
         np.testing.assert_allclose(grouped.metrics["smse"], flat.metrics["smse"], rtol=tol(1e-12, 1e-5))
-    with pytest.raises(ValueError, match="vmap_width"):
-        evaluate_streams(lrn, X, Y, hyper, vmap_width=0)
+    with pytest.raises(ValueError, match=r"^options\.vmap_width: "):
+        evaluate_streams(lrn, X, Y, hyper, options=StreamsOptions(vmap_width=0))
 
 
 def test_bad_inputs_name_the_argument(data):
@@ -73,13 +75,13 @@ def test_bad_inputs_name_the_argument(data):
         evaluate_streams(lrn, X[0], Y[0])
     with pytest.raises(ValueError, match="hyper"):
         evaluate_streams(lrn, X, Y, hyper={"alpha": [[1.0]]})
-    with pytest.raises(ValueError, match="delay"):
-        evaluate_streams(lrn, X, Y, delay=0)
+    with pytest.raises(ValueError, match=r"^options\.delay: "):
+        evaluate_streams(lrn, X, Y, options=StreamsOptions(delay=0))
     for bad in (-1.0, np.nan, np.ones(3)):  # a negative weight gave plausible-looking metrics
-        with pytest.raises(ValueError, match="^weights: "):
-            evaluate_streams(lrn, X, Y, weights=bad)
-    with pytest.raises(ValueError, match="^stable_weights: "):
-        evaluate_streams(lrn, X, Y, stable_weights=-np.ones(Y.shape))
+        with pytest.raises(ValueError, match=r"^weights\.all: "):
+            evaluate_streams(lrn, X, Y, weights=ItemWeights(all=bad))
+    with pytest.raises(ValueError, match=r"^weights\.stable: "):
+        evaluate_streams(lrn, X, Y, weights=ItemWeights(stable=-np.ones(Y.shape)))
 
 
 def test_repeated_calls_reuse_the_compiled_program(data):
@@ -129,7 +131,7 @@ def test_delay_equals_delayed_progressive_validation_stream_by_stream(data):
     X, Y = data
     k, n = 3, X.shape[1]
     lrn = oj.conformal(bayes_linreg(2, alpha=1.0, beta=1.0), df=4.0)
-    res = evaluate_streams(lrn, X, Y, delay=k, keep_predictions=True)
+    res = evaluate_streams(lrn, X, Y, options=StreamsOptions(delay=k), keep_predictions=True)
     run = lambda s, d: delayed_progressive_validation(  # noqa: E731
         lrn, lrn.init(), X[s], Y[s], schedule_from_delays(np.full(n, d))).predictions
     scored = jax.jit(score, static_argnums=0)  # one compile for the three streams
@@ -197,6 +199,6 @@ def test_missing_values_are_skipped_and_counted(data):
             ref = progressive_validation(lrn, lrn.init(alpha=a), X[s][keep], Y[s][keep], prequential(0.95)).metrics
             for m in ("smse", "icr", "mlpd", "crps"):
                 np.testing.assert_allclose(res.metrics[m][h, s], ref[m], rtol=tol(1e-12, 1e-5), err_msg=m)
-    late = evaluate_streams(lrn, Xg, Yg, delay=2)
+    late = evaluate_streams(lrn, Xg, Yg, options=StreamsOptions(delay=2))
     np.testing.assert_array_equal(late.metrics["n_skipped"], [3, 0, 1])
     assert np.all(np.isfinite(np.asarray(late.metrics["mlpd"])))

@@ -7,7 +7,8 @@ import pytest
 
 import onlinejax as oj
 from conftest import DTYPE, X64, tol
-from onlinejax.evaluation import evaluate_streams, progressive_validation, prequential_score, tune_prequential
+from onlinejax.evaluation import (GradientOptions, PrequentialScoring, evaluate_streams, progressive_validation,
+                                  prequential_score, tune_prequential)
 from onlinejax.gp import gp_window
 
 pytestmark = pytest.mark.float32_only  # tuning's plumbing
@@ -50,7 +51,7 @@ def test_gradient_matches_central_differences(name, score):
     make, params = {**LEARNERS, **GAP_LEARNERS}[name]
     lrn = make()
     X, Y = _stream(0, n=60)
-    f = jax.jit(lambda p: prequential_score(lrn, p, X, Y, score, burn_in=5))
+    f = jax.jit(lambda p: prequential_score(lrn, p, X, Y, scoring=PrequentialScoring(score, burn_in=5)))
     g = jax.grad(f)({k: jnp.asarray(v, DTYPE) for k, v in params.items()})
     fd = _central_differences(f, params, tol(1e-5, 3e-2))
     for k in params:
@@ -66,9 +67,9 @@ def test_score_is_progressive_validations_mean_after_burn_in():
     lp = np.asarray(preds.log_prob(Y), np.float64)
     crps = np.asarray(preds.crps(Y), np.float64)
     p = {"forgetting": 0.9}
-    np.testing.assert_allclose(float(prequential_score(lrn, p, X, Y, burn_in=10)), lp[10:].mean(),
+    np.testing.assert_allclose(float(prequential_score(lrn, p, X, Y, scoring=PrequentialScoring(burn_in=10))), lp[10:].mean(),
                                rtol=tol(1e-12, 1e-5))
-    np.testing.assert_allclose(float(prequential_score(lrn, p, X, Y, "crps")), -crps.mean(), rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(float(prequential_score(lrn, p, X, Y, scoring=PrequentialScoring("crps"))), -crps.mean(), rtol=tol(1e-12, 1e-5))
     # several streams: the mean of their scores
     Xs, Ys = jnp.stack([X, X[::-1]]), jnp.stack([Y, Y[::-1]])
     two = [float(prequential_score(lrn, p, Xs[i], Ys[i])) for i in range(2)]
@@ -93,9 +94,9 @@ def test_skipped_items_neither_score_nor_poison_the_gradient(name):
         np.testing.assert_allclose(float(g_bad[k]), float(g_ok[k]), rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6),
                                    err_msg=k)
     if name == "windowed_bayes_linreg":  # tune_prequential sees the non-finite items and takes the same path
-        res = tune_prequential(lrn, params, *bad, steps=3)
+        res = tune_prequential(lrn, params, *bad, options=GradientOptions(steps=3))
         assert res.n_nonfinite == 0 and np.isfinite(res.scores).all()
-        assert res.n_skipped == 2 and tune_prequential(lrn, params, X, Y, steps=3).n_skipped == 0
+        assert res.n_skipped == 2 and tune_prequential(lrn, params, X, Y, options=GradientOptions(steps=3)).n_skipped == 0
 
 
 def test_gp_step_still_predicts_nan_at_a_nan_input():
@@ -125,7 +126,8 @@ def test_finds_the_grid_searchs_forgetting_factor(seed):
 def test_finds_the_grid_searchs_forgetting_factor_on_several_streams_by_crps():
     lrn = oj.bayes_linreg(2, beta=25.0, forgetting=0.95)
     X, Y, _ = jax.vmap(lambda k: oj.data.drifting_linear_stream(k, dtype=DTYPE))(jax.random.split(jax.random.key(5), 3))
-    res = tune_prequential(lrn, {"forgetting": 0.97}, X, Y, "crps", learning_rate=0.1, steps=60)
+    res = tune_prequential(lrn, {"forgetting": 0.97}, X, Y, scoring=PrequentialScoring("crps"),
+                           options=GradientOptions(steps=60, learning_rate=0.1))
     best = _grid_best(lrn, X, Y, "crps")
     assert abs(res.params["forgetting"] - best) <= GRID[1] - GRID[0], (res.params, best)
     # the score is minus the mean CRPS over the streams
@@ -136,8 +138,8 @@ def test_finds_the_grid_searchs_forgetting_factor_on_several_streams_by_crps():
 def test_options_optimizer_steps_and_transforms():
     lrn = oj.windowed_bayes_linreg(2, 16)
     X, Y = _stream(0, n=60)
-    res = tune_prequential(lrn, {"beta": 5.0, "alpha": np.array([1.0, 2.0])}, X, Y, steps=4,
-                           optimizer=optax.sgd(1e-3), transforms={"alpha": "identity"})
+    res = tune_prequential(lrn, {"beta": 5.0, "alpha": np.array([1.0, 2.0])}, X, Y,
+                           options=GradientOptions(steps=4, optimizer=optax.sgd(1e-3)), transforms={"alpha": "identity"})
     assert res.scores.shape == (5,) and res.history["alpha"].shape == (5, 2) and res.params["alpha"].shape == (2,)
     assert isinstance(res.params["beta"], float)
     lrn.init(**res.params)  # the tuned values go straight back into init
@@ -147,7 +149,7 @@ def test_bad_input_names_the_argument():
     lrn = oj.bayes_linreg(2, forgetting=0.95)
     X, Y = _stream(0, n=30)
     cases = [
-        (dict(params={"forgetting": 0.9}, score="mse"), "^score: "),
+        (dict(params={"forgetting": 0.9}, scoring=PrequentialScoring("mse")), r"^scoring\.score: "),
         (dict(params={}), "^params: "),
         (dict(params={"lengthscale": 1.0}), "^params: .*'lengthscale'"),
         (dict(params={"beta": float("nan")}), "^params: 'beta' must be a finite"),
@@ -155,10 +157,11 @@ def test_bad_input_names_the_argument():
         (dict(params={"forgetting": 1.5}), "^forgetting: "),  # the learner's own range check
         (dict(params={"beta": 2.0}, transforms={"beta": "exp"}), "^transforms: 'beta': unknown"),
         (dict(params={"beta": 2.0}, transforms={"alpha": "log"}), "^transforms: names not in params"),
-        (dict(params={"beta": 2.0}, burn_in=30), "^burn_in: "),
-        (dict(params={"beta": 2.0}, steps=0), "^steps: "),
-        (dict(params={"beta": 2.0}, learning_rate=-1.0), "^learning_rate: "),
-        (dict(params={"beta": 2.0}, learning_rate=0.1, optimizer=optax.adam(0.1)), "^learning_rate: "),
+        (dict(params={"beta": 2.0}, scoring=PrequentialScoring(burn_in=30)), r"^scoring\.burn_in: "),
+        (dict(params={"beta": 2.0}, options=GradientOptions(steps=0)), r"^options\.steps: "),
+        (dict(params={"beta": 2.0}, options=GradientOptions(learning_rate=-1.0)), r"^options\.learning_rate: "),
+        (dict(params={"beta": 2.0}, options=GradientOptions(learning_rate=0.1, optimizer=optax.adam(0.1))),
+         r"^options\.learning_rate: "),
     ]
     for kw, match in cases:
         with pytest.raises(ValueError, match=match):
@@ -190,9 +193,9 @@ def test_a_run_stopped_while_still_improving_says_so():
     lrn = oj.bayes_linreg(2, beta=25.0, forgetting=0.95)
     X, Y = _stream(0)
     with pytest.warns(RuntimeWarning, match="not converged"):
-        short = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, steps=100)
+        short = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, options=GradientOptions(steps=100))
     assert not short.converged
-    longer = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, steps=400)
+    longer = tune_prequential(lrn, {"forgetting": 0.99}, X, Y, options=GradientOptions(steps=400))
     assert longer.converged and longer.scores.max() > short.scores.max()
     best = _grid_best(lrn, X[None], Y[None], "mlpd")
     assert abs(longer.params["forgetting"] - best) <= GRID[1] - GRID[0] < abs(short.params["forgetting"] - best)
@@ -206,6 +209,6 @@ def test_bocpd_hazard_tunes_through_its_default_logit():
     X = np.ones((n, 1))
     Y = levels + rng.normal(size=n)
     lrn = oj.bocpd(oj.bayes_linreg(1, alpha=0.04, beta=1.0), 16, hazard=0.3)
-    res = tune_prequential(lrn, {"hazard": 0.3}, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE), steps=150,
-                           learning_rate=0.2)
+    res = tune_prequential(lrn, {"hazard": 0.3}, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE),
+                           options=GradientOptions(steps=150, learning_rate=0.2))
     assert 0.002 < res.params["hazard"] < 0.05 and res.scores[res.best_step] > res.scores[0] + 0.1

@@ -8,9 +8,10 @@ from .timing import timing_report
 from .streams import StreamsResult, compiled_scores, evaluate_streams, predictions_program, scores_program, streams_program
 from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compilation_cache, initialize_distributed,
                       use_cpu_cores)
+from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, SplitOptions, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
-from ..registry import GridLearner, register_learner, registered_learners
-from .tuning import TuneResult, prequential_score, tune_prequential
+from ..registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
+from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
 
 __all__ = [
     "progressive_validation",
@@ -29,14 +30,22 @@ __all__ = [
     "scores_program",
     "compiled_scores",
     "run_grid",
+    "Scoring",
+    "GridLayout",
+    "StreamsOptions",
+    "ItemWeights",
+    "ReplayOptions",
     "GridResult",
     "replay_combination",
     "GridLearner",
+    "GridLearnerOptions",
     "register_learner",
     "registered_learners",
     "tune_prequential",
     "TuneResult",
     "prequential_score",
+    "PrequentialScoring",
+    "GradientOptions",
     "Accumulator",
     "prequential",
     "fading",
@@ -45,6 +54,7 @@ __all__ = [
     "item_quantities",
     "stable_mask",
     "compare_evaluations",
+    "SplitOptions",
     "timing_report",
     "enable_compilation_cache",
     "ensure_compilation_cache",
@@ -61,4 +71,5 @@ __all__ = [
     "compare",
     "timing",
     "runtime",
+    "options",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 from ..base import Learner
 from .crossval import kfold, temporal_split
 from .delayed import delayed_progressive_validation, schedule_from_times
+from .options import SplitOptions, checked_record
 from .progressive import progressive_validation
 
 __all__ = ["compare_evaluations"]
@@ -26,8 +27,8 @@ def _batch(learner, X, Y, tr, te):
     return _mae(Y[te], learner.predict(s, X[te]).mean)
 
 
-def compare_evaluations(learner: Learner, X, Y, times=None, delay: float = 1.0, k: int = 5, test_size: float = 0.25,
-                        seed: int = 0, verbose: bool = True) -> dict:
+def compare_evaluations(learner: Learner, X, Y, times=None, delay: float = 1.0, *,
+                        splits: SplitOptions = SplitOptions(), verbose: bool = True) -> dict:
     """MAE of one learner under four evaluation schemes.
 
     Args:
@@ -36,10 +37,13 @@ def compare_evaluations(learner: Learner, X, Y, times=None, delay: float = 1.0, 
       times: ``[n]`` question times (default ``0..n-1``); the label of item
         ``i`` arrives at ``times[i] + delay`` for delayed validation.
       delay: label delay in the units of ``times``.
-      k, test_size, seed: K-fold folds (shuffled), temporal test fraction, shuffle seed.
+      splits: :class:`~onlinejax.evaluation.options.SplitOptions`: the K-fold's ``k`` folds
+        (shuffled with ``seed``) and the temporal split's ``test_size`` (default 5, 0.25, 0).
+      verbose: print the table.
     Returns:
       dict ``{scheme: MAE}``.
     """
+    k, test_size, seed = checked_record(splits, SplitOptions, "splits")
     X = np.asarray(X)
     Y = np.asarray(Y)
     n = len(Y)

@@ -4,7 +4,7 @@
 (or constant-delay progressive) validation and returns a tidy table, one row
 per (learner, stream): the stream's properties, the prequential metrics of
 :mod:`~onlinejax.evaluation.metrics` over all scored items, the same metrics
-over the *stable* items (``*_st``: outside the first ``stable_window`` items
+over the *stable* items (``*_st``: outside the first ``scoring.stable_window`` items
 after the start and after a drift, thesis 6.1.2's SMSE-ST), and the time per
 item.
 
@@ -22,7 +22,7 @@ How the work is laid out (``benchmarks/grid.py`` measures it):
   hyperparameters, ``GridLearner.hyper``) inside the chunk, through
   :func:`~onlinejax.evaluation.streams.streams_program`: one
   ``lax.scan`` over items whose body handles every stream at once — for
-  learners whose states are small. At most ``vmap_bytes`` of states are
+  learners whose states are small. At most ``layout.vmap_bytes`` of states are
   vmapped together; larger groups run one after another (``lax.map``),
   because a vmapped step touches every state of the group and, once they
   outgrow the core's caches, streams them from memory on every item. The
@@ -30,7 +30,7 @@ How the work is laid out (``benchmarks/grid.py`` measures it):
   ``lax.map`` compiles a remainder group as a second copy of the program.
 * **Chunk size from the state size.** A vmapped batch of states that
   outgrows the last-level cache runs slower per item, so by default a chunk
-  holds at most ``chunk_bytes`` (8 MiB) of learner states per device.
+  holds at most ``layout.chunk_bytes`` (8 MiB) of learner states per device.
 * **Accelerators.** On GPUs (any non-CPU devices) the byte limits above,
   which are CPU cache sizes, give way: a chunk holds a whole group (up to
   1 GiB of states per device) and every stream in it is vmapped, since a
@@ -66,7 +66,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 from tqdm import tqdm
 
-from ..base import check_int, default_float_dtype
+from ..base import default_float_dtype
 from ..registry import GridLearner
 from ..schedule import TunePlan
 # the private names below that this module does not use are re-exported: tests import them from here
@@ -76,10 +76,11 @@ from .grid_plan import (_ACCELERATOR_CHUNK_BYTES, _CPU_CHUNK_BYTES, _CPU_VMAP_BY
                         _state_bytes, _tune_plan_for, _vmap_width)
 from .grid_replay import replay_combination
 from .grid_result import ROW_METRICS, GridResult
+from .options import GridLayout, Scoring, checked_record
 from .runtime import one_blas_thread
 from .streams import KEPT
 
-__all__ = ["GridResult", "run_grid", "replay_combination"]
+__all__ = ["GridResult", "run_grid", "replay_combination", "Scoring", "GridLayout"]
 
 
 def _bar(total: int, desc: str, progress: bool) -> tqdm:
@@ -158,11 +159,8 @@ def _run_batch(plan: _Plan, batch: list, built: dict, kept: dict | None, progres
     return rows
 
 
-def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, level: float = 0.95,
-             stable_window: int = 128, delay: int | None = None, chunk_size: int | None = None,
-             chunk_bytes: int | None = None, devices: Sequence | None = None, progress: bool = True, dtype=None,
-             compile_workers: int | None = None, keep_predictions: bool = False,
-             vmap_bytes: int | None = None, compile_batch: int = 32,
+def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, *, scoring: Scoring = Scoring(),
+             layout: GridLayout = GridLayout(), keep_predictions: bool = False, progress: bool = True, dtype=None,
              tune_plan: TunePlan | None = None) -> GridResult:
     """Evaluate every learner on every stream.
 
@@ -173,75 +171,39 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         group's ``X`` ``[S, n, d]`` and ``Y`` ``[S, n]`` may be any array-like
         with ``shape`` and slicing along the streams (``np.memmap``, an HDF5
         dataset): each process reads only the slices its devices run.
-      level: central interval level for ``icr`` / ``aiw``.
-      stable_window: items after the start and after each drift left out of
-        the ``*_st`` metrics (the same for every learner, so rows compare).
-      delay: ``None`` for progressive validation; an int ``k >= 1`` for
-        delayed progressive validation with every label arriving ``k`` items late.
-      chunk_size: streams *per device* per compiled call (default: as many
-        as fit in ``chunk_bytes`` of learner state: 8 MiB on CPU devices,
-        a core's last-level cache; 1 GiB on accelerators). Each device then runs the
-        same program whatever the device count, so sharded and unsharded
-        tables agree to rounding (a few ulps) as long as ``chunk_size`` is the same.
-      devices: devices to shard chunks over (default ``jax.devices()``; one
-        device means no sharding). After ``jax.distributed.initialize`` the
-        default spans every process (each process must then call ``run_grid``
-        with the same arguments); ``jax.local_devices()`` runs the whole grid
-        in this process alone. Devices of only some of the processes are refused.
-      progress: progress bars (tqdm, on stderr) over the programs compiled and run.
-      dtype: learner state dtype (default float32, or float64 under x64).
-      compile_workers: programs compiled at once in threads (default: the CPU
-        count; 1 compiles one after the other). ``compile_s`` is then each
-        program's own wall time, which overlaps others'.
-      vmap_bytes: inside a chunk, at most this many bytes of learner states
-        are vmapped together; larger groups run one after another
-        (``lax.map``). A vmapped step touches every state in the group, so
-        once they outgrow a CPU core's private caches each item streams them
-        from memory, while small learners (linear, kernel regression) gain
-        from wide vmaps. Default on CPU devices: 32 KiB, and
-        ``GridLearner.vmap_bytes`` overrides it per configuration (the zoo's
-        GPs run one stream at a time). On accelerators the per-configuration
-        values are ignored and the default is no limit (every stream of a
-        chunk in one vmap): a GPU pays per kernel launch, not per byte of a
-        small state.
+      scoring: :class:`~onlinejax.evaluation.options.Scoring`: the interval ``level``, the
+        ``stable_window`` of the ``*_st`` metrics and the label ``delay`` (default: progressive
+        validation, level 0.95, 128 items).
+      layout: :class:`~onlinejax.evaluation.options.GridLayout`: how the streams are chunked,
+        vmapped, sharded over ``devices`` and compiled (module docstring); the table does not
+        depend on it beyond rounding.
       keep_predictions: also return every row's predictions
         (``GridResult.predictions``; ``5 × n`` floats per row), e.g. for
         plots or :func:`replay_combination`.
-      compile_batch: programs (learner × stream shape) compiled before they
-        run; after running, their executables are released and the next
-        learners' programs are compiled (a learner is never split, so it may
-        exceed the batch alone). Every compiled XLA:CPU program keeps its
-        kernels in memory mappings (about a thousand for a GP state
-        machine) and Linux allows a process 65,530 (``vm.max_map_count``):
-        compiling every program of a large grid first exhausts them.
+      progress: progress bars (tqdm, on stderr) over the programs compiled and run.
+      dtype: learner state dtype (default float32, or float64 under x64).
       tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
         state machines inside every configuration run their tunes
         (:func:`~onlinejax.schedule.with_tune_plan`; ``batch="auto"`` reads
-        these ``devices``). The rows keep their configurations' names. ``None``: as each was built.
+        ``layout.devices``). The rows keep their configurations' names. ``None``: as each was built.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.
       Over several processes every process returns the same table (``atpi``,
       ``compile_s``: the slowest process's time); write it from process 0 only.
     """
     dtype = dtype or default_float_dtype()
-    if delay is not None:
-        delay = check_int(delay, "delay", 0) or None
+    scoring, layout = checked_record(scoring, Scoring, "scoring"), checked_record(layout, GridLayout, "layout")
     learners, row_order = _merge_programs(_checked_learners(learners))
     groups = _checked_streams(streams)
-    plan = _Plan(groups, level=float(level), stable_window=check_int(stable_window, "stable_window", 0),
-                 delay=delay, chunk_size=chunk_size, devices=devices, dtype=dtype,
-                 chunk_bytes=None if chunk_bytes is None else check_int(chunk_bytes, "chunk_bytes", 1),
-                 keep_predictions=keep_predictions,
-                 vmap_bytes=None if vmap_bytes is None else check_int(vmap_bytes, "vmap_bytes", 1),
-                 tune_plan=tune_plan)
-    if compile_workers is not None:
-        compile_workers = check_int(compile_workers, "compile_workers", 1)
+    plan = _Plan(groups, level=scoring.level, stable_window=scoring.stable_window, delay=scoring.delay,
+                 chunk_size=layout.chunk_size, devices=layout.devices, dtype=dtype, chunk_bytes=layout.chunk_bytes,
+                 keep_predictions=keep_predictions, vmap_bytes=layout.vmap_bytes, tune_plan=tune_plan)
     keys_of = _program_keys(learners, groups)
     compile_s, stages, rows, kept = {}, {}, [], ({} if keep_predictions else None)
     # compile a batch of programs, run them, release them: compiling and running never overlap,
     # so the timings stay clean, and the compiled programs' memory mappings stay bounded
-    for batch in _compile_batches(learners, keys_of, check_int(compile_batch, "compile_batch", 1)):
-        built = _compile(plan, batch, keys_of, compile_workers, progress)
+    for batch in _compile_batches(learners, keys_of, layout.compile_batch):
+        built = _compile(plan, batch, keys_of, layout.compile_workers, progress)
         compile_s.update({k: p.compile_s for k, p in built.items()})
         stages.update({k: p.stages for k, p in built.items()})
         with one_blas_thread(len(plan.devices) > 1 and plan.devices[0].platform == "cpu"):

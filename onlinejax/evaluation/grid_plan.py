@@ -84,10 +84,11 @@ def _spans_processes(devices: list) -> bool:
     procs = {dv.process_index for dv in devices}
     if len(procs) == 1:
         if procs != {jax.process_index()}:
-            raise ValueError(f"devices: all belong to process {procs.pop()}, not this one ({jax.process_index()})")
+            raise ValueError(f"layout.devices: all belong to process {procs.pop()}, "
+                             f"not this one ({jax.process_index()})")
         return False
     if procs != set(range(jax.process_count())):
-        raise ValueError(f"devices: span processes {sorted(procs)}; a multi-process grid needs devices of "
+        raise ValueError(f"layout.devices: span processes {sorted(procs)}; a multi-process grid needs devices of "
                          f"all {jax.process_count()}")
     return True
 

@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, learnable
+from ..base import learnable
 from ..baseline import recorded
 from ..combination import replay
 from .grid_result import ROW_METRICS, GridResult
 from .metrics import stable_mask
+from .options import ReplayOptions, Scoring, checked_record
 from .progressive import progressive_validation
 from .streams import KEPT, compiled_scores
 
@@ -20,9 +21,8 @@ __all__ = ["replay_combination"]
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
-                       recalibrate: float | None = None, correct=None, after_spread: bool = False,
-                       family: str = "Combination", level: float = 0.95, stable_window: int = 128,
-                       wrap: Callable[[Learner], Learner] | None = None) -> GridResult:
+                       options: ReplayOptions = ReplayOptions(), scoring: Scoring = Scoring(),
+                       family: str = "Combination") -> GridResult:
     """Add rows for a combination of already-evaluated members, from their kept predictions.
 
     The members of :func:`onlinejax.combination.combine` learn the same
@@ -37,17 +37,21 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         that has rows for every name in ``members``.
       streams: the stream groups ``result`` was computed on.
       name: row label; members: member row labels (order = weight order);
-      rule: a :class:`onlinejax.combination.WeightRule`; recalibrate, correct, after_spread: as in
-        :func:`~onlinejax.combination.combine`.
-      level, stable_window: as in :func:`~onlinejax.evaluation.run_grid` (use the same values).
-      wrap: optional wrapper of the combination learner, e.g.
-        ``lambda l: conformal(l, df=4.0)``: it is replayed over the
-        combination's replayed predictions (:func:`onlinejax.baseline.recorded`).
+      rule: a :class:`onlinejax.combination.WeightRule`.
+      options: :class:`~onlinejax.evaluation.options.ReplayOptions`: the rest of the combination
+        (``recalibrate``, ``correct``, ``after_spread`` as in :func:`~onlinejax.combination.combine`)
+        and an optional ``wrap`` of it (default: ``combine``'s defaults, unwrapped).
+      scoring: :class:`~onlinejax.evaluation.options.Scoring` as in :func:`~onlinejax.evaluation.run_grid`
+        (use the same ``level`` and ``stable_window``; a replay is progressive: ``delay`` must be ``None``).
+      family: the rows' family label (default ``"Combination"``).
     Returns:
       A new :class:`GridResult` with the combination's rows (and predictions) appended.
     """
-
-    wrapped = wrap(recorded(1)) if wrap is not None else None
+    options, scoring = checked_record(options, ReplayOptions, "options"), checked_record(scoring, Scoring, "scoring")
+    if scoring.delay is not None:
+        raise ValueError(f"scoring.delay: a replay learns every label at once, so it must be None, got {scoring.delay}")
+    recalibrate, correct, after_spread = options.recalibrate, options.correct, options.after_spread
+    wrapped = options.wrap(recorded(1)) if options.wrap is not None else None
     if result.predictions is None:
         raise ValueError("result: has no predictions; run run_grid(..., keep_predictions=True)")
     groups = [streams] if hasattr(streams, "names") else list(streams)
@@ -77,12 +81,12 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         means = np.stack([[result.predictions[(m, s)][3] for m in members] for s in grp.names]).transpose(0, 2, 1)
         vars = np.stack([[result.predictions[(m, s)][4] for m in members] for s in grp.names]).transpose(0, 2, 1)
         w_all = np.ones((S, n), means.dtype)
-        w_st = np.stack([stable_mask(n, int(stable_window), [c]) for c in grp.change_points])
+        w_st = np.stack([stable_mask(n, scoring.stable_window, [c]) for c in grp.change_points])
         learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
         Y = np.asarray(grp.Y, means.dtype)
         preds = combined(means, vars, Y, learned)  # compile outside the timing
         args = (Y, preds, learned, w_all, w_st.astype(means.dtype))
-        scores = compiled_scores(args, level=float(level), keep_moments=True)[0]
+        scores = compiled_scores(args, level=scoring.level, keep_moments=True)[0]
         t0 = time.perf_counter()
         out = jax.block_until_ready(scores(Y, combined(means, vars, Y, learned), *args[2:]))
         own = (time.perf_counter() - t0) / (S * n)

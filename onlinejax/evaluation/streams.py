@@ -25,12 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, check_int, default_float_dtype, is_concrete, tree_repr
+from ..base import Learner, Prediction, default_float_dtype, is_concrete, tree_repr
 from ..hedge import inner_prediction
 from ..schedule import TunePlan, with_tune_plan
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
+from .options import ItemWeights, StreamsOptions, checked_record
 
 __all__ = [
     "StreamsResult",
@@ -49,7 +50,7 @@ class StreamsResult(NamedTuple):
       metrics: ``{name: [H, S]}`` (``[S]`` without ``hyper``): the prequential
         metrics of :mod:`~onlinejax.evaluation.metrics` over the weighted
         items, the log-score ``skill`` against the Student-t climatology
-        (``mlpd_clim``), the same over ``stable_weights`` (``*_st``), and
+        (``mlpd_clim``), the same over ``weights.stable`` (``*_st``), and
         ``n_skipped``: items with a missing value, neither learned nor scored.
       predictions: with ``keep_predictions``, the predictions themselves, each
         made before its item was learned: the learner's own distribution (a
@@ -353,15 +354,14 @@ def _item_weights(weights, name: str, shape: tuple, dtype) -> np.ndarray:
     return w
 
 
-def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, level: float = 0.95,
-                     delay: int | None = None, keep_predictions: bool = False, weights=None,
-                     stable_weights=None, dtype=None, tune_plan: TunePlan | None = None,
-                     vmap_width: int | None = None) -> StreamsResult:
+def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
+                     options: StreamsOptions = StreamsOptions(), weights: ItemWeights = ItemWeights(),
+                     keep_predictions: bool = False, dtype=None, tune_plan: TunePlan | None = None) -> StreamsResult:
     """Evaluate ``learner`` on ``S`` streams × ``H`` hyperparameter settings in one compiled program.
 
     Each (stream, setting) pair starts from ``learner.init(**setting)`` and is
     run by progressive validation (predict each item, then learn it; with
-    ``delay``, learn it ``delay`` items later) and scored like a grid row.
+    ``options.delay``, learn it ``delay`` items later) and scored like a grid row.
 
     Args:
       learner: a :class:`~onlinejax.base.Learner` for ``d`` inputs.
@@ -369,24 +369,21 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
         (non-finite) value in ``x`` or ``y`` is neither learned nor scored
         (:func:`~onlinejax.evaluation.progressive_validation`); ``metrics["n_skipped"]`` counts them.
       hyper: optional ``{init keyword: [H] values}``, e.g. ``{"alpha": [1e-3, 1e-1, 10.0]}``.
-      level: central interval level for ``icr``/``aiw``; delay: ``None`` or an int ``>= 1``.
+      options: :class:`~onlinejax.evaluation.options.StreamsOptions`: the interval ``level``,
+        the label ``delay`` and the ``vmap_width`` (default: progressive validation, level 0.95,
+        every pair in one vmap).
+      weights: :class:`~onlinejax.evaluation.options.ItemWeights`: the items' weights in the
+        metrics and in the ``*_st`` metrics (default: every item).
       keep_predictions: also return the predictions (:class:`StreamsResult`).
-      weights: ``[S, n]`` or ``[n]`` item weights of the metrics (default: every item).
-      stable_weights: the same for the ``*_st`` metrics (default: ``weights``), e.g.
-        :func:`~onlinejax.evaluation.stable_mask`.
       dtype: state dtype (default: float32, or float64 under x64).
       tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
         state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
         ``None``: as the learner was built).
-      vmap_width: (stream, setting) pairs vmapped together (``None``, the default: all of them;
-        ``1``: one pair after another, so a learner's rare branches, e.g. a GP's tune, stay
-        branches; ``k``: groups of about ``k``). Which is faster depends on the learner, the
-        batch and the device; the results do not depend on it.
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
     Raises:
-      ValueError: naming the argument: bad shapes, a ``delay``
-        that is not an int ``>= 1``, negative or non-finite ``weights``, or a ``hyper`` value ``learner.init``
+      ValueError: naming the argument: bad shapes, an ``options.delay``
+        that is not an int ``>= 1``, negative or non-finite ``weights.all``, or a ``hyper`` value ``learner.init``
         refuses (``"hyper['alpha']: must be finite and > 0, ..."``), checked
         on the host for each distinct setting before anything is compiled.
 
@@ -404,15 +401,15 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *, le
     if X.ndim != 3 or X.shape[2] != learner.n_features or Y.shape != X.shape[:2]:
         raise ValueError(f"X, Y: expected shapes [S, n, {learner.n_features}] and [S, n], "
                          f"got {X.shape} and {Y.shape}")
-    if delay is not None:
-        delay = check_int(delay, "delay", 1)
-    w_all = _item_weights(1.0 if weights is None else weights, "weights", Y.shape, dtype)
-    w_st = _item_weights(w_all if stable_weights is None else stable_weights, "stable_weights", Y.shape, dtype)
+    options = checked_record(options, StreamsOptions, "options")
+    if not isinstance(weights, ItemWeights):
+        raise ValueError(f"weights: expected an ItemWeights, got {type(weights).__name__}")
+    w_all = _item_weights(1.0 if weights.all is None else weights.all, "weights.all", Y.shape, dtype)
+    w_st = _item_weights(w_all if weights.stable is None else weights.stable, "weights.stable", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)
-    width = None if vmap_width is None else check_int(vmap_width, "vmap_width", 1)
-    predictions, present = _compiled(learner, delay, width)(states, X, Y)
+    predictions, present = _compiled(learner, options.delay, options.vmap_width)(states, X, Y)
     args = (Y, predictions, present, w_all, w_st)
-    out = compiled_scores(args, level=float(level))[0](*args)
+    out = compiled_scores(args, level=options.level)[0](*args)
     out = jax.tree_util.tree_map(lambda a: jnp.swapaxes(a, 0, 1) if hyper else a[:, 0], out)
     preds = None
     if keep_predictions:

@@ -44,6 +44,7 @@ import numpy as np
 import optax
 
 from ..base import Learner, check_int, check_positive, default_float_dtype, learnable, tree_repr
+from .options import checked_record
 
 Array = jax.Array
 
@@ -51,6 +52,8 @@ __all__ = [
     "Bijection",
     "BIJECTIONS",
     "DEFAULT_TRANSFORMS",
+    "GradientOptions",
+    "PrequentialScoring",
     "SCORES",
     "TuneResult",
     "converged",
@@ -130,6 +133,57 @@ class TuneResult(NamedTuple):
         return tree_repr(self)
 
 
+class PrequentialScoring(NamedTuple):
+    """Which prequential score, from which item (``scoring=`` of :func:`prequential_score`, :func:`tune_prequential`).
+
+    An immutable, hashable record of static values; the defaults are the mean log predictive density
+    of every item.
+
+    Attributes:
+      score: ``"log"`` (default: the mean log predictive density) or ``"crps"`` (minus the mean CRPS).
+      burn_in: items ``i < burn_in`` are learned but not scored (an int >= 0, default 0).
+    """
+
+    score: str = "log"
+    burn_in: int = 0
+
+    def checked(self, name: str = "scoring") -> "PrequentialScoring":
+        """The record with its values checked (``ValueError`` naming the field)."""
+        if self.score not in SCORES:
+            raise ValueError(f"{name}.score: must be one of {SCORES}, got {self.score!r}")
+        return PrequentialScoring(self.score, check_int(self.burn_in, f"{name}.burn_in", 0))
+
+
+class GradientOptions(NamedTuple):
+    """The gradient ascent of :func:`tune_prequential` (``options=``): its steps and its optax optimizer.
+
+    An immutable, hashable record; the defaults are 100 steps of ``optax.adam(0.05)``.
+
+    Attributes:
+      steps: optimizer steps (an int >= 1, default 100).
+      learning_rate: the default Adam's step size (> 0; default ``None``: 0.05); give it or
+        ``optimizer``, not both.
+      optimizer: any ``optax.GradientTransformation`` (default ``None``: Adam). Pass the same object
+        again to reuse the compiled program. A step whose score or gradient is not finite is not
+        applied (counted in ``n_nonfinite``, with a warning).
+    """
+
+    steps: int = 100
+    learning_rate: Optional[float] = None
+    optimizer: Optional[optax.GradientTransformation] = None
+
+    def checked(self, name: str = "options") -> "GradientOptions":
+        """The record with ``steps`` an int and ``optimizer`` set (Adam at ``learning_rate``; ``ValueError`` naming the field)."""
+        steps = check_int(self.steps, f"{name}.steps", 1)
+        if self.optimizer is not None and self.learning_rate is not None:
+            raise ValueError(f"{name}.learning_rate: give it or {name}.optimizer, not both")
+        if self.optimizer is not None:
+            return GradientOptions(steps, None, self.optimizer)
+        lr = 0.05 if self.learning_rate is None else self.learning_rate
+        check_positive(lr, f"{name}.learning_rate")
+        return GradientOptions(steps, None, _adam(float(lr)))  # one Adam object per rate: one compile
+
+
 def converged(scores, score: str = "log") -> bool:
     """Whether a run of prequential scores ``[steps + 1]`` (higher is better) has stopped improving.
 
@@ -174,16 +228,17 @@ def _stream_score(learner: Learner, params, X, Y, score: str, burn_in: int, miss
     return jnp.sum(jnp.where(w, items, 0.0)) / jnp.sum(w)
 
 
-def prequential_score(learner: Learner, params: Mapping, X, Y, score: str = "log", *, burn_in: int = 0,
-                      missing: bool = False, dtype=None) -> Array:
+def prequential_score(learner: Learner, params: Mapping, X, Y, *,
+                      scoring: PrequentialScoring = PrequentialScoring(), missing: bool = False, dtype=None) -> Array:
     """The prequential score ``S(θ)`` (module docstring) of ``learner.init(**params)``: pure, differentiable.
 
     Args:
       learner: any :class:`~onlinejax.base.Learner`.
       params: ``{init keyword: value}`` (constrained values; arrays or tracers).
       X: ``[n, d]`` or ``[S, n, d]`` inputs; Y: ``[n]`` or ``[S, n]`` targets.
-      score: ``"log"`` (mean log predictive density) or ``"crps"`` (minus the mean CRPS); static.
-      burn_in: items ``i < burn_in`` are learned but not scored (static).
+      scoring: :class:`PrequentialScoring` (static): the ``score``, ``"log"`` (mean log predictive
+        density, the default) or ``"crps"`` (minus the mean CRPS), and the ``burn_in`` items
+        learned but not scored (default 0).
       missing: the stream may hold non-finite items (static): they are learned as the
         learner does (skipped) and not scored; costs one more ``predict`` per item.
       dtype: the state dtype passed to ``init`` (default float32, float64 under x64).
@@ -194,6 +249,7 @@ def prequential_score(learner: Learner, params: Mapping, X, Y, score: str = "log
     gradient :func:`tune_prequential` follows; nothing is checked here.
     """
     dtype = dtype or default_float_dtype()
+    score, burn_in = scoring
     fn = lambda X, Y: _stream_score(learner, params, X, Y, score, burn_in, missing, dtype)  # noqa: E731
     return jnp.mean(jax.vmap(fn)(X, Y)) if jnp.ndim(X) == 3 else fn(X, Y)
 
@@ -201,7 +257,8 @@ def prequential_score(learner: Learner, params: Mapping, X, Y, score: str = "log
 def _program(learner, score, burn_in, missing, dtype, names, bijections, optimizer, steps, u0, X, Y):
     """``steps`` optimizer steps on ``-S(T⁻¹(u))`` in one scan; the scores and ``u`` before each, then after."""
     constrain = lambda u: {k: b.inverse(u[k]) for k, b in zip(names, bijections)}  # noqa: E731
-    loss = lambda u: -prequential_score(learner, constrain(u), X, Y, score, burn_in=burn_in,  # noqa: E731
+    scoring = PrequentialScoring(score, burn_in)
+    loss = lambda u: -prequential_score(learner, constrain(u), X, Y, scoring=scoring,  # noqa: E731
                                         missing=missing, dtype=dtype)
 
     def step(carry, _):
@@ -280,20 +337,19 @@ def _check_stream(learner: Learner, X, Y, burn_in: int, dtype):
                          f"got {X.shape} and {Y.shape}")
     ok = np.isfinite(X).all(-1) & np.isfinite(Y)
     if not ok[..., burn_in:].any(-1).all():
-        raise ValueError(f"burn_in: {burn_in} leaves a stream without a finite item to score (n = {Y.shape[-1]})")
+        raise ValueError(f"scoring.burn_in: {burn_in} leaves a stream without a finite item to score (n = {Y.shape[-1]})")
     return X, Y, int(ok.size - np.count_nonzero(ok))
 
 
-def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log", *,
-                     transforms: Optional[Mapping] = None, steps: int = 100, learning_rate: Optional[float] = None,
-                     optimizer: Optional[optax.GradientTransformation] = None, burn_in: int = 0,
+def tune_prequential(learner: Learner, params: Mapping, X, Y, *, scoring: PrequentialScoring = PrequentialScoring(),
+                     options: GradientOptions = GradientOptions(), transforms: Optional[Mapping] = None,
                      dtype=None) -> TuneResult:
     """Tune ``learner.init``'s continuous hyperparameters by gradient ascent on the prequential score.
 
     Maximises :func:`prequential_score` (mean log predictive density, or minus
     the mean CRPS, of each item's prediction made before it is learned) over
     ``u = T(θ)``, each hyperparameter's unconstrained coordinates, with
-    ``steps`` steps of ``optimizer`` (default ``optax.adam(0.05)``). The whole
+    ``options.steps`` steps of ``options.optimizer`` (default ``optax.adam(0.05)``). The whole
     loop is one compiled program (cached per learner, score, options and
     shapes: a second call with other data or starting values does not recompile).
 
@@ -304,29 +360,26 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
         scalars or arrays (``alpha`` of shape ``[d]``); the others keep the factory's defaults.
       X: ``[n, d]`` inputs, or ``[S, n, d]`` for ``S`` streams (their mean score is maximised);
         Y: ``[n]`` or ``[S, n]``. Non-finite items are skipped by the learner and not scored.
-      score: ``"log"`` or ``"crps"``.
+      scoring: :class:`PrequentialScoring`: the ``score``, ``"log"`` (default) or ``"crps"``, and the
+        ``burn_in`` items learned but not scored (default 0).
+      options: :class:`GradientOptions`: the ``steps`` (default 100) and the optimizer (default
+        ``optax.adam(0.05)``; ``learning_rate`` sets Adam's step size, ``optimizer`` any other).
       transforms: ``{name: "log" | "logit" | "identity" | "log_above_2" | Bijection}`` overriding
         :data:`DEFAULT_TRANSFORMS` (``log`` for ``alpha``, ``beta``, ``signal_std``,
         ``noise_std``, ``lengthscale``, ``prior_var``, ``noise_var``, ``prior_precision``,
         ``time_scale``, ``lengthscales``; ``logit`` for ``forgetting``, ``decay``,
         ``residual_forgetting``, ``hazard``, ``discount``; ``log_above_2`` for ``prior_df``);
         required for other names.
-      steps: optimizer steps (>= 1).
-      learning_rate: of the default Adam (default 0.05); give it or ``optimizer``, not both.
-      optimizer: any ``optax.GradientTransformation`` (pass the same object again to reuse the
-        compiled program). A step whose score or gradient is not finite is not applied (counted
-        in ``n_nonfinite``, with a warning).
-      burn_in: items ``i < burn_in`` are learned but not scored.
       dtype: state dtype (default float32, float64 under x64).
     Returns:
       :class:`TuneResult`: the best-scoring hyperparameters met (``params``),
       the ``scores`` and ``history`` of the ``steps + 1`` points visited, and whether the
       run had ``converged`` (if not, a ``RuntimeWarning`` says so).
     Raises:
-      ValueError: naming the argument: ``score`` not in :data:`SCORES`; ``params`` empty, with a
+      ValueError: naming the argument: ``scoring.score`` not in :data:`SCORES`; ``params`` empty, with a
         keyword ``init`` does not take, a non-finite value or one on its transform's boundary
         (``forgetting=1.0`` under ``logit``); ``transforms`` without a bijection for a name; bad
-        ``steps``, ``burn_in``, ``learning_rate``; shapes of ``X``, ``Y``.
+        ``options.steps``, ``scoring.burn_in``, ``options.learning_rate``; shapes of ``X``, ``Y``.
 
     Example:
       >>> import jax, onlinejax as oj
@@ -335,17 +388,10 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
       >>> 0.7 < res.params["forgetting"] < 0.9
       True
     """
-    if score not in SCORES:
-        raise ValueError(f"score: must be one of {SCORES}, got {score!r}")
+    score, burn_in = checked_record(scoring, PrequentialScoring, "scoring")
+    steps, _, optimizer = checked_record(options, GradientOptions, "options")
     if not isinstance(params, Mapping) or not params:
         raise ValueError(f"params: expected a non-empty dict of init keywords, got {params!r}")
-    steps, burn_in = check_int(steps, "steps", 1), check_int(burn_in, "burn_in", 0)
-    if optimizer is not None and learning_rate is not None:
-        raise ValueError("learning_rate: give it or optimizer, not both")
-    if optimizer is None:
-        lr = 0.05 if learning_rate is None else learning_rate
-        check_positive(lr, "learning_rate")
-        optimizer = _adam(float(lr))
     dtype = np.dtype(dtype or default_float_dtype())
     names = tuple(params)
     bijections = _resolve_transforms(names, transforms)
@@ -364,7 +410,7 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, score: str = "log"
     done = converged(scores, score)
     if not done:
         warnings.warn(f"tune_prequential: not converged: the score still rose in the last {max(1, steps // 10)} "
-                      f"of {steps} steps; pass more steps or a larger learning_rate", RuntimeWarning, stacklevel=2)
+                      f"of {steps} steps; pass more options.steps or a larger options.learning_rate", RuntimeWarning, stacklevel=2)
     return TuneResult(out, scores, hist, best, int(bad), done, n_skipped)
 
 
