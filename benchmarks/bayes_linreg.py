@@ -116,7 +116,7 @@ def main():
     print(f"dtype {jnp.zeros(()).dtype}; n = {a.n} (River on the first {a.river_n}, Python loops on the first {a.loop_n})")
     for d in (8, 45):
         X, Y = stream(a.n, d)
-        fast = oj.bayes_linreg(d, alpha=1.0, beta=1.0, tunable=False)
+        fast = oj.bayes_linreg(d, alpha=1.0, beta=1.0, options=oj.BayesOptions(tunable=False))
         full = oj.bayes_linreg(d, alpha=1.0, beta=1.0)
         scan_s, comp = time_scan(fast, X, Y)
         us_scan = scan_s / a.n * 1e6
@@ -144,7 +144,7 @@ def main():
     rng = np.random.default_rng(1)
     Xs = rng.normal(size=(S, n, d)).astype(np.float32)
     Ys = (np.einsum("snd,sd->sn", Xs, rng.normal(size=(S, d))) + 0.3 * rng.normal(size=(S, n))).astype(np.float32)
-    lrn = oj.bayes_linreg(d, tunable=False)
+    lrn = oj.bayes_linreg(d, options=oj.BayesOptions(tunable=False))
     run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y).predictions))
     t0 = time.perf_counter()
     jax.block_until_ready(run(Xs, Ys))

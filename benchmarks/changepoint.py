@@ -92,7 +92,7 @@ def river_alarms(detector, z):
 
 
 def _constant_mean(beta):
-    return oj.bayes_linreg(1, alpha=1.0, beta=beta, tunable=False)
+    return oj.bayes_linreg(1, alpha=1.0, beta=beta, options=oj.BayesOptions(tunable=False))
 
 
 def cusum_alarms(z, beta):
@@ -115,7 +115,7 @@ def bocpd_alarms(z, beta, hazard=1 / 100):
 
 def learning_runs(beta):
     """Runs that learn their level, slope and noise (the noise's prior guess ``1/beta``), forgetting over ~50 items."""
-    return oj.nig_linreg(0, trend=50.0, forgetting=0.98, prior_precision=1.0 / beta, noise_var=1.0 / beta)
+    return oj.nig_linreg(0, trend=50.0, forgetting=0.98, prior=oj.NIGPrior(1.0 / beta, 1.0 / beta))
 
 
 def bocpd_learning_alarms(z, beta, hazard=1 / 100):

@@ -55,7 +55,7 @@ def layers(family: str) -> list:
     from onlinejax.calibration import calibrated
     from onlinejax.gp import gp_window
     from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import bayesian_map_forgetting
+    from onlinejax.linear import ThesisFeatures, bayesian_map_forgetting
     from onlinejax.standardize import StandardizeOptions, standardize
     from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, both_maps,
                                configurations)
@@ -63,7 +63,8 @@ def layers(family: str) -> list:
     W, F = RECOMMENDED_WINDOW, RECOMMENDED_WARMUP
     if family == "linear":
         def bare_of(m):
-            return bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True, alpha=float(m))
+            return bayesian_map_forgetting(m, forgetting_factor=0.01, features=ThesisFeatures(intercept=True),
+                                           alpha=float(m))
 
         return [("bare learner: step", both_maps(D, lambda inner: inner, bare_of), "scan"),
                 ("standardize(...) (no warm-up)", both_maps(D, lambda inner: standardize(inner, options=StandardizeOptions(clip=5.0)),

@@ -44,7 +44,8 @@ def main():
     a = ap.parse_args()
     print(describe())
     rng = np.random.default_rng(0)
-    for d, make in ((8, lambda: oj.bayes_linreg(8, tunable=False)), (4, lambda: oj.windowed_bayes_linreg(4, 64))):
+    for d, make in ((8, lambda: oj.bayes_linreg(8, options=oj.BayesOptions(tunable=False))),
+                    (4, lambda: oj.windowed_bayes_linreg(4, 64))):
         lrn = make()
         X = rng.normal(size=(a.n, d)).astype(np.float32)
         Y = (X @ rng.normal(size=d) + 0.3 * rng.normal(size=a.n)).astype(np.float32)

@@ -123,13 +123,15 @@ def print_program_stages(res):
 def _bare_makers():
     from onlinejax.gp import gp_window
     from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.linear import MAP_WINDOWED, MLE_WINDOWED, bayesian_map_windowed, bayesian_mle_windowed
     from onlinejax.zoo import THESIS_WINDOWS
 
     cap = max(THESIS_WINDOWS)
     return {
-        "BayesianMLE": ("BayesianMLEWindowed_WS64", lambda d: bayesian_mle_windowed(d, 64, capacity=cap), None),
-        "BayesianMAP": ("BayesianMAPWindowed_WS64", lambda d: bayesian_map_windowed(d, 64, capacity=cap), None),
+        "BayesianMLE": ("BayesianMLEWindowed_WS64",
+                        lambda d: bayesian_mle_windowed(d, 64, options=MLE_WINDOWED._replace(capacity=cap)), None),
+        "BayesianMAP": ("BayesianMAPWindowed_WS64",
+                        lambda d: bayesian_map_windowed(d, 64, options=MAP_WINDOWED._replace(capacity=cap)), None),
         "GPRegression": ("GPRegressionZeroMean_WS64", lambda d: gp_window(d, 64, mean="zero"), 1),
         "KernelRegression": ("KernelRegression_WS64", lambda d: kernel_regression(d, 64), None),
     }

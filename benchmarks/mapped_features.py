@@ -31,7 +31,8 @@ from _machine import describe  # noqa: E402
 def makers() -> dict:
     from onlinejax import calibrated, zoo
     from onlinejax.adaptive import MachineOptions, adaptive
-    from onlinejax.linear import bayesian_map_forgetting, bayesian_map_windowed, map_features, thesis_features
+    from onlinejax.linear import (MAP_WINDOWED, ThesisFeatures, bayesian_map_forgetting, bayesian_map_windowed,
+                                  map_features, thesis_features)
     from onlinejax.standardize import StandardizeOptions
 
     W, F = zoo.RECOMMENDED_WINDOW, zoo.RECOMMENDED_WARMUP
@@ -45,21 +46,21 @@ def makers() -> dict:
     def forgetting_raw(d):
         fm = thesis_features(d)
         return map_features(fm, calibrated(bayesian_map_forgetting(
-            fm.n_out, forgetting_factor=0.01, mapped=False, intercept=True, alpha=zoo.unit_prior_alpha(d))))
+            fm.n_out, forgetting_factor=0.01, features=ThesisFeatures(intercept=True), alpha=zoo.unit_prior_alpha(d))))
 
     def windowed_raw(d):
         fm = thesis_features(d)
         return map_features(fm, windowed(bayesian_map_windowed(
-            fm.n_out, W, mapped=False, intercept=True, alpha=zoo.unit_prior_alpha(d),
-            prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR)))
+            fm.n_out, W, features=ThesisFeatures(intercept=True), alpha=zoo.unit_prior_alpha(d),
+            options=MAP_WINDOWED._replace(prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR))))
 
     def forgetting_standardised(d):
-        return calibrated(bayesian_map_forgetting(d, forgetting_factor=0.01, mapped=True, intercept=True,
+        return calibrated(bayesian_map_forgetting(d, forgetting_factor=0.01, features=ThesisFeatures(True, True),
                                                   alpha=zoo.unit_prior_alpha(d)))
 
     def windowed_standardised(d):
-        return windowed(bayesian_map_windowed(d, W, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(d),
-                                              prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR))
+        return windowed(bayesian_map_windowed(d, W, features=ThesisFeatures(True, True), alpha=zoo.unit_prior_alpha(d),
+                                              options=MAP_WINDOWED._replace(prior_floor=zoo.RECOMMENDED_PRIOR_FLOOR)))
 
     conf = zoo.configurations()
     return {("RecommendedForgettingLinear", "standardised"): forgetting_standardised,

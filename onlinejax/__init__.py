@@ -25,6 +25,8 @@ from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, Suffici
                      bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
                      forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
                      nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
+from .linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
+                     WindowedOptions)
 from .schedule import TunePlan
 from .standardize import standardize
 from .hedge import with_climatology
@@ -40,6 +42,9 @@ __all__ = [
     "bayes_linreg", "windowed_bayes_linreg", "sgd_linreg", "bayesian_mle_forgetting", "bayesian_map_forgetting",
     "bayesian_mle_windowed", "bayesian_map_windowed", "adhoc_bounds", "forgetting_from_smoothing",
     "forgetting_from_thesis", "window_stats", "climatology", "bocpd", "random_feature_gp", "nig_linreg",
+    # the linear learners' option records
+    "BayesOptions", "WindowedOptions", "ThesisFeatures", "AdHocOptions", "SGDOptions", "NIGPrior",
+    "RandomFeatureModels",
     # features and evidence
     "FeatureMap", "compose", "intercept_features", "map_features", "thesis_features", "SufficientStats",
     "evidence_fixed_point", "log_evidence", "posterior_from_stats",

@@ -43,7 +43,8 @@ def drift_learners():
         "BayesianMLEForgetting_FF0.05": L.bayesian_mle_forgetting(2, forgetting_factor=0.05),
         "BayesianMAPForgetting_FF0.05": L.bayesian_map_forgetting(2, forgetting_factor=0.05, alpha=2.0, beta=25.0),
         "BayesianMLEWindowed_WS64": L.bayesian_mle_windowed(2, 64),
-        "BayesianMAPWindowedMapped_WS64": L.bayesian_map_windowed(2, 64, mapped=True, alpha=2.0, beta=25.0),
+        "BayesianMAPWindowedMapped_WS64": L.bayesian_map_windowed(2, 64, alpha=2.0, beta=25.0,
+                                                                    features=L.ThesisFeatures(mapped=True)),
         "SGD(adam 0.05)": L.sgd_linreg(2, optax.adam(0.05), intercept=False),
     }
 

@@ -43,7 +43,7 @@ window points' offsets to their mean, not from ``x_j - x`` (which rounds
 the window's detail away for a far query), and scaled so that they stay
 finite for any finite query; ``q_m`` itself may overflow, which only says
 that the density is 0 there.
-Bounds (``bounds=``):
+Bounds (:class:`KernelRegressionOptions`'s ``bounds``):
 
 * ``"asymptotic"`` (default): ``Var[m̂(x)] = ‖K‖₂² σ̂² / (n |H|^{1/2} f̂(x))``
   (Härdle, *Applied Nonparametric Regression*, Thm 4.2.1, the source the thesis
@@ -101,8 +101,8 @@ well-conditioned window gets exactly ``H = α·COV``.
 These are **confidence** intervals for the regression function ``m(x)``, not
 prediction intervals for a new ``y``: they ignore the noise. The thesis used
 them as prediction bounds at 95 % and 99.9 % ("HighConf"; use
-``pred.interval(0.999)``). ``interval="prediction"`` (the default, matching
-:class:`~onlinejax.Prediction`'s contract that ``var`` is the observation's)
+``pred.interval(0.999)``). ``KernelRegressionOptions(interval="prediction")`` (the default,
+matching :class:`~onlinejax.Prediction`'s contract that ``var`` is the observation's)
 adds ``σ̂²``; ``interval="confidence"`` reproduces the thesis.
 
 The learner's parts
@@ -127,6 +127,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -154,10 +155,42 @@ __all__ = [
     "THESIS_ALPHAS",
     "BOUNDS",
     "INTERVALS",
+    "KernelRegressionOptions",
 ]
 
 BOUNDS = ("asymptotic", "exact", "thesis")
 INTERVALS = ("prediction", "confidence")
+
+
+class KernelRegressionOptions(NamedTuple):
+    """The static options of :func:`kernel_regression`: an immutable, hashable record of Python values.
+
+    Passed as one value (``kernel_regression(d, W, options=KernelRegressionOptions(bounds="exact"))``);
+    equal records build the same learner.
+
+    Attributes:
+      bounds: the confidence variance ``Var[m̂(x)]``: ``"asymptotic"`` (default; Härdle Thm 4.2.1),
+        ``"exact"`` (the linear smoother's ``σ̂² Σ_j w_j²``) or ``"thesis"`` (eq. 4.43 as printed); module doc.
+      interval: ``"prediction"`` (default: adds the residual variance ``σ̂²``, the observation's variance)
+        or ``"confidence"`` (the thesis's bounds on ``m(x)``).
+      alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``), a tuple of floats > 0; ``None``
+        (default): the thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`).
+    """
+
+    bounds: str = "asymptotic"
+    interval: str = "prediction"
+    alphas: tuple | None = None
+
+    def checked(self) -> "KernelRegressionOptions":
+        """The record checked, ``alphas`` resolved to a tuple of floats (``ValueError``: ``options.<field>: ...``)."""
+        if self.bounds not in BOUNDS:
+            raise ValueError(f"options.bounds: must be one of {BOUNDS}, got {self.bounds!r}")
+        if self.interval not in INTERVALS:
+            raise ValueError(f"options.interval: must be one of {INTERVALS}, got {self.interval!r}")
+        alphas = np.asarray(THESIS_ALPHAS if self.alphas is None else self.alphas, np.float64).reshape(-1)
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or not np.all(alphas > 0):
+            raise ValueError(f"options.alphas: must be a non-empty array of finite values > 0, got {self.alphas!r}")
+        return KernelRegressionOptions(self.bounds, self.interval, tuple(float(a) for a in alphas))
 
 
 def init(n_features: int, window: int, lengthscale=1.0, prior_var=1.0, dtype=None) -> KernelRegressionState:
@@ -265,8 +298,8 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
 
 
 @describe_factory
-def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: str = "asymptotic",
-                      interval: str = "prediction", alphas=None, prior_var=1.0, dtype=None) -> Learner:
+def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_var=1.0,
+                      options: KernelRegressionOptions = KernelRegressionOptions(), dtype=None) -> Learner:
     """Sliding-window Nadaraya–Watson regression (thesis 4.3.2, 5.4.4) as a :class:`~onlinejax.Learner`.
 
     Args:
@@ -274,12 +307,9 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
       window: capacity ``W >= 2`` (static).
       lengthscale: initial bandwidth, ``H = diag(lengthscale²)`` (scalar or ``[d]``;
         ``init`` overrides).
-      bounds: ``"asymptotic"``, ``"exact"`` or ``"thesis"`` (see module doc).
-      interval: ``"prediction"`` (adds the residual variance) or ``"confidence"``.
-      alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``); ``None``: the
-        thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`).
       prior_var: predictive variance of an empty window (``N(0, prior_var)``;
         one point ``y₁`` gives ``N(y₁, prior_var + y₁²)``); > 0, an array in the state.
+      options: :class:`KernelRegressionOptions` (static): the bounds, the interval and the tune's ``α`` grid.
       dtype: default floating dtype.
     Returns:
       A learner over :func:`init`, :func:`learn_one`, :func:`predict_one`,
@@ -289,16 +319,16 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
       whole grid in one vectorised call and keeps the current bandwidth unless
       some ``α`` is strictly better (Algorithm 4). A non-finite item is skipped
       (``n_skipped`` counts it).
+    Raises:
+      ValueError: naming the argument or the record's field (``options.alphas: ...``).
+      TypeError: ``options`` not a :class:`KernelRegressionOptions`.
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
-    if bounds not in BOUNDS:
-        raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
-    if interval not in INTERVALS:
-        raise ValueError(f"interval: must be one of {INTERVALS}, got {interval!r}")
-    alphas_np = np.asarray(THESIS_ALPHAS if alphas is None else alphas, np.float64).reshape(-1)
-    if alphas_np.size == 0 or not np.all(np.isfinite(alphas_np)) or not np.all(alphas_np > 0):
-        raise ValueError(f"alphas: must be a non-empty array of finite values > 0, got {alphas!r}")
+    if not isinstance(options, KernelRegressionOptions):
+        raise TypeError(f"options: expected an onlinejax.kernel_regression.KernelRegressionOptions, "
+                        f"got {type(options).__name__}")
+    o = options.checked()
     check_positive(lengthscale, "lengthscale")
     check_positive(prior_var, "prior_var")
 
@@ -306,6 +336,6 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, bounds: 
         return init(d, W, lengthscale, prior_var, dtype)
 
     return make_learner(init=_init, learn_one=learn_one, n_features=d, skip_nonfinite=True,
-                        predict_one=partial(predict_one, bounds=bounds, interval=interval),
+                        predict_one=partial(predict_one, bounds=o.bounds, interval=o.interval),
                         evict=evict,
-                        tune=jax.jit(partial(tune, alphas=tuple(float(a) for a in alphas_np))))
+                        tune=jax.jit(partial(tune, alphas=o.alphas)))

@@ -70,8 +70,9 @@ from .combination import bma, combine, ewa_squared_error, fixed_share, mean_corr
 from .gp import GPWindowOptions, gp_window
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
-from .linear import (bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed,
-                     map_features, nig_linreg, odd_features, thesis_features)
+from .linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
+                     bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
+                     odd_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
 from .registry import GridLearner, GridLearnerOptions, grid_learner, register
@@ -132,14 +133,16 @@ def thesis_online_learners() -> list[GridLearner]:
     for many vmapped streams on an accelerator) changes that without changing their names.
     """
     out = []
-    for fam, forgetting, windowed in (("BayesianMLE", bayesian_mle_forgetting, bayesian_mle_windowed),
-                                      ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed)):
+    for fam, forgetting, windowed, opts in (
+            ("BayesianMLE", bayesian_mle_forgetting, bayesian_mle_windowed, MLE_WINDOWED),
+            ("BayesianMAP", bayesian_map_forgetting, bayesian_map_windowed, MAP_WINDOWED)):
         for m in (False, True):
             for ff in THESIS_FORGETTING:
                 # the three factors share a compiled program: they differ only in init's (λ, β)
                 lam, b = forgetting_from_thesis(ff, 1.0)
                 out.append(grid_learner(f"{fam}Forgetting{_mapped(m)}_FF{ff:g}", fam,
-                                            lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff, mapped=m),
+                                            lambda d, f=forgetting, ff=ff, m=m: f(d, forgetting_factor=ff,
+                                                                                 features=ThesisFeatures(mapped=m)),
                                             init_kwargs={"forgetting": lam, "beta": b},
                                             options=GridLearnerOptions(program=f"{fam}Forgetting{_mapped(m)}"),
                                             description=f"{_LINEAR[fam]}{_on(m)}, thesis forgetting factor {ff:g}"
@@ -149,7 +152,8 @@ def thesis_online_learners() -> list[GridLearner]:
                 # window length in the state (the per-item cost does not depend on the buffer's size)
                 out.append(grid_learner(
                     f"{fam}Windowed{_mapped(m)}_WS{W}", fam,
-                    lambda d, f=windowed, W=W, m=m: adaptive(f(d, W, mapped=m, capacity=max(THESIS_WINDOWS)), W),
+                    lambda d, f=windowed, W=W, m=m, o=opts: adaptive(f(
+                        d, W, features=ThesisFeatures(mapped=m), options=o._replace(capacity=max(THESIS_WINDOWS))), W),
                     init_kwargs={"window": W}, options=GridLearnerOptions(program=f"{fam}Windowed{_mapped(m)}"),
                     description=f"{_LINEAR[fam]}{_on(m)} over the last {W} items"
                                 f"{', evidence-tuned' if fam == 'BayesianMAP' else ''}{_MACHINE}"))
@@ -178,7 +182,8 @@ def thesis_batch_learners() -> list[GridLearner]:
     for T in THESIS_TRAIN_SIZES:
         for m in (False, True):
             out.append(grid_learner(f"BayesianMLEBatch{_mapped(m)}_TS{T}", "Batch",
-                                        lambda d, T=T, m=m: train_once(bayesian_mle_windowed(d, T, mapped=m), T),
+                                        lambda d, T=T, m=m: train_once(bayesian_mle_windowed(
+                                            d, T, features=ThesisFeatures(mapped=m)), T),
                                         options=GridLearnerOptions(score_from=T),
                                         description=f"{_LINEAR['BayesianMLE']}{_on(m)}, trained once on "
                                                     f"the first {T} items, scored after them"))
@@ -271,7 +276,7 @@ RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WA
 RECOMMENDED_NAIVE_ALARM = 0.7
 
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
-#: the unit prior (:func:`~onlinejax.linear.windowed_bayes_linreg`'s ``prior_floor``): a window of repeated
+#: the unit prior (:class:`~onlinejax.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
 #: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
@@ -347,7 +352,7 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     return both_maps(n_features,
                      lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard),
                                                   standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
-                     lambda m: nig_linreg(m, prior_precision=m * noise_var, noise_var=noise_var, prior_df=4.0,
+                     lambda m: nig_linreg(m, prior=NIGPrior(m * noise_var, noise_var, 4.0),
                                           forgetting=forgetting, trend=trend))
 
 
@@ -372,13 +377,13 @@ def _recommended() -> list[GridLearner]:
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: both_maps(
             d, partial(windowed, clip=RECOMMENDED_FEATURE_CLIP),
-            lambda m: bayesian_map_windowed(m, W, mapped=False, intercept=True, alpha=float(m),
-                                            prior_floor=RECOMMENDED_PRIOR_FLOOR)), None),
+            lambda m: bayesian_map_windowed(m, W, features=ThesisFeatures(intercept=True), alpha=float(m),
+                                            options=MAP_WINDOWED._replace(prior_floor=RECOMMENDED_PRIOR_FLOOR))), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
         "RecommendedForgettingLinear": ("BayesianLinear", lambda d: both_maps(
             d, partial(calibrated, standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
-            lambda m: bayesian_map_forgetting(m, forgetting_factor=0.01, mapped=False, intercept=True,
+            lambda m: bayesian_map_forgetting(m, forgetting_factor=0.01, features=ThesisFeatures(intercept=True),
                                               alpha=float(m))), None),
     }
     calib = "standardised and calibrated (Student-t 95 % interval)"

@@ -119,9 +119,10 @@ def test_window_given_to_init_sets_the_phase_length_and_the_inner_window(rng):
     """adaptive(learner with capacity 40, 40).init(window=w) == adaptive(learner of window w, w)."""
     X1, Y1 = _two_concepts(rng, 150, 150)
     Xs, Ys = jnp.asarray(X1, DTYPE), jnp.asarray(Y1, DTYPE)
-    shared = adaptive(oj.bayesian_map_windowed(1, 40, capacity=40, intercept=True), 40)
+    shared = adaptive(oj.bayesian_map_windowed(1, 40, options=oj.linear.MAP_WINDOWED._replace(capacity=40),
+                                                  features=oj.ThesisFeatures(intercept=True)), 40)
     for w in (10, 25):
-        alone = adaptive(oj.bayesian_map_windowed(1, w, intercept=True), w)
+        alone = adaptive(oj.bayesian_map_windowed(1, w, features=oj.ThesisFeatures(intercept=True)), w)
         a = progressive_validation(shared, shared.init(window=w), Xs, Ys, record=record_mode)
         b = progressive_validation(alone, alone.init(), Xs, Ys, record=record_mode)
         assert int(a.state.phase_length) == w and int(a.state.inner.window) == w
@@ -307,7 +308,8 @@ def test_pure_step_one_equals_the_learner(rng):
     _leaves_equal((s_pure, p_pure), (s_lrn, p_lrn))
     assert int(s_pure.n_alarms) == 1 and int(s_pure.n_tunes) == 2
     # init forwards a window to the inner learner and makes it the phase length
-    assert int(adaptive_init(oj.bayesian_map_windowed(1, 8, capacity=16), 16, window=8).phase_length) == 8
+    inner = oj.bayesian_map_windowed(1, 8, options=oj.linear.MAP_WINDOWED._replace(capacity=16))
+    assert int(adaptive_init(inner, 16, window=8).phase_length) == 8
 
 
 def test_boundary_skips_nonfinite_items():
@@ -512,7 +514,7 @@ def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers
     from onlinejax.linear import bayesian_map_windowed
 
     inner = (gp_window(2, 32, mean="average") if name == "gp"
-             else bayesian_map_windowed(2, 32, mapped=True, intercept=True, alpha=9.0))
+             else bayesian_map_windowed(2, 32, features=oj.ThesisFeatures(True, True), alpha=9.0))
     lrn = adaptive(inner, 32)
     X, y = _stuck_then_moving(0)
     res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.n_alarms, s.detector.mean_z2))

@@ -164,7 +164,7 @@ def test_shared_step_is_predict_then_learn(rng, tunable, intercept):
     (bayes.step_one); each prediction is the float64 predictive of the items before it."""
     d, n, beta = 20, 60, 3.0
     X, Y = _data(rng, n=n, d=d)
-    lrn = oj.bayes_linreg(d, alpha=0.7, beta=beta, tunable=tunable, intercept=intercept)
+    lrn = oj.bayes_linreg(d, alpha=0.7, beta=beta, intercept=intercept, options=oj.BayesOptions(tunable))
     res = oj.evaluation.progressive_validation(lrn, lrn.init(), X, Y)
     Xf = np.hstack([X, np.ones((n, 1))]) if intercept else X
     for t in (0, 1, 17, n - 1):
@@ -306,7 +306,7 @@ def test_forgetting_on_repeated_inputs_keeps_what_it_learned_elsewhere(rng):
 
 def test_fast_path_matches_tunable_path(rng):
     X, Y = _data(rng, n=50)
-    a = oj.bayes_linreg(4, alpha=0.5, beta=2.0, tunable=False)
+    a = oj.bayes_linreg(4, alpha=0.5, beta=2.0, options=oj.BayesOptions(tunable=False))
     b = oj.bayes_linreg(4, alpha=0.5, beta=2.0, forgetting=1.0)
     sa, sb = a.init(), b.init()
     for x, y in zip(X, Y):

@@ -48,7 +48,7 @@ def _alarms(detector):
     The inner learner keeps the true prior and noise (``tune=False``), so every frozen model's
     predictive is the exact posterior predictive of its window.
     """
-    inner = oj.windowed_bayes_linreg(D, W, alpha=1.0, beta=1.0, onestep_floor=False)
+    inner = oj.windowed_bayes_linreg(D, W, alpha=1.0, beta=1.0, options=oj.WindowedOptions(onestep_floor=False))
     lrn = adaptive(inner, W, detector=detector, tune=False)
     run = jax.jit(jax.vmap(lambda X, Y: progressive_validation(lrn, lrn.init(), X, Y, record=_n_alarms)))
     res = run(*_alarm_streams())
@@ -121,8 +121,7 @@ def _prior_stream(model, n_streams=N_PRIOR_STREAMS, n_items=N_PRIOR_ITEMS, seed=
     else:
         a0 = PRIOR_DF / 2.0
         sd = np.sqrt(stats.invgamma.rvs(a0, scale=a0 / NOISE_PRECISION, size=shape, random_state=r))
-        lrn = oj.nig_linreg(D_PRIOR, prior_precision=PRIOR_PRECISION, noise_var=1.0 / NOISE_PRECISION,
-                            prior_df=PRIOR_DF)
+        lrn = oj.nig_linreg(D_PRIOR, prior=oj.NIGPrior(PRIOR_PRECISION, 1.0 / NOISE_PRECISION, PRIOR_DF))
     # w ~ N(0, I/α₀) under bayes_linreg, w | σ² ~ N(0, σ²I/α₀) under the NIG model
     w_sd = PRIOR_PRECISION ** -0.5 * (1.0 if model == "bayes" else sd[..., None])
     w = w_sd * r.normal(size=(n_streams, 1, D_PRIOR))

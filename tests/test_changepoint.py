@@ -86,13 +86,13 @@ def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     X, Y = _stream(rng, n, change=7)
     if runs == "nig":
         ref, hyps = reference(X, Y, h, _nig_predictive)
-        inner = oj.nig_linreg(2, prior_precision=0.5, noise_var=0.5, prior_df=4.0)
+        inner = oj.nig_linreg(2, prior=oj.NIGPrior(0.5, 0.5, 4.0))
     elif runs == "nig-trend":  # every run's clock starts at its start
         ref, hyps = reference(X, Y, h, _nig_trend_predictive)
-        inner = oj.nig_linreg(2, prior_precision=0.5, noise_var=0.5, prior_df=4.0, trend=5.0)
+        inner = oj.nig_linreg(2, prior=oj.NIGPrior(0.5, 0.5, 4.0), trend=5.0)
     else:
         ref, hyps = reference(X, Y, h)
-        inner = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False)
+        inner = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, options=oj.BayesOptions(tunable=False))
     L = bocpd(inner, n_runs=n + 2, hazard=h)
     res = progressive_validation(L, L.init(), X, Y, record=changepoint_probability)
     rtol = tol(1e-9, 2e-4)
@@ -121,7 +121,7 @@ def test_pruned_detector_finds_the_change_and_predicts_better_after_it(seed):
     rng = np.random.default_rng(seed)
     n, change = 300, 150
     X, Y = _stream(rng, n, change)
-    base = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False)
+    base = oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, options=oj.BayesOptions(tunable=False))
     L = bocpd(base, n_runs=8, hazard=1 / 100)
     res = progressive_validation(L, L.init(), X, Y, record=_map_run_length)
     r_map = np.asarray(res.records)  # after item t (0-based): the most probable run length
@@ -141,7 +141,7 @@ def test_pruned_detector_finds_the_change_and_predicts_better_after_it(seed):
 def test_hazard_vmaps_without_recompiling_and_differentiates():
     rng = np.random.default_rng(0)
     X, Y = _stream(rng, 120, 60)
-    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, tunable=False), n_runs=6)
+    L = bocpd(oj.bayes_linreg(2, alpha=ALPHA, beta=BETA, options=oj.BayesOptions(tunable=False)), n_runs=6)
     hazards = jnp.asarray([0.002, 0.01, 0.05])
     res = evaluate_streams(L, X[None], Y[None], hyper={"hazard": hazards})
     from onlinejax.evaluation.progressive import _scan
@@ -168,7 +168,7 @@ def test_hazard_vmaps_without_recompiling_and_differentiates():
 
 
 def test_nonfinite_items_are_skipped_and_inputs_checked():
-    L = bocpd(oj.bayes_linreg(2, tunable=False), n_runs=4)
+    L = bocpd(oj.bayes_linreg(2, options=oj.BayesOptions(tunable=False)), n_runs=4)
     s = L.learn(L.init(), np.ones(2), 1.0)
     t = jax.jit(L.learn)(s, jnp.array([np.nan, 1.0]), 1.0)  # inside jit: skipped (outside: a ValueError)
     assert int(t.n_skipped) == 1 and int(t.n_seen) == 1

@@ -113,9 +113,9 @@ def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
 def test_a_template_of_another_configuration_is_refused(tmp_path):
     """bounds='bayes' and 'asymptotic' share one array layout: the state's static options tell them
     apart without being asked, and meta checks what the user adds."""
-    from onlinejax.linear import windowed_bayes_linreg
+    from onlinejax.linear import WindowedOptions, windowed_bayes_linreg
 
-    bayes, asym = windowed_bayes_linreg(2, 5, bounds="bayes"), windowed_bayes_linreg(2, 5, bounds="asymptotic")
+    bayes, asym = windowed_bayes_linreg(2, 5), windowed_bayes_linreg(2, 5, options=WindowedOptions(bounds="asymptotic"))
     s = bayes.learn(bayes.init(), np.ones((3, 2)), np.arange(3.0))
     path = save_checkpoint(tmp_path / "w.npz", s, meta={"bounds": "bayes"})
     back = load_checkpoint(path, bayes.init(), meta={"bounds": "bayes"})

@@ -7,7 +7,8 @@ import pytest
 
 import onlinejax as oj
 from onlinejax import kernel_regression as kr
-from onlinejax.kernel_regression import THESIS_ALPHAS, kernel_regression, loo_cv_scores, residual_variance, window_sums
+from onlinejax.kernel_regression import (THESIS_ALPHAS, KernelRegressionOptions, kernel_regression, loo_cv_scores,
+                                         residual_variance, window_sums)
 from onlinejax.evaluation.progressive import progressive_validation
 from conftest import DTYPE, X64, tol
 from reference import nw_loo_cv, nw_window_reference, rel_err
@@ -46,8 +47,8 @@ def test_matches_from_scratch_after_every_step(rng, bounds):
     X[1000:1100] = X[900:1000]  # exact duplicates inside the window
     X[2000:2050, 0] = 1.5  # a constant coordinate
     Y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=n)
-    lrn = kernel_regression(d, W, lengthscale=0.5, bounds=bounds, interval="confidence")
-    lrn_p = kernel_regression(d, W, lengthscale=0.5, bounds=bounds, interval="prediction")
+    lrn = kernel_regression(d, W, lengthscale=0.5, options=KernelRegressionOptions(bounds, "confidence"))
+    lrn_p = kernel_regression(d, W, lengthscale=0.5, options=KernelRegressionOptions(bounds, "prediction"))
     rec = lambda s: (s.density, s.contribution)
     half = 2500
     s0 = lrn.init()
@@ -199,13 +200,13 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="window"):
         kernel_regression(2, 1)
     with pytest.raises(ValueError, match="bounds"):
-        kernel_regression(2, 8, bounds="wide")
+        kernel_regression(2, 8, options=KernelRegressionOptions(bounds="wide"))
     with pytest.raises(ValueError, match="interval"):
-        kernel_regression(2, 8, interval="both")
+        kernel_regression(2, 8, options=KernelRegressionOptions(interval="both"))
     with pytest.raises(ValueError, match="lengthscale"):
         kernel_regression(2, 8, lengthscale=-1.0)
     with pytest.raises(ValueError, match="alphas"):
-        kernel_regression(2, 8, alphas=[0.1, 0.0])
+        kernel_regression(2, 8, options=KernelRegressionOptions(alphas=(0.1, 0.0)))
     lrn = kernel_regression(2, 8)
     with pytest.raises(ValueError, match="x"):
         lrn.learn(lrn.init(), [1.0, 2.0, 3.0], 1.0)
@@ -366,7 +367,7 @@ def test_module_functions_are_the_learners_core(rng, bounds, interval):
     X = jnp.asarray(rng.uniform(size=(n, d)), DTYPE)
     Y = jnp.asarray(5.0 * np.sin(6.0 * np.asarray(X[:, 0])) + 0.1 * rng.normal(size=n), DTYPE)
     alphas = (0.1, 0.5, 1.0)
-    lrn = kr.kernel_regression(d, W, lengthscale=100.0, bounds=bounds, interval=interval, alphas=alphas)
+    lrn = kr.kernel_regression(d, W, lengthscale=100.0, options=KernelRegressionOptions(bounds, interval, alphas))
     s, t = lrn.init(), kr.init(d, W, lengthscale=100.0)
     _assert_trees_close(s, t, 0.0)
     learn = jax.jit(kr.learn_one)

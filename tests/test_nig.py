@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.linear import nig_linreg
+from onlinejax.linear import NIGPrior, nig_linreg
 from conftest import tol
 
 
@@ -43,8 +43,8 @@ def test_every_prediction_equals_the_closed_form(rng, forgetting, trend):
     X = rng.normal(size=(n, 2))
     y = X @ np.array([1.5, -0.7]) + 0.02 * np.arange(n) + 1.0 + 0.4 * rng.normal(size=n)
     y[6] = np.nan
-    L = nig_linreg(2, prior_precision=alpha0, noise_var=noise_var, prior_df=prior_df, forgetting=forgetting,
-                   trend=trend, intercept=True)
+    L = nig_linreg(2, forgetting=forgetting, trend=trend, intercept=True,
+                   prior=NIGPrior(prior_precision=alpha0, noise_var=noise_var, prior_df=prior_df))
     res = progressive_validation(L, L.init(), X, y)
     a0 = prior_df / 2
     ref = closed_form(_features(X, True, trend), y, alpha0, a0, a0 * noise_var, forgetting or 1.0)
@@ -84,7 +84,7 @@ def test_forgetting_over_long_float32_streams_keeps_a_variance():
     X[(np.arange(n) // 5000) % 2 == 1, 1] = 0.0
     level = np.cumsum(0.05 * rng.normal(size=n))
     y = (X @ np.array([1.0, 2.0]) + level + 0.3 * rng.normal(size=n)).astype(np.float32)
-    L = nig_linreg(2, trend=50.0, forgetting=0.95, prior_precision=0.5, dtype=jnp.float32)
+    L = nig_linreg(2, trend=50.0, forgetting=0.95, prior=NIGPrior(prior_precision=0.5), dtype=jnp.float32)
     res = progressive_validation(L, L.init(), X, y)
     p, var = res.predictions, np.asarray(res.predictions.var)
     assert np.all(np.isfinite(np.asarray(p.mean))) and np.all(np.isfinite(var)) and np.all(var > 0)
@@ -127,9 +127,10 @@ def test_vmapped_streams_equal_one_stream_at_a_time(rng):
         np.testing.assert_allclose(np.asarray(batched.scale[i]), np.asarray(one.scale), rtol=tol(1e-12, 1e-5))
 
 
-@pytest.mark.parametrize("kwargs,name", [(dict(prior_df=2.0), "prior_df"), (dict(forgetting=0.0), "forgetting"),
-                                         (dict(trend=0.0), "trend"), (dict(noise_var=-1.0), "noise_var"),
-                                         (dict(prior_precision=0.0), "prior_precision")])
+@pytest.mark.parametrize("kwargs,name", [(dict(prior=NIGPrior(prior_df=2.0)), "prior.prior_df"),
+                                         (dict(forgetting=0.0), "forgetting"), (dict(trend=0.0), "trend"),
+                                         (dict(prior=NIGPrior(noise_var=-1.0)), "prior.noise_var"),
+                                         (dict(prior=NIGPrior(prior_precision=0.0)), "prior.prior_precision")])
 def test_bad_arguments_name_themselves(kwargs, name):
     with pytest.raises(ValueError, match=name):
         nig_linreg(1, **kwargs)
@@ -154,7 +155,7 @@ def test_float32_noise_count_stops_and_the_noise_estimate_stays_a_running_mean()
     n, a_max = 200_000, max_count(jnp.float32)
     assert a_max == 2.0 ** 15
     y = (2.0 * np.random.default_rng(3).normal(size=n)).astype(np.float32)
-    L = nig_linreg(0, intercept=True, prior_precision=1e-6, dtype=jnp.float32)
+    L = nig_linreg(0, intercept=True, prior=NIGPrior(prior_precision=1e-6), dtype=jnp.float32)
     s0 = L.init()._replace(a=jnp.float32(a_max), b=jnp.float32(a_max))
     s, _ = jax.lax.scan(lambda s, yi: (L.learn(s, jnp.zeros((0,), jnp.float32), yi), None), s0, jnp.asarray(y))
     a, b, m = a_max, a_max, 0.0

@@ -37,8 +37,8 @@ LEARNERS = {
     "bayes": lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0),
     "forget": lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0, forgetting=0.95),
     "window": lambda: oj.windowed_bayes_linreg(3, 8),
-    "mle_forget": lambda: oj.bayesian_mle_forgetting(3, burn_in=5),
-    "map_window_mapped": lambda: oj.bayesian_map_windowed(3, 16, mapped=True, intercept=True),
+    "mle_forget": lambda: oj.bayesian_mle_forgetting(3, adhoc=oj.AdHocOptions(burn_in=5)),
+    "map_window_mapped": lambda: oj.bayesian_map_windowed(3, 16, features=oj.ThesisFeatures(True, True)),
     "sgd": lambda: oj.sgd_linreg(3),
 }
 

@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from onlinejax.calibration import calibrated
+from onlinejax.linear import NIGPrior, RandomFeatureModels
 from onlinejax.standardize import StandardizeOptions
 from onlinejax.linear.random_features import _members, random_feature_gp
 from conftest import tol
@@ -59,8 +60,8 @@ def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting):
     X = rng.normal(size=(n, d))
     y = np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=n)
     ells = (0.6, 2.0)
-    lrn = random_feature_gp(d, 6, lengthscales=ells, forgetting=forgetting, prior_precision=0.5, noise_var=0.4,
-                            discount=0.95, seed=3)
+    lrn = random_feature_gp(d, 6, models=RandomFeatureModels(ells, forgetting, 0.95), prior=NIGPrior(0.5, 0.4),
+                            seed=3)
     state = lrn.init()
     got, models = [], []
     for x, t in zip(X, y):
@@ -122,8 +123,7 @@ def test_a_repeated_input_is_forgotten_along_its_own_direction_only(rng):
     X[5:13] = X[5]  # a block of 8 identical rows, fresh targets
     y = np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=16)
     ells, lams = (0.6, 2.0), (1.0, 0.6)
-    lrn = random_feature_gp(d, 6, lengthscales=ells, forgetting=lams, prior_precision=0.5, noise_var=0.4,
-                            discount=0.95, seed=3)
+    lrn = random_feature_gp(d, 6, models=RandomFeatureModels(ells, lams, 0.95), prior=NIGPrior(0.5, 0.4), seed=3)
     state, got = lrn.init(), []
     for x, t in zip(X, y):
         state, p = lrn.step(state, x, t)
@@ -151,7 +151,7 @@ def test_the_evidence_picks_the_lengthscale_that_fits(rng):
     n = 400
     X = rng.uniform(-2, 2, size=(n, 1))
     y = np.sin(5.0 * X[:, 0]) + 0.1 * rng.normal(size=n)
-    lrn = random_feature_gp(1, 64, lengthscales=(0.25, 4.0), forgetting=None)
+    lrn = random_feature_gp(1, 64, models=RandomFeatureModels((0.25, 4.0), None))
     state = lrn.learn(lrn.init(), X, y)
     w = np.asarray(jax.nn.softmax(state.log_weight))
     assert w[0] > 0.99
@@ -163,7 +163,7 @@ def test_forgetting_follows_a_change_that_memory_would_average(rng):
     y = np.where(np.arange(n) < 300, 2.0, -2.0) * X[:, 0] + 0.1 * rng.normal(size=n)
     errs = {}
     for forgetting in (None, (1.0, 0.95)):
-        lrn = random_feature_gp(1, 16, forgetting=forgetting)
+        lrn = random_feature_gp(1, 16, models=RandomFeatureModels(forgetting=forgetting))
         _, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (jnp.asarray(X), jnp.asarray(y)))
         errs[forgetting is None] = float(np.mean((np.asarray(p.mean)[400:] - y[400:]) ** 2))
     assert errs[False] < 0.1 < errs[True]
@@ -172,7 +172,7 @@ def test_forgetting_follows_a_change_that_memory_would_average(rng):
 def test_vmapped_streams_equal_one_at_a_time_through_the_windup_clamps(rng):
     """λ = 0.8 on a 1-d input: the long lengthscale's features span few directions, so its unexcited variance
     reaches the cap within ~50 items and is clamped back to the prior's, on different items in different streams."""
-    lrn = calibrated(random_feature_gp(1, 8, lengthscales=(0.3, 3.0), forgetting=(1.0, 0.8)),
+    lrn = calibrated(random_feature_gp(1, 8, models=RandomFeatureModels((0.3, 3.0), (1.0, 0.8))),
                      standardization=StandardizeOptions(clip=5.0, warmup=8))
     X = rng.normal(size=(3, 300, 1))
     Y = np.sin(2.0 * X[..., 0]) + 0.1 * rng.normal(size=(3, 300))
@@ -241,26 +241,26 @@ def test_float32_long_run_stays_finite_and_calibrated():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    ({"lengthscales": (1.0, -1.0)}, "lengthscales"),
-    ({"prior_precision": 0.0}, "prior_precision"),
-    ({"noise_var": float("nan")}, "noise_var"),
-    ({"discount": 1.5}, "discount"),
-    ({"forgetting": (1.0, 0.0)}, "forgetting"),
-    ({"forgetting": ()}, "forgetting"),
-    ({"lengthscales": []}, "lengthscales"),
-    ({"prior_df": 2.0}, "prior_df"),
+    ({"models": RandomFeatureModels(lengthscales=(1.0, -1.0))}, "models.lengthscales"),
+    ({"prior": NIGPrior(prior_precision=0.0)}, "prior.prior_precision"),
+    ({"prior": NIGPrior(noise_var=float("nan"))}, "prior.noise_var"),
+    ({"models": RandomFeatureModels(discount=1.5)}, "models.discount"),
+    ({"models": RandomFeatureModels(forgetting=(1.0, 0.0))}, "models.forgetting"),
+    ({"models": RandomFeatureModels(forgetting=())}, "models.forgetting"),
+    ({"models": RandomFeatureModels(lengthscales=())}, "models.lengthscales"),
+    ({"prior": NIGPrior(prior_df=2.0)}, "prior.prior_df"),
 ])
-def test_bad_hyperparameters_name_the_argument(kwargs, name):
-    with pytest.raises(ValueError, match=name):
+def test_bad_hyperparameters_name_the_field(kwargs, name):
+    with pytest.raises(ValueError, match=rf"^{name}: "):
         random_feature_gp(2, **kwargs)
 
 
 def test_init_keeps_the_models_count_and_refuses_forgetting_when_built_without():
-    lrn = random_feature_gp(2, 4, lengthscales=(0.5, 1.0), forgetting=(1.0, 0.9))
+    lrn = random_feature_gp(2, 4, models=RandomFeatureModels((0.5, 1.0), (1.0, 0.9)))
     assert lrn.init(lengthscales=(0.7, 2.0)).lengthscale.shape == (4,)
     with pytest.raises(ValueError, match="lengthscales"):
         lrn.init(lengthscales=(0.7, 2.0, 3.0))
     with pytest.raises(TypeError, match="forgetting"):
-        random_feature_gp(2, 4, forgetting=None).init(forgetting=0.9)
-    one = random_feature_gp(2, 4, lengthscales=0.5, forgetting=0.9)  # scalars: one model
+        random_feature_gp(2, 4, models=RandomFeatureModels(forgetting=None)).init(forgetting=0.9)
+    one = random_feature_gp(2, 4, models=RandomFeatureModels(0.5, 0.9))  # scalars: one model
     assert one.init().lengthscale.shape == (1,) and float(one.init(prior_df=6.0).a[0]) == 3.0

@@ -33,11 +33,11 @@ def test_sgd_matches_numpy_loop(rng):
 
 
 def test_fixed_variance_and_errors():
-    lrn = oj.sgd_linreg(2, variance="fixed", noise_var=0.3)
+    lrn = oj.sgd_linreg(2, noise_var=0.3, options=oj.SGDOptions(variance="fixed"))
     s = lrn.learn(lrn.init(), np.ones((4, 2)), np.ones(4))
     assert float(lrn.predict(s, np.ones(2)).var) == pytest.approx(0.3)
     with pytest.raises(ValueError, match="variance"):
-        oj.sgd_linreg(2, variance="bogus")
+        oj.sgd_linreg(2, options=oj.SGDOptions(variance="bogus"))
     with pytest.raises(ValueError, match="noise_var"):
         oj.sgd_linreg(2, noise_var=0.0)
     with pytest.raises(ValueError, match="decay"):

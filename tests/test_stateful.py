@@ -11,7 +11,7 @@ from test_progressive import count_compiles
 
 @pytest.mark.parametrize("make", [lambda: oj.bayes_linreg(3, alpha=0.5, beta=2.0),
                                   lambda: oj.windowed_bayes_linreg(3, 5),
-                                  lambda: oj.bayesian_mle_forgetting(3, burn_in=4)])
+                                  lambda: oj.bayesian_mle_forgetting(3, adhoc=oj.AdHocOptions(burn_in=4))])
 def test_stateful_step_equals_functional(rng, make):
     lrn = make()
     X = rng.normal(size=(30, 3))

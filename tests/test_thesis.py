@@ -40,7 +40,7 @@ def test_adhoc_three_learner_bounds_match_reference(rng, floor):
     d, n, burn, ff, rho = 2, 150, 20, 0.05, 0.9
     X = rng.normal(size=(n, d))
     Y = X @ [1.0, -1.0] + 0.5 * rng.normal(size=n)
-    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, burn_in=burn, level=0.9, floor=floor)
+    lrn = oj.bayesian_mle_forgetting(d, forgetting_factor=ff, adhoc=oj.AdHocOptions(burn, 0.9, floor))
     res = progressive_validation(lrn, lrn.init(residual_forgetting=rho), X, Y)
     lam = 1 - ff
     base, up, low = (_NumpyForgettingBLR(d, 1e-4, lam, lam) for _ in range(3))
@@ -91,7 +91,7 @@ def test_adhoc_variance_never_collapses(rng, make):
     X, Y = _crossing_stream(rng)
     burn = 50
     for floor in ("residual", "none"):
-        lrn = make(2, forgetting_factor=0.05, burn_in=burn, **({} if floor == "residual" else {"floor": floor}))
+        lrn = make(2, forgetting_factor=0.05, adhoc=oj.AdHocOptions(burn_in=burn, floor=floor))
         res = progressive_validation(lrn, lrn.init(), X, Y)
         v = np.asarray(res.predictions.var)
         fi = np.finfo(v.dtype)
@@ -110,7 +110,7 @@ def test_adhoc_variance_never_collapses(rng, make):
 
 def test_adhoc_floor_validated():
     with pytest.raises(ValueError, match="floor"):
-        oj.bayesian_mle_forgetting(2, floor="tiny")
+        oj.bayesian_mle_forgetting(2, adhoc=oj.AdHocOptions(floor="tiny"))
     with pytest.raises(ValueError, match="residual_forgetting"):
         adhoc_bounds(oj.bayes_linreg(2, forgetting=0.9), residual_forgetting=0.0)
     with pytest.raises(ValueError, match="residual_forgetting"):
@@ -135,7 +135,7 @@ def test_mle_windowed_is_windowed_rls_with_asymptotic_bounds(rng):
     d, W = 2, 40
     X = rng.uniform(0, 10, size=(200, d))
     Y = X @ [3.0, 1.0] + rng.normal(size=200)
-    lrn = oj.bayesian_mle_windowed(d, W, onestep_floor=False)
+    lrn = oj.bayesian_mle_windowed(d, W, options=oj.linear.MLE_WINDOWED._replace(onestep_floor=False))
     s = lrn.learn(lrn.init(), X, Y)
     Xw, Yw = X[-W:], Y[-W:]
     G = Xw.T @ Xw + 1e-4 * np.eye(d)
@@ -158,7 +158,7 @@ def test_mle_windowed_mapped_stays_finite_on_the_grid(name):
     # 22 collinear mapped features of inputs of scale 50 on a 32-item window: in float32 the raw
     # factor had SMSE 2e15 / inf on these thesis-grid streams (float64: 0.01-0.3)
     g = thesis_grid(jax.random.PRNGKey(0), [name])[0]
-    lrn = adaptive(oj.bayesian_mle_windowed(4, 32, mapped=True), 32)
+    lrn = adaptive(oj.bayesian_mle_windowed(4, 32, features=oj.ThesisFeatures(mapped=True)), 32)
     m = np.asarray(progressive_validation(lrn, lrn.init(), g.X[0], g.Y[0]).predictions.mean, np.float64)
     y = np.asarray(g.Y[0], np.float64)
     assert np.all(np.isfinite(m))
@@ -168,7 +168,7 @@ def test_mle_windowed_mapped_stays_finite_on_the_grid(name):
 def test_map_windowed_mapped_with_intercept_runs_and_tunes(rng):
     X = rng.uniform(0.5, 10, size=(300, 2))
     Y = 2 * X[:, 0] ** 2 - X[:, 1] + 3 + 0.1 * rng.normal(size=300)
-    lrn = oj.bayesian_map_windowed(2, 64, mapped=True, intercept=True)
+    lrn = oj.bayesian_map_windowed(2, 64, features=oj.ThesisFeatures(mapped=True, intercept=True))
     s = lrn.tune(lrn.learn(lrn.init(), X, Y))
     assert s.mean.shape == (2 + 3 + 4 + 1,)
     p = lrn.predict(s, X[-10:])
@@ -222,7 +222,7 @@ def test_map_features_checks_width():
 
 def test_burn_in_validated():
     with pytest.raises(ValueError, match="burn_in"):
-        oj.bayesian_mle_forgetting(2, burn_in=-1)
+        oj.bayesian_mle_forgetting(2, adhoc=oj.AdHocOptions(burn_in=-1))
     with pytest.raises(ValueError, match="forgetting_factor"):
         oj.bayesian_mle_forgetting(2, forgetting_factor=1.0)
 
@@ -247,7 +247,7 @@ def test_adhoc_module_functions_are_the_learners_core(rng, floor):
 
 def test_adhoc_nonfinite_item_is_counted_by_the_copies(rng):
     # AdHocState has no counter of its own: the copies' boundaries skip and count the item
-    lrn = oj.bayesian_map_forgetting(2, burn_in=3)
+    lrn = oj.bayesian_map_forgetting(2, adhoc=oj.AdHocOptions(burn_in=3))
     s = lrn.learn(lrn.init(), rng.normal(size=(6, 2)), rng.normal(size=6))
     t = jax.jit(lrn.learn)(s, jnp.asarray([np.nan, 1.0], DTYPE), jnp.asarray(0.5, DTYPE))
     assert int(t.n_seen) == 6 and int(t.base.n_skipped) == 1

@@ -20,6 +20,7 @@ def test_timing_report_is_consistent(rng, capsys):
 
 def test_timing_report_errors(rng):
     with pytest.raises(ValueError, match="tune_interval"):
-        timing_report(oj.bayes_linreg(2, tunable=False), np.ones((5, 2)), np.ones(5), tune_interval=2, verbose=False)
+        timing_report(oj.bayes_linreg(2, options=oj.BayesOptions(tunable=False)), np.ones((5, 2)), np.ones(5),
+                      tune_interval=2, verbose=False)
     with pytest.raises(ValueError, match="X, Y"):
         timing_report(oj.bayes_linreg(2), np.ones((5, 2)), np.ones(4), verbose=False)

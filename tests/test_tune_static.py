@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onlinejax import zoo
 from onlinejax.gp import GPTuneOptions, gp_window
-from onlinejax.linear import bayes_linreg
+from onlinejax.linear import BayesOptions, bayes_linreg
 
 pytestmark = pytest.mark.float32_only  # a property of the traced program, not of the dtype
 
@@ -54,5 +54,5 @@ def test_gp_tune_is_static_for_either_method_and_after_learning(method):
 
 
 def test_evidence_tune_is_static():
-    lrn = bayes_linreg(3, tunable=True)
+    lrn = bayes_linreg(3, options=BayesOptions(tunable=True))
     assert "while" not in _tune_primitives(lrn, lrn.init())

@@ -111,7 +111,8 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
 
     grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
     X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
-    ad = adaptive(bayesian_map_windowed(4, 64, mapped=True, intercept=True, alpha=zoo.unit_prior_alpha(4)), 64,
+    linear = bayesian_map_windowed(4, 64, alpha=zoo.unit_prior_alpha(4), features=oj.ThesisFeatures(True, True))
+    ad = adaptive(linear, 64,
                   options=MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True))
     L = calibrated(ad, standardization=StandardizeOptions(clip=5.0, warmup=32))
     inner = standardize(ad, options=StandardizeOptions(clip=5.0, warmup=32))

@@ -27,7 +27,8 @@ def test_window_posterior_equals_batch_on_window_after_every_step(rng, window, c
     # capacity > window: a window shorter than its buffer (the grid's five windows in one program)
     d, n, alpha, beta = 3, 160, 0.7, 5.0
     X, Y = _stream(rng, n, d)
-    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta, capacity=capacity, onestep_floor=False)
+    lrn = oj.windowed_bayes_linreg(d, window, alpha=alpha, beta=beta,
+                                  options=oj.WindowedOptions(capacity=capacity, onestep_floor=False))
     s = lrn.init()
     assert s.buffer.y.shape == (capacity or window,) and int(s.window) == window
     xq = rng.normal(size=(4, d))
@@ -79,7 +80,8 @@ def test_minibatch_equals_sequential(rng):
 def test_asymptotic_bounds_match_thesis_eq_4_17(rng):
     d, W = 2, 30
     X, Y = _stream(rng, 80, d, noise=0.5)
-    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-4, beta=1.0, bounds="asymptotic", onestep_floor=False)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1e-4, beta=1.0,
+                                  options=oj.WindowedOptions(bounds="asymptotic", onestep_floor=False))
     s = lrn.learn(lrn.init(), X, Y)
     Xw, Yw = X[-W:], Y[-W:]
     G = Xw.T @ Xw + 1e-4 * np.eye(d)
@@ -93,7 +95,7 @@ def test_asymptotic_bounds_match_thesis_eq_4_17(rng):
 def test_tune_uses_the_window(rng):
     d, W = 3, 120
     X, Y = _stream(rng, 400, d, noise=0.5)
-    lrn = oj.windowed_bayes_linreg(d, W, alpha=1.0, beta=1.0, standardize=False)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=1.0, beta=1.0, options=oj.WindowedOptions(standardize=False))
     s = lrn.tune(lrn.learn(lrn.init(), X, Y))
     ref = oj.bayes_linreg(d).tune(oj.bayes_linreg(d).learn(oj.bayes_linreg(d).init(), X[-W:], Y[-W:]))
     assert float(s.beta) == pytest.approx(float(ref.beta), rel=tol(1e-8, 1e-3))
@@ -150,7 +152,7 @@ def test_window_as_init_value_equals_a_learner_of_that_window(rng):
     X, Y = _stream(rng, n, d, noise=0.5)
     X, Y = jnp.asarray(X, s_dt := oj.base.default_float_dtype()), jnp.asarray(Y, s_dt)
     windows = jnp.array([5, 12, 20], jnp.int32)
-    shared = oj.windowed_bayes_linreg(d, 20, capacity=20, bounds="asymptotic")
+    shared = oj.windowed_bayes_linreg(d, 20, options=oj.WindowedOptions(bounds="asymptotic", capacity=20))
 
     def run(lrn, s):
         s = lrn.learn(s, X[:60], Y[:60])
@@ -160,7 +162,7 @@ def test_window_as_init_value_equals_a_learner_of_that_window(rng):
 
     states, preds = jax.jit(jax.vmap(lambda w: run(shared, shared.init(window=w))))(windows)
     for k, w in enumerate([5, 12, 20]):
-        alone = oj.windowed_bayes_linreg(d, w, bounds="asymptotic")
+        alone = oj.windowed_bayes_linreg(d, w, options=oj.WindowedOptions(bounds="asymptotic"))
         s, p = run(alone, alone.init())
         for a, b in ((preds.mean[k], p.mean), (preds.var[k], p.var), (states.mean[k], s.mean),
                      (states.alpha[k], s.alpha), (states.beta[k], s.beta)):
@@ -170,10 +172,10 @@ def test_window_as_init_value_equals_a_learner_of_that_window(rng):
 
 def test_bad_capacity_and_init_window_raise():
     with pytest.raises(ValueError, match="capacity"):
-        oj.windowed_bayes_linreg(2, 8, capacity=4)
+        oj.windowed_bayes_linreg(2, 8, options=oj.WindowedOptions(capacity=4))
     with pytest.raises(ValueError, match="capacity"):
-        oj.windowed_bayes_linreg(2, 8, capacity=9.5)
-    lrn = oj.windowed_bayes_linreg(2, 8, capacity=16)
+        oj.windowed_bayes_linreg(2, 8, options=oj.WindowedOptions(capacity=9.5))
+    lrn = oj.windowed_bayes_linreg(2, 8, options=oj.WindowedOptions(capacity=16))
     for bad in (0, 17, 2.5, -1):
         with pytest.raises(ValueError, match="window"):
             lrn.init(window=bad)
@@ -181,7 +183,7 @@ def test_bad_capacity_and_init_window_raise():
 
 def test_bad_bounds_and_hyperparameters_raise():
     with pytest.raises(ValueError, match="bounds"):
-        oj.windowed_bayes_linreg(2, 5, bounds="nope")
+        oj.windowed_bayes_linreg(2, 5, options=oj.WindowedOptions(bounds="nope"))
     with pytest.raises(ValueError, match="alpha"):
         oj.windowed_bayes_linreg(2, 5, alpha=-1.0)
     with pytest.raises(ValueError, match="beta"):
@@ -226,7 +228,7 @@ def test_mapped_features_of_large_inputs_stay_finite_and_accurate():
 
     X, Y, _ = thesis_stream(jax.random.key(0), "SYNTH_ND_CD_2000_2_100_0_33")
     X, Y = X[:800], np.asarray(Y[:800], np.float64)
-    lrn = bayesian_map_windowed(2, 64, mapped=True)
+    lrn = bayesian_map_windowed(2, 64, features=oj.ThesisFeatures(mapped=True))
     s = lrn.tune(lrn.learn(lrn.init(), X[:64], Y[:64]))
     res = oj.evaluation.progressive_validation(lrn, s, X[64:], Y[64:])
     m = np.asarray(res.predictions.mean, np.float64)
@@ -277,7 +279,7 @@ def test_onestep_floor_matches_reference(rng, bounds):
     X, Y = _drift_stream(rng, n=160, c=80)
     X = np.c_[X, np.ones(len(Y))]
     W, alpha, beta = 24, 0.5, 2.0
-    lrn = oj.windowed_bayes_linreg(2, W, alpha=alpha, beta=beta, bounds=bounds)
+    lrn = oj.windowed_bayes_linreg(2, W, alpha=alpha, beta=beta, options=oj.WindowedOptions(bounds=bounds))
     v = np.asarray(progressive_validation(lrn, lrn.init(), X, Y).predictions.var, np.float64)
     ref, binds = _onestep_reference(X, Y, W, alpha, beta, bounds)
     assert rel_err(v, ref) < tol(1e-8, 2e-3)
@@ -294,7 +296,8 @@ def test_variance_after_a_drift_follows_the_new_errors(rng):
     c, W = 400, 64
     X, Y = _drift_stream(rng, c=c)
     plain = oj.windowed_bayes_linreg(1, W, intercept=True)
-    for lrn in (plain, adaptive(plain, W), adaptive(oj.bayesian_mle_windowed(1, W, intercept=True), W)):
+    mle = oj.bayesian_mle_windowed(1, W, features=oj.ThesisFeatures(intercept=True))
+    for lrn in (plain, adaptive(plain, W), adaptive(mle, W)):
         p = progressive_validation(lrn, lrn.init(), X, Y).predictions
         z = np.abs(Y - np.asarray(p.mean, np.float64)) / np.sqrt(np.asarray(p.var, np.float64))
         lp = np.asarray(p.log_prob(Y), np.float64)
@@ -323,7 +326,7 @@ def test_first_zero_target_gives_a_positive_variance():
     from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
 
     for make in (bayesian_map_windowed, bayesian_mle_windowed):
-        lrn = make(2, 8, mapped=True)
+        lrn = make(2, 8, features=oj.ThesisFeatures(mapped=True))
         s = lrn.learn(lrn.init(), np.array([0.0, 0.0]), 0.0)
         v = float(lrn.predict(s, np.array([0.5, -0.3])).var)
         assert np.isfinite(v) and v > 0, make.__name__
@@ -341,7 +344,7 @@ def test_module_functions_are_the_learners_core(rng, bounds):
     d, W, n = 3, 5, 13
     X, Y = _stream(rng, n, d)
     X, Y = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
-    lrn = oj.windowed_bayes_linreg(d, W, alpha=0.5, beta=2.0, bounds=bounds, capacity=7)
+    lrn = oj.windowed_bayes_linreg(d, W, alpha=0.5, beta=2.0, options=oj.WindowedOptions(bounds=bounds, capacity=7))
     s, t = lrn.init(), windowed.init(d, 7, 0.5, 2.0, window=W, bounds=bounds)
     _assert_trees_close(s, t, 0.0)
     learn = jax.jit(partial(windowed.learn_one, bounds=bounds))
@@ -359,7 +362,7 @@ def test_module_functions_are_the_learners_core(rng, bounds):
 
 def test_nonfinite_item_changes_only_the_skip_counter(rng):
     # the boundary (make_learner(skip_nonfinite=True)) owns the skip: state unchanged but n_skipped
-    lrn = oj.windowed_bayes_linreg(2, 4, bounds="asymptotic", intercept=True)
+    lrn = oj.windowed_bayes_linreg(2, 4, intercept=True, options=oj.WindowedOptions(bounds="asymptotic"))
     s = lrn.learn(lrn.init(), rng.normal(size=(5, 2)), rng.normal(size=5))
     f = jax.jit(lrn.learn)
     for x, y in (([np.nan, 1.0], 0.0), ([1.0, -np.inf], 0.0), ([1.0, 2.0], np.nan)):
@@ -384,7 +387,7 @@ def test_prior_floor_keeps_a_feature_that_did_not_vary_from_being_extrapolated(r
     xq = np.array([1.0, 1.0, 0.5])
     means = {}
     for floor in (None, c):
-        lrn = oj.windowed_bayes_linreg(d, W, alpha=alpha0, beta=1.0, prior_floor=floor)
+        lrn = oj.windowed_bayes_linreg(d, W, alpha=alpha0, beta=1.0, options=oj.WindowedOptions(prior_floor=floor))
         s = lrn.tune(lrn.learn(lrn.init(), X.astype(DTYPE), Y.astype(DTYPE)))
         means[floor] = float(lrn.predict(s, xq.astype(DTYPE)).mean)
     scale = np.abs(x0)
@@ -399,4 +402,4 @@ def test_prior_floor_keeps_a_feature_that_did_not_vary_from_being_extrapolated(r
     # the window's mean level is ~1.5: floored, the query stays near it; unfloored it runs ~1000x away
     assert abs(means[c]) < 5.0 and abs(means[None]) > 100.0
     with pytest.raises(ValueError, match="prior_floor"):
-        oj.windowed_bayes_linreg(d, W, prior_floor=0.0)
+        oj.windowed_bayes_linreg(d, W, options=oj.WindowedOptions(prior_floor=0.0))

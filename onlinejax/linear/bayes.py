@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
@@ -72,7 +73,20 @@ __all__ = [
     "reexpress",
     "forgetting_from_smoothing",
     "forgetting_from_thesis",
+    "BayesOptions",
 ]
+
+
+class BayesOptions(NamedTuple):
+    """The static switches of :func:`bayes_linreg`: an immutable, hashable record (equal records, one learner).
+
+    Attributes:
+      tunable: keep the ``λ``-weighted sufficient statistics that ``tune`` (type-II ML for
+        ``alpha``/``beta``, :func:`tune_evidence`) needs (default True); ``False`` drops them and
+        ``tune`` — the fast path, 3–5× fewer flops per item at ``d = 45``.
+    """
+
+    tunable: bool = True
 
 
 class BayesLinRegState(NamedTuple):
@@ -325,8 +339,8 @@ def bayes_linreg(
     alpha=1.0,
     beta=1.0,
     forgetting=None,
-    tunable: bool = True,
     intercept: bool = False,
+    options: BayesOptions = BayesOptions(),
     dtype=None,
 ) -> Learner:
     """Conjugate Bayesian linear regression (optionally forgetting) as a :class:`Learner`.
@@ -338,9 +352,8 @@ def bayes_linreg(
       forgetting: ``None`` (static: no forgetting, the fast path) or the
         default ``λ ∈ (0, 1]`` of a forgetting learner (``λ`` is then a state
         array, so it vmaps; 1 means no forgetting).
-      tunable: keep the sufficient statistics that ``tune`` (type-II ML for
-        ``alpha``/``beta``) needs; ``False`` drops them and ``tune`` (static).
       intercept: append a constant feature (weight learned like the others).
+      options: :class:`BayesOptions` (static): ``tunable``.
       dtype: default floating dtype of the state.
     Returns:
       A learner whose ``init(alpha=, beta=, [forgetting=,] dtype=)`` overrides the
@@ -354,8 +367,16 @@ def bayes_linreg(
         state = learner.init()
         state, pred = learner.step(state, [1.0, 0.3], 0.2)   # predict, then learn
         lo, hi = pred.interval(0.95)
+    Raises:
+      ValueError: naming the argument or the record's field (``options.tunable: ...``).
+      TypeError: ``options`` not a :class:`BayesOptions`.
     """
     d = check_int(n_features, "n_features", 1)
+    if not isinstance(options, BayesOptions):
+        raise TypeError(f"options: expected an onlinejax.linear.BayesOptions, got {type(options).__name__}")
+    if not isinstance(options.tunable, (bool, np.bool_)):
+        raise ValueError(f"options.tunable: must be a bool, got {options.tunable!r}")
+    tunable = bool(options.tunable)
     d_int = d + int(bool(intercept))
     # validate defaults eagerly
     check_positive(alpha, "alpha")

@@ -60,7 +60,40 @@ from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floo
 Array = jax.Array
 
 __all__ = ["NIGState", "nig_linreg", "init", "predict_one", "step_one", "update_one", "predictive", "absorb",
-           "forget", "max_count"]
+           "forget", "max_count", "NIGPrior"]
+
+
+class NIGPrior(NamedTuple):
+    """The Normal-inverse-gamma prior's defaults (``init`` overrides each): an immutable, hashable record.
+
+    Shared by :func:`nig_linreg` and :func:`~onlinejax.linear.random_feature_gp` (whose own default is
+    ``NIGPrior(0.1, 0.5, 4.0)``); equal records build the same learner. The values become state arrays,
+    so ``init(prior_precision=..., noise_var=..., prior_df=...)`` and ``vmap`` reach them as before.
+
+    Attributes:
+      prior_precision: ``α₀ > 0``: the weights' prior is ``N(0, σ²/α₀)`` (default 1.0).
+      noise_var: the noise variance's prior guess ``b₀/a₀ > 0`` (default 1.0).
+      prior_df: the noise prior's degrees of freedom ``2a₀ > 2`` (default 4.0: the first prediction has a
+        variance).
+    """
+
+    prior_precision: float = 1.0
+    noise_var: float = 1.0
+    prior_df: float = 4.0
+
+    def checked(self, name: str = "prior") -> "NIGPrior":
+        """The record with its values checked (``ValueError``: ``prior.<field>: ...``), unchanged otherwise."""
+        check_positive(self.prior_precision, f"{name}.prior_precision")
+        check_positive(self.noise_var, f"{name}.noise_var")
+        check_in_range(self.prior_df, f"{name}.prior_df", 2.0, float("inf"), hi_open=True)
+        return self
+
+
+def checked_prior(prior, name: str = "prior") -> NIGPrior:
+    """``prior`` checked (:meth:`NIGPrior.checked`); a TypeError unless it is a :class:`NIGPrior`."""
+    if not isinstance(prior, NIGPrior):
+        raise TypeError(f"{name}: expected an onlinejax.linear.NIGPrior, got {type(prior).__name__}")
+    return prior.checked(name)
 
 
 class NIGState(NamedTuple):
@@ -235,18 +268,17 @@ def update_one(state: NIGState, x: Array, y: Array, pred=None, *, intercept: boo
 
 
 @describe_factory
-def nig_linreg(n_inputs: int, *, prior_precision=1.0, noise_var=1.0, prior_df=4.0, forgetting: Optional[float] = None,
-               trend: Optional[float] = None, intercept: bool = False, dtype=None) -> Learner:
+def nig_linreg(n_inputs: int, *, forgetting: Optional[float] = None, trend: Optional[float] = None,
+               intercept: bool = False, prior: NIGPrior = NIGPrior(), dtype=None) -> Learner:
     """Bayesian linear regression that learns its noise level and predicts a Student-t (module doc).
 
     Args:
       n_inputs: ``d >= 0`` (static); 0 with an intercept or a trend: a model of the target alone.
-      prior_precision: ``α₀ > 0``, the weights' prior precision in units of the noise variance.
-      noise_var: the noise variance's prior guess ``b₀/a₀``.
-      prior_df: the noise prior's degrees of freedom ``2a₀ > 2``.
       forgetting: ``λ ∈ (0, 1]``, or ``None`` (static): no forgetting, the cheaper path.
       trend: ``τ > 0``, the slope's time unit in items, or ``None`` (static): no trend.
       intercept: static; a level (implied by ``trend``).
+      prior: :class:`NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in units of the
+        noise variance), the noise variance's prior guess ``b₀/a₀`` and its degrees of freedom ``2a₀``.
       dtype: default floating dtype.
     Returns:
       A :class:`Learner` whose ``init(**overrides)`` takes :func:`init`'s keywords but the static
@@ -256,15 +288,19 @@ def nig_linreg(n_inputs: int, *, prior_precision=1.0, noise_var=1.0, prior_df=4.
 
         # a run model for bocpd: each run learns its level, slope and noise, the level following a random walk
         learner = bocpd(nig_linreg(0, trend=50.0, forgetting=0.99), n_runs=32, hazard=1 / 250)
+    Raises:
+      ValueError: naming the argument or the record's field (``prior.prior_df: ...``).
+      TypeError: ``prior`` not a :class:`NIGPrior`.
     """
     d = check_int(n_inputs, "n_inputs", 0)
+    prior = checked_prior(prior)
     if trend is not None:
         check_positive(trend, "trend")
     if forgetting is not None:
         check_in_range(forgetting, "forgetting", 0.0, 1.0)
     static = dict(intercept=bool(intercept), trend=trend is not None)
     forgets = forgetting is not None
-    defaults = dict(prior_precision=prior_precision, noise_var=noise_var, prior_df=prior_df, dtype=dtype,
+    defaults = dict(prior._asdict(), dtype=dtype,
                     **({"forgetting": forgetting} if forgets else {}), **({"time_scale": trend} if trend else {}))
     init(d, **defaults, **static)  # the defaults are checked now, naming the argument
 

@@ -63,12 +63,13 @@ import numpy as np
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
 from ..linalg import variance_floor
-from .nig import absorb, predictive
+from .nig import NIGPrior, absorb, checked_prior, predictive
 from .nig import forget as _forget
 
 Array = jax.Array
 
-__all__ = ["RandomFeatureState", "random_feature_gp", "init", "predict_one", "step_one", "update_one", "features"]
+__all__ = ["RandomFeatureState", "random_feature_gp", "init", "predict_one", "step_one", "update_one", "features",
+           "RandomFeatureModels"]
 
 
 class RandomFeatureState(NamedTuple):
@@ -267,10 +268,42 @@ LENGTHSCALES = (0.25, 0.5, 1.0, 2.0)
 FORGETTING = (1.0, 0.99, 0.95)
 
 
+class RandomFeatureModels(NamedTuple):
+    """The models :func:`random_feature_gp` averages, and how fast their weights forget: a hashable record.
+
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor (their counts are static: they
+    set the state's shapes; their values are state arrays, which ``init`` overrides). Give sequences as
+    tuples, so that equal records build the same learner.
+
+    Attributes:
+      lengthscales: ``[L]`` lengthscales > 0; ``None`` (default): :data:`LENGTHSCALES` times ``√d``.
+      forgetting: ``[Φ]`` forgetting factors in (0, 1] (default :data:`FORGETTING`); ``None`` (static): no
+        forgetting, the cheaper path.
+      discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item (default 0.99).
+    """
+
+    lengthscales: Optional[Sequence[float]] = None
+    forgetting: Optional[Sequence[float]] = FORGETTING
+    discount: float = 0.99
+
+    def checked(self, n_inputs: int, name: str = "models") -> "RandomFeatureModels":
+        """The record with tuples of floats, ``lengthscales`` resolved (``ValueError``: ``models.<field>: ...``)."""
+        ell = tuple(v * n_inputs ** 0.5 for v in LENGTHSCALES) if self.lengthscales is None else _values(
+            self.lengthscales)
+        lam = None if self.forgetting is None else _values(self.forgetting)
+        for vals, field in ((ell, "lengthscales"), (lam, "forgetting")):
+            if vals is not None and len(vals) == 0:
+                raise ValueError(f"{name}.{field}: must hold at least one value")
+        check_positive(ell, f"{name}.lengthscales")
+        if lam is not None:
+            check_in_range(lam, f"{name}.forgetting", 0.0, 1.0)
+        check_in_range(self.discount, f"{name}.discount", 0.0, 1.0)
+        return RandomFeatureModels(ell, lam, self.discount)
+
+
 @describe_factory
-def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: Optional[Sequence[float]] = None,
-                      forgetting: Optional[Sequence[float]] = FORGETTING, prior_precision=0.1, noise_var=0.5,
-                      prior_df=4.0, discount=0.99, seed: int = 0, dtype=None) -> Learner:
+def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomFeatureModels = RandomFeatureModels(),
+                      prior: NIGPrior = NIGPrior(0.1, 0.5, 4.0), seed: int = 0, dtype=None) -> Learner:
     """A GP with unbounded memory on standardised data: random Fourier features, noise and lengthscale learned.
 
     ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
@@ -281,13 +314,12 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: O
     Args:
       n_inputs: ``d`` (static).
       n_frequencies: ``M`` (static): ``F = 2M + d + 1`` features, ``O(KF²)`` per item.
-      lengthscales: ``[L]`` (static count); default :data:`LENGTHSCALES` times ``√d``.
-      forgetting: ``[Φ]`` (static count) factors in (0, 1], default :data:`FORGETTING`;
-        ``None`` (static): no forgetting, the cheaper path.
-      prior_precision: ``α₀ > 0``, the weights' prior precision in units of the noise variance.
-      noise_var: the noise variance's prior guess (on the standardised scale).
-      prior_df: the noise prior's degrees of freedom ``2a₀ > 2``.
-      discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item.
+      models: :class:`RandomFeatureModels`, the defaults of the lengthscales ``[L]`` and forgetting
+        factors ``[Φ]`` (static counts; ``forgetting=None``: no forgetting, the cheaper path) and of the
+        evidence discount ``δ``.
+      prior: :class:`~onlinejax.linear.NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in
+        units of the noise variance), the noise variance's prior guess (on the standardised scale) and its
+        degrees of freedom ``2a₀ > 2``; default ``NIGPrior(0.1, 0.5, 4.0)``.
       seed: the frequencies' default seed.
       dtype: default floating dtype.
     Returns:
@@ -299,13 +331,18 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, lengthscales: O
         learner = calibrated(random_feature_gp(2), warmup=32)   # raw data: standardise, calibrate
         state = learner.init()
         state, pred = learner.step(state, [0.3, 1.2], 0.7)
+    Raises:
+      ValueError: naming the argument or the record's field (``models.discount: ...``).
+      TypeError: a record of the wrong type.
     """
     d = check_int(n_inputs, "n_inputs", 1)
     m = check_int(n_frequencies, "n_frequencies", 1)
-    ell = tuple(v * d ** 0.5 for v in LENGTHSCALES) if lengthscales is None else _values(lengthscales)
-    forget = forgetting is not None
-    defaults = dict(lengthscales=ell, prior_precision=prior_precision, noise_var=noise_var, prior_df=prior_df,
-                    discount=discount, forgetting=_values(forgetting) if forget else (1.0,), seed=seed, dtype=dtype)
+    if not isinstance(models, RandomFeatureModels):
+        raise TypeError(f"models: expected an onlinejax.linear.RandomFeatureModels, got {type(models).__name__}")
+    mo = models.checked(d)
+    forget = mo.forgetting is not None
+    defaults = dict(lengthscales=mo.lengthscales, **checked_prior(prior)._asdict(), discount=mo.discount,
+                    forgetting=mo.forgetting if forget else (1.0,), seed=seed, dtype=dtype)
     init(d, m, **defaults)  # the defaults are checked now, naming the argument
     n_models = len(defaults["lengthscales"]) * (len(defaults["forgetting"]) if forget else 1)
 

@@ -36,9 +36,21 @@ from .features import intercept_features, map_features
 
 Array = jax.Array
 
-__all__ = ["SGDState", "sgd_linreg", "init", "learn_one", "learn_batch", "predict_one", "predict_batch", "VARIANCES"]
+__all__ = ["SGDState", "sgd_linreg", "init", "learn_one", "learn_batch", "predict_one", "predict_batch", "VARIANCES",
+           "SGDOptions"]
 
 VARIANCES = ("running", "fixed")
+
+
+class SGDOptions(NamedTuple):
+    """The static switches of :func:`sgd_linreg`: an immutable, hashable record (equal records, one learner).
+
+    Attributes:
+      variance: the predictive variance ``v``: ``"running"`` (default; the exponentially weighted mean of
+        the squared pre-update residuals, started at ``noise_var``) or ``"fixed"`` (always ``noise_var``).
+    """
+
+    variance: str = "running"
 
 
 class SGDState(NamedTuple):
@@ -124,19 +136,18 @@ def predict_batch(state: SGDState, X: Array) -> Prediction:
 
 
 @describe_factory
-def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None = None, *, variance: str = "running",
-               noise_var=1.0, decay=0.99, intercept: bool = True, dtype=None) -> Learner:
+def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None = None, *, noise_var=1.0, decay=0.99,
+               intercept: bool = True, options: SGDOptions = SGDOptions(), dtype=None) -> Learner:
     """Linear regression trained online by an optax optimizer on the squared loss.
 
     Args:
       n_features: ``d``.
       optimizer: default ``optax.sgd(0.01)``; its hyperparameters are closed
         over (use ``optax.inject_hyperparams`` to make them state arrays).
-      variance: ``"running"`` (EW mean of squared pre-update residuals, started
-        at ``noise_var``) or ``"fixed"`` (always ``noise_var``).
       noise_var: initial / fixed predictive variance, > 0.
       decay: EW decay of the running residual variance, in (0, 1).
       intercept: append a constant feature (default True, like scikit-learn).
+      options: :class:`SGDOptions` (static): ``variance``, running or fixed.
       dtype: default floating dtype.
     Returns:
       A :class:`~onlinejax.Learner` over :func:`init`, :func:`learn_one`,
@@ -145,10 +156,16 @@ def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None =
     Note:
       A mini-batch takes one step on the batch's mean gradient (standard
       mini-batch SGD), which is *not* the same as ``b`` sequential steps.
+    Raises:
+      ValueError: naming the argument or the record's field (``options.variance: ...``).
+      TypeError: ``options`` not an :class:`SGDOptions`.
     """
     d = check_int(n_features, "n_features", 1)
+    if not isinstance(options, SGDOptions):
+        raise TypeError(f"options: expected an onlinejax.linear.SGDOptions, got {type(options).__name__}")
+    variance = options.variance
     if variance not in VARIANCES:
-        raise ValueError(f"variance: must be 'running' or 'fixed', got {variance!r}")
+        raise ValueError(f"options.variance: must be 'running' or 'fixed', got {variance!r}")
     check_positive(noise_var, "noise_var")
     check_in_range(decay, "decay", 0.0, 1.0, hi_open=True)
     opt = optimizer or optax.sgd(0.01)

@@ -15,9 +15,9 @@ Thesis sections 4.2, 5.4.1–5.4.2 (``003_89e17038b7e7160f.txt``):
 * Windowed variants give the asymptotic prediction bounds of eq. 4.17; the
   forgetting variants give the ad-hoc 3-learner ensemble bounds of 5.4.1.1
   (:func:`adhoc_bounds`).
-* ``mapped=True`` applies the thesis's feature-space mapping
-  (:func:`~onlinejax.linear.features.thesis_features`); ``intercept=True``
-  adds the constant feature the thesis code lacked.
+* ``features=ThesisFeatures(mapped=True)`` applies the thesis's feature-space
+  mapping (:func:`~onlinejax.linear.features.thesis_features`);
+  ``ThesisFeatures(intercept=True)`` adds the constant feature the thesis code lacked.
 
 The ad-hoc bounds alone (``floor="none"``) are by construction about ±0.5
 noise standard deviations wide, far below a nominal 95 % (see
@@ -39,12 +39,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
                     learnable, make_learner, normal_quantile, state_dtype)
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
-from .windowed import windowed_bayes_linreg
+from .windowed import WindowedOptions, windowed_bayes_linreg
 
 Array = jax.Array
 
@@ -60,9 +61,72 @@ __all__ = [
     "bayesian_mle_windowed",
     "bayesian_map_windowed",
     "MLE_K",
+    "AdHocOptions",
+    "ThesisFeatures",
+    "MAP_WINDOWED",
+    "MLE_WINDOWED",
 ]
 
 MLE_K = 1e4
+#: :func:`bayesian_map_windowed`'s default options: the thesis's asymptotic bounds (eq. 4.17), evidence tune.
+MAP_WINDOWED = WindowedOptions(bounds="asymptotic")
+#: :func:`bayesian_mle_windowed`'s default options: asymptotic bounds, nothing of the model tuned.
+MLE_WINDOWED = WindowedOptions(bounds="asymptotic", tune_evidence=False)
+
+
+class ThesisFeatures(NamedTuple):
+    """The features a thesis learner sees: an immutable, hashable record of two bools (default: the raw inputs).
+
+    Attributes:
+      mapped: apply the thesis's feature-space mapping (:func:`~onlinejax.linear.features.thesis_features`;
+        default False).
+      intercept: append the constant feature the thesis code lacked (default False).
+    """
+
+    mapped: bool = False
+    intercept: bool = False
+
+
+class AdHocOptions(NamedTuple):
+    """The ad-hoc bounds' options (:func:`adhoc_bounds`) of the thesis's forgetting learners: a hashable record.
+
+    Attributes:
+      burn_in: items before the bound learners start to specialise (>= 0, static; default 50).
+      level: nominal level used to turn the bound width into a variance (default 0.95).
+      floor: ``"residual"`` (default) or ``"none"`` (static; ``"none"``: the thesis's bounds alone).
+      residual_forgetting: default ``ρ ∈ (0, 1]`` of the residual floor (an array in the state:
+        ``init(residual_forgetting=)``; default 0.99, ~100 items).
+    """
+
+    burn_in: int = 50
+    level: float = 0.95
+    floor: str = "residual"
+    residual_forgetting: float = 0.99
+
+
+def _record(value, cls, name: str):
+    """``value`` unless it is not a ``cls`` (a TypeError naming ``name``): records are given as records."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name}: expected an onlinejax.linear.{cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _checked_features(features) -> ThesisFeatures:
+    f = _record(features, ThesisFeatures, "features")
+    for name, v in zip(f._fields, f):
+        if not isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"features.{name}: must be a bool, got {v!r}")
+    return ThesisFeatures(*map(bool, f))
+
+
+def _adhoc(learner: Learner, adhoc) -> Learner:
+    """``adhoc_bounds(learner)`` with the record's options, a bad field named ``adhoc.<field>``."""
+    a = _record(adhoc, AdHocOptions, "adhoc")
+    try:
+        return adhoc_bounds(learner, burn_in=a.burn_in, level=a.level, floor=a.floor,
+                            residual_forgetting=a.residual_forgetting)
+    except ValueError as e:
+        raise ValueError(f"adhoc.{e}") from None
 
 
 class AdHocState(NamedTuple):
@@ -239,10 +303,11 @@ def adhoc_bounds(learner: Learner, *, burn_in: int = 50, level: float = 0.95, fl
                         predict_one=partial(adhoc_predict_one, level=level, **opts), n_features=learner.n_features)
 
 
-def _feature_map(n_features, mapped, intercept):
+def _feature_map(n_features, features):
     check_int(n_features, "n_features", 1)
-    fm = thesis_features(n_features) if mapped else None
-    if intercept:
+    f = _checked_features(features)
+    fm = thesis_features(n_features) if f.mapped else None
+    if f.intercept:
         ic = intercept_features(fm.n_out if fm else n_features)
         fm = compose(fm, ic) if fm else ic
     return fm
@@ -253,8 +318,8 @@ def _wrap(fm, make):
 
 
 @describe_factory
-def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K, burn_in=50, level=0.95,
-                            floor="residual", residual_forgetting=0.99, mapped=False, intercept=False,
+def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K,
+                            features: ThesisFeatures = ThesisFeatures(), adhoc: AdHocOptions = AdHocOptions(),
                             dtype=None) -> Learner:
     """BayesianMLEForgetting: RLS from ``kI`` with the thesis's forgetting factor and ad-hoc bounds.
 
@@ -262,21 +327,24 @@ def bayesian_mle_forgetting(n_features: int, *, forgetting_factor=0.05, k=MLE_K,
       n_features: ``d``.
       forgetting_factor: the thesis's ``α_ff ∈ [0, 1)`` (eq. 5.6; FF0.05 = 0.05).
       k: initial ``XXᵀ = kI`` scale (thesis: 10⁴), i.e. prior precision ``1/k``.
-      burn_in, level, floor, residual_forgetting: see :func:`adhoc_bounds`
-        (``floor="none"``: the thesis's bounds alone).
-      mapped, intercept: feature options (module doc).
+      features: :class:`ThesisFeatures`, the feature mapping and the intercept (module doc).
+      adhoc: :class:`AdHocOptions`, the options of :func:`adhoc_bounds`
+        (``AdHocOptions(floor="none")``: the thesis's bounds alone).
+      dtype: default floating dtype.
+    Raises:
+      ValueError: naming the argument or the record's field (``adhoc.burn_in: ...``).
+      TypeError: a record of the wrong type.
     """
     check_positive(k, "k")
     lam, b = forgetting_from_thesis(forgetting_factor, 1.0)
-    fm = _feature_map(n_features, mapped, intercept)
-    return _wrap(fm, lambda m: adhoc_bounds(
-        bayes_linreg(m or n_features, alpha=1.0 / k, beta=b, forgetting=lam, dtype=dtype), burn_in=burn_in, level=level,
-        floor=floor, residual_forgetting=residual_forgetting))
+    fm = _feature_map(n_features, features)
+    return _wrap(fm, lambda m: _adhoc(
+        bayes_linreg(m or n_features, alpha=1.0 / k, beta=b, forgetting=lam, dtype=dtype), adhoc))
 
 
 @describe_factory
-def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.0, beta=1.0, burn_in=50, level=0.95,
-                            floor="residual", residual_forgetting=0.99, mapped=False, intercept=False,
+def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.0, beta=1.0,
+                            features: ThesisFeatures = ThesisFeatures(), adhoc: AdHocOptions = AdHocOptions(),
                             dtype=None) -> Learner:
     """BayesianMAPForgetting: the conjugate model from the prior, thesis forgetting, ad-hoc bounds.
 
@@ -284,50 +352,50 @@ def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.
     precision and the noise precision before the thesis's ``(1 - α_ff)`` factor.
     """
     lam, b = forgetting_from_thesis(forgetting_factor, beta)
-    fm = _feature_map(n_features, mapped, intercept)
-    return _wrap(fm, lambda m: adhoc_bounds(
-        bayes_linreg(m or n_features, alpha=alpha, beta=b, forgetting=lam, dtype=dtype), burn_in=burn_in, level=level,
-        floor=floor, residual_forgetting=residual_forgetting))
+    fm = _feature_map(n_features, features)
+    return _wrap(fm, lambda m: _adhoc(
+        bayes_linreg(m or n_features, alpha=alpha, beta=b, forgetting=lam, dtype=dtype), adhoc))
 
 
 @describe_factory
-def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, mapped=False, intercept=False, capacity=None,
-                          onestep_floor=True, dtype=None) -> Learner:
+def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, features: ThesisFeatures = ThesisFeatures(),
+                          options: WindowedOptions = MLE_WINDOWED, dtype=None) -> Learner:
     """BayesianMLEWindowed: windowed RLS from ``kI`` with asymptotic bounds (eq. 4.17).
 
     Nothing of the model is tuned (thesis 5.4.1.5): ``tune`` only re-standardises
     the features on the window and rebuilds the factor, keeping the prior
     ``kI`` on the raw weights and ``beta = 1`` (``tune_evidence=False`` of
-    :func:`~onlinejax.linear.windowed_bayes_linreg`). Without it the float32
+    :class:`~onlinejax.linear.WindowedOptions`). Without it the float32
     factor of the raw mapped features (inputs of scale 50–100: features
     spanning 1–10⁴) loses all precision.
 
-    ``capacity`` (static, ``>= window``) sizes the ring buffer; the window
-    length is ``init(window=)`` (default ``window``), so windows up to the
-    capacity share one compiled program (see
-    :func:`~onlinejax.linear.windowed_bayes_linreg`). ``onestep_floor``: the
-    floor of eq. 4.17's ``s²`` at the recent one-step errors (same function;
-    ``False`` gives eq. 4.17 alone).
+    Args:
+      n_features: ``d``.
+      window: the default window length (``init(window=)``; see
+        :func:`~onlinejax.linear.windowed_bayes_linreg`).
+      k: initial ``XXᵀ = kI`` scale (thesis: 10⁴), i.e. prior precision ``1/k``.
+      features: :class:`ThesisFeatures` (module doc).
+      options: the windowed learner's :class:`~onlinejax.linear.WindowedOptions`, as a whole
+        (default :data:`MLE_WINDOWED`, the thesis's model; change a field with
+        ``MLE_WINDOWED._replace(capacity=128)``, which keeps the others).
+      dtype: default floating dtype.
     """
     check_in_range(k, "k", 0.0, float("inf"), hi_open=True)
-    fm = _feature_map(n_features, mapped, intercept)
-
-    def make(m):
-        return windowed_bayes_linreg(m or n_features, window, alpha=1.0 / k, beta=1.0, bounds="asymptotic",
-                                     tune_evidence=False, capacity=capacity, onestep_floor=onestep_floor, dtype=dtype)
-
-    return _wrap(fm, make)
+    fm = _feature_map(n_features, features)
+    return _wrap(fm, lambda m: windowed_bayes_linreg(m or n_features, window, alpha=1.0 / k, beta=1.0,
+                                                     options=options, dtype=dtype))
 
 
 @describe_factory
-def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0, mapped=False, intercept=False,
-                          capacity=None, onestep_floor=True, prior_floor=None, dtype=None) -> Learner:
+def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0,
+                          features: ThesisFeatures = ThesisFeatures(), options: WindowedOptions = MAP_WINDOWED,
+                          dtype=None) -> Learner:
     """BayesianMAPWindowed: windowed conjugate model, asymptotic bounds, evidence ``tune``.
 
-    ``capacity``, ``onestep_floor``: as in :func:`bayesian_mle_windowed`; ``prior_floor``: as in
-    :func:`~onlinejax.linear.windowed_bayes_linreg` (``None``, the thesis's model, by default).
+    Arguments as in :func:`bayesian_mle_windowed`; ``alpha``, ``beta``: the default prior and noise
+    precisions (tuned by type-II ML); ``options`` defaults to :data:`MAP_WINDOWED`
+    (``prior_floor=None``, the thesis's model).
     """
-    fm = _feature_map(n_features, mapped, intercept)
-    return _wrap(fm, lambda m: windowed_bayes_linreg(
-        m or n_features, window, alpha=alpha, beta=beta, bounds="asymptotic", capacity=capacity,
-        onestep_floor=onestep_floor, prior_floor=prior_floor, dtype=dtype))
+    fm = _feature_map(n_features, features)
+    return _wrap(fm, lambda m: windowed_bayes_linreg(m or n_features, window, alpha=alpha, beta=beta,
+                                                     options=options, dtype=dtype))

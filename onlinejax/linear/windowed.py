@@ -87,9 +87,90 @@ __all__ = [
     "tune",
     "window_stats",
     "BOUNDS",
+    "WindowedOptions",
 ]
 
 BOUNDS = ("bayes", "asymptotic")
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_))
+
+
+class WindowedOptions(NamedTuple):
+    """The static options of :func:`windowed_bayes_linreg`: an immutable, hashable record of Python values.
+
+    Passed as one value (``windowed_bayes_linreg(d, W, options=WindowedOptions(bounds="asymptotic"))``);
+    equal records build the same learner. Changing a field compiles a new program.
+
+    Attributes:
+      bounds: ``"bayes"`` (default): predictive variance ``1/beta + xᵀSx`` (Bishop eq. 3.59);
+        ``"asymptotic"``: the thesis's asymptotic bound (eq. 4.17) ``s²(1 + beta·xᵀSx)`` with ``s²``
+        the window's residual variance ``RSS/(n - d)`` (``beta·S`` stands for ``(XXᵀ)⁻¹``; equal when the
+        prior is negligible), an extra ``O(Wd)`` per item. While the window has ``n <= d + 2`` items
+        (fewer than three residual degrees of freedom, where the Student-t predictive that ``s²`` stands
+        for has no variance) ``s² = Σy²/n``, the residual variance of the nested model without
+        parameters (prediction 0, the prior mean).
+      standardize: at each ``tune``, fix per-feature scales ``s_j`` = the root mean square of feature
+        ``j`` over the window and work on ``x / s`` until the next tune (``alpha`` is then the prior
+        precision of the scaled features' weights, as in ridge regression on standardised inputs;
+        default True). Why: mapped features of inputs of scale 50–100 span 1–10⁴, and a float32
+        square-root covariance of such features loses all precision. The tune also floors the prior
+        precision at ``sqrt(eps)·β·n`` (float32: 3.5e-4 of the data precision, float64: 1.5e-8), at
+        the price of a small bias where a noise-free stream would be fitted exactly. ``False`` keeps
+        the raw features (the thesis's model; fine in float64 or for inputs of order 1).
+      tune_evidence: ``tune`` re-estimates ``alpha``/``beta`` (type-II ML; default True). ``False``:
+        ``tune`` keeps the model — ``beta`` and ``init``'s prior on the *raw* features' weights
+        (``prior_alpha / s²`` on the scaled ones, then the floor) — and only re-standardises and
+        rebuilds the factor from the window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
+      capacity: the ring buffer's size ``W >= window`` (default ``None``: ``window``). The per-item cost
+        does not depend on it (the posterior is updated and downdated in ``O(d²)``); ``tune`` and the
+        asymptotic bound's residual variance cost ``O(W d²)`` and ``O(W d)``.
+      onestep_floor: floor the noise variance of either bound at the mean squared recursive residual
+        of the items learned since the last ``tune`` (module doc; default True). ``False``: the
+        bounds exactly as above.
+      prior_floor: ``None`` (default) or ``c ∈ (0, 1]``: the evidence tune keeps every raw weight's
+        prior precision at least ``c·alpha`` (``init``'s), i.e. ``c·alpha/s_j²`` on the scaled weights.
+        Why: a window in which a feature barely varies (repeated or clustered inputs) gives it a tiny
+        scale ``s_j``, and one evidence estimate shared by all the scaled weights then leaves its raw
+        weight almost free, to be extrapolated a thousandfold where the feature varies again.
+    """
+
+    bounds: str = "bayes"
+    standardize: bool = True
+    tune_evidence: bool = True
+    capacity: int | None = None
+    onestep_floor: bool = True
+    prior_floor: float | None = None
+
+    def checked(self, window: int, name: str = "options") -> "WindowedOptions":
+        """The record checked against the window length ``window``, ``capacity`` resolved and numbers as Python's.
+
+        Raises:
+          ValueError: naming the field (``options.capacity: ...``).
+        """
+        if self.bounds not in BOUNDS:
+            raise ValueError(f"{name}.bounds: must be one of {BOUNDS}, got {self.bounds!r}")
+        for field in ("standardize", "tune_evidence", "onestep_floor"):
+            if not _is_bool(getattr(self, field)):
+                raise ValueError(f"{name}.{field}: must be a bool, got {getattr(self, field)!r}")
+        cap = self.capacity
+        W_cap = window if cap is None else (int(cap) if not isinstance(cap, bool) else 0)
+        if cap is not None and (W_cap != cap or W_cap < window):
+            raise ValueError(f"{name}.capacity: must be an integer >= window ({window}), got {cap!r}")
+        floor = self.prior_floor
+        if floor is not None:
+            check_in_range(floor, f"{name}.prior_floor", 0.0, 1.0)
+            floor = float(floor)
+        return WindowedOptions(self.bounds, bool(self.standardize), bool(self.tune_evidence), W_cap,
+                               bool(self.onestep_floor), floor)
+
+
+def checked_options(options, window: int, name: str = "options") -> WindowedOptions:
+    """``options`` checked (:meth:`WindowedOptions.checked`); a TypeError unless it is a :class:`WindowedOptions`."""
+    if not isinstance(options, WindowedOptions):
+        raise TypeError(f"{name}: expected an onlinejax.linear.WindowedOptions, got {type(options).__name__}")
+    return options.checked(window, name)
 
 
 class WindowedBayesState(NamedTuple):
@@ -403,59 +484,22 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
 
 
 @describe_factory
-def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, bounds: str = "bayes",
-                          intercept: bool = False, standardize: bool = True, tune_evidence: bool = True,
-                          capacity: int | None = None, onestep_floor: bool = True, prior_floor: float | None = None,
-                          dtype=None) -> Learner:
+def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, intercept: bool = False,
+                          options: WindowedOptions = WindowedOptions(), dtype=None) -> Learner:
     """Bayesian linear regression on the last ``window`` items, as a :class:`~onlinejax.Learner`.
 
     Args:
       n_features: ``d`` (static).
       window: the window length ``w >= 1``: the default of ``init(window=)``.
         It is an array in the state, so windows of different lengths share one
-        compiled program (the thesis grid's five windows compile once).
+        compiled program (the thesis grid's five windows compile once; a buffer
+        larger than ``window``: ``options.capacity``).
       alpha: default prior precision, ``[]`` or ``[d']`` (``d' = d + intercept``).
       beta: default noise precision.
-      bounds: ``"bayes"``: predictive variance ``1/beta + xᵀSx`` (Bishop eq.
-        3.59); ``"asymptotic"``: the thesis's asymptotic bound (eq. 4.17)
-        ``s²(1 + beta·xᵀSx)`` with ``s²`` the window's residual variance
-        ``RSS/(n - d)`` (``beta·S`` stands for ``(XXᵀ)⁻¹``; equal when the prior
-        is negligible). The asymptotic variant costs an extra ``O(Wd)`` per item.
-        While the window has ``n <= d + 2`` items (fewer than three residual
-        degrees of freedom, where the Student-t predictive that ``s²`` stands
-        for has no variance) ``s² = Σy²/n``, the residual variance of the
-        nested model without parameters (prediction 0, the prior mean).
-      intercept: append a constant feature.
-      standardize: at each ``tune``, fix per-feature scales ``s_j`` = the
-        root mean square of feature ``j`` over the window and work on
-        ``x / s`` until the next tune (``alpha`` is then the prior precision
-        of the scaled features' weights, as in ridge regression on
-        standardised inputs). Why: mapped features of inputs of scale 50–100
-        span 1–10⁴, and a float32 square-root covariance of such features
-        loses all precision. The tune also floors the prior precision at
-        ``sqrt(eps)·β·n`` (:func:`_ridge_floor`; float32: 3.5e-4 of the data
-        precision, float64: 1.5e-8), at the price of a small bias where a
-        noise-free stream would be fitted exactly. ``False`` keeps the raw
-        features (the thesis's model; fine in float64 or for inputs of order 1).
-      tune_evidence: ``tune`` re-estimates ``alpha``/``beta`` (type-II ML).
-        ``False``: ``tune`` keeps the model — ``beta`` and ``init``'s prior on
-        the *raw* features' weights (``prior_alpha / s²`` on the scaled ones,
-        then the floor) — and only re-standardises and rebuilds the factor from the
-        window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
-      prior_floor: ``None`` (default) or ``c ∈ (0, 1]`` (static): the
-        evidence tune keeps every raw weight's prior precision at least
-        ``c·alpha`` (``init``'s), i.e. ``c·alpha/s_j²`` on the scaled weights.
-        Why: a window in which a feature barely varies (repeated or clustered
-        inputs) gives it a tiny scale ``s_j``, and one evidence estimate shared
-        by all the scaled weights then leaves its raw weight almost free, to
-        be extrapolated a thousandfold where the feature varies again.
-      capacity: the ring buffer's size ``W >= window`` (static; default
-        ``window``). The per-item cost does not depend on it (the posterior is
-        updated and downdated in ``O(d²)``); ``tune`` and the asymptotic bound's
-        residual variance cost ``O(W d²)`` and ``O(W d)``.
-      onestep_floor: (static) floor the noise variance of either bound at the
-        mean squared recursive residual of the items learned since the last
-        ``tune`` (module doc). ``False``: the bounds exactly as above.
+      intercept: append a constant feature (static).
+      options: :class:`WindowedOptions` (static): the predictive bound (``"bayes"`` or the thesis's
+        ``"asymptotic"``), the tune's standardising and evidence steps, the buffer's capacity, the
+        one-step floor and the prior floor.
       dtype: default floating dtype.
     Returns:
       A :class:`Learner` over :func:`init`, :func:`learn_one`,
@@ -464,33 +508,30 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
       evicts the oldest item; ``tune(state, n_iter=100)`` re-estimates
       ``alpha``/``beta`` on the window by type-II ML and rebuilds the factor
       from the buffer. A non-finite item is skipped (``n_skipped`` counts it).
+    Raises:
+      ValueError: naming the argument or the record's field (``options.capacity: ...``).
+      TypeError: ``options`` not a :class:`WindowedOptions`.
     """
     d = check_int(n_features, "n_features", 1)
     w_default = int(window) if not isinstance(window, bool) else 0
     if w_default < 1 or w_default != window:
         raise ValueError(f"window: must be an integer >= 1, got {window!r}")
-    W_cap = w_default if capacity is None else (int(capacity) if not isinstance(capacity, bool) else 0)
-    if capacity is not None and (W_cap != capacity or W_cap < w_default):
-        raise ValueError(f"capacity: must be an integer >= window ({w_default}), got {capacity!r}")
-    if bounds not in BOUNDS:
-        raise ValueError(f"bounds: must be one of {BOUNDS}, got {bounds!r}")
+    o = checked_options(options, w_default)
     check_positive(alpha, "alpha")
     check_positive(beta, "beta")
-    if prior_floor is not None:
-        check_in_range(prior_floor, "prior_floor", 0.0, 1.0)
-        prior_floor = float(prior_floor)
     dm = d + int(bool(intercept))
+    static = dict(bounds=o.bounds, onestep_floor=o.onestep_floor)
 
     def _init(alpha=alpha, beta=beta, window=w_default, dtype=dtype):
-        return init(dm, W_cap, alpha, beta, window, dtype, bounds=bounds, onestep_floor=onestep_floor)
+        return init(dm, o.capacity, alpha, beta, window, dtype, **static)
 
     learner = make_learner(
         init=_init, n_features=dm, skip_nonfinite=True,
-        learn_one=partial(learn_one, bounds=bounds, onestep_floor=onestep_floor),
-        predict_one=partial(predict_one, bounds=bounds, onestep_floor=onestep_floor),
-        evict=partial(evict, bounds=bounds),
-        tune=jax.jit(partial(tune, standardize=standardize, tune_evidence=tune_evidence, bounds=bounds,
-                             prior_floor=prior_floor),
+        learn_one=partial(learn_one, **static),
+        predict_one=partial(predict_one, **static),
+        evict=partial(evict, bounds=o.bounds),
+        tune=jax.jit(partial(tune, standardize=o.standardize, tune_evidence=o.tune_evidence, bounds=o.bounds,
+                             prior_floor=o.prior_floor),
                      static_argnames="n_iter"),
     )
     return map_features(intercept_features(d), learner) if intercept else learner
