@@ -75,7 +75,7 @@ def main():
     for W in (() if a.skip_table else (32, 64, 96, 128)):
         for d in (1, 2, 4):
             X, Y = stream(rng, a.n, d)
-            lrn = gp_window(d, W, mean="zero", hyper=GPHyper(noise_std=0.1))
+            lrn = gp_window(d, W, mean="zero", initial=GPHyper(noise_std=0.1))
             # the compiled program alone: the initial state is built once (un-jitted, op by op, init
             # costs ~1.7 ms, which the table used to charge to the items: +0.6 us/item at n = 3000)
             state0 = jax.block_until_ready(lrn.init())

@@ -111,7 +111,7 @@ def _check_every_step(lrn, X, Y, W, sv, nv_user, ls, kernel="se", mean="zero"):
 def test_every_step_equals_direct_solve(rng, kernel):
     W = 16
     X, Y = _stream(rng, 300, dup_every=7)
-    lrn = gp_window(2, W, kernel=kernel, mean="zero", hyper=GPHyper(lengthscale=1.5, noise_std=0.1))
+    lrn = gp_window(2, W, kernel=kernel, mean="zero", initial=GPHyper(lengthscale=1.5, noise_std=0.1))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.5, kernel)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -120,7 +120,7 @@ def test_average_mean_variant(rng):
     W = 12
     X, Y = _stream(rng, 150)
     Y = Y + 5.0
-    lrn = gp_window(2, W, mean="average", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
+    lrn = gp_window(2, W, mean="average", initial=GPHyper(lengthscale=1.0, noise_std=0.2))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 0.04, 1.0, mean="average")
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -145,7 +145,7 @@ def test_ols_mean_variance_every_step(rng):
     residuals, the variance scaled by ``ĉ`` with the mean's ``d + 1`` coefficients off its degrees of freedom."""
     W = 20
     X, Y = _trend_stream(rng, 120)
-    lrn = gp_window(2, W, mean="ols", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
+    lrn = gp_window(2, W, mean="ols", initial=GPHyper(lengthscale=1.0, noise_std=0.2))
     s0 = lrn.init()
     (wm, _, wrel, c_max), _ = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean="ols")
     assert c_max > 1.5, c_max  # the scale is exercised
@@ -159,7 +159,7 @@ def test_freeze_when_full_variance_every_step(rng, mean):
     so far, and once the window is full on the first ``W`` items."""
     W = 16
     X, Y = _trend_stream(rng, 60)
-    lrn = gp_window(2, W, mean=mean, hyper=GPHyper(lengthscale=1.0, noise_std=0.2),
+    lrn = gp_window(2, W, mean=mean, initial=GPHyper(lengthscale=1.0, noise_std=0.2),
                     window_options=GPWindowOptions(freeze_when_full=True))
     s0 = lrn.init()
     (wm, _, wrel, c_max), res = _every_step_errors(lrn, s0, X, Y, W, _np_hyp(s0), mean=mean, freeze=True)
@@ -175,7 +175,7 @@ def test_tuned_window_variance_every_step(rng, mean):
     W, n0 = 24, 40
     X, Y = _trend_stream(rng, n0 + 60)
     Y[n0:] += Y[n0:] - X[n0:] @ [2.0, -1.0] - 3.0  # wiggle and noise twice as large
-    lrn = gp_window(2, W, mean=mean, hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
+    lrn = gp_window(2, W, mean=mean, initial=GPHyper(lengthscale=1.0, noise_std=0.2))
     t = lrn.tune(lrn.learn(lrn.init(), X[:n0], Y[:n0]))
     hyp = _np_hyp(t)
     assert int(t.n_tunes) == 1 and not np.allclose(np.hstack(hyp), np.hstack(_np_hyp(lrn.init())))  # it tuned
@@ -189,7 +189,7 @@ def test_ols_mean_variant_matches_windowed_least_squares(rng):
     W = 20
     X, Y = _stream(rng, 100)
     Y = Y + X @ [2.0, -1.0] + 3.0
-    lrn = gp_window(2, W, mean="ols", hyper=GPHyper(lengthscale=1.0, noise_std=0.2))
+    lrn = gp_window(2, W, mean="ols", initial=GPHyper(lengthscale=1.0, noise_std=0.2))
     s = lrn.learn(lrn.init(), X, Y)
     Z = np.column_stack([X[-W:], np.ones(W)])
     coef = np.linalg.lstsq(Z, Y[-W:], rcond=None)[0]
@@ -221,7 +221,7 @@ def test_long_stream_wraps_many_times(rng):
     """5,000 items through a W = 64 window (78 wraps): float64 1e-9 rel, float32 1e-4 at noise var 1e-2."""
     W = 64
     X, Y = _stream(rng, 5000)
-    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
+    lrn = gp_window(2, W, mean="zero", initial=GPHyper(lengthscale=1.0, noise_std=0.1))
     wm, wv, res = _check_every_step(lrn, X, Y, W, 1.0, 0.01, 1.0)
     assert wm < tol(1e-9, 1e-4) and wv < tol(1e-9, 1e-4)
 
@@ -230,7 +230,7 @@ def test_no_error_accumulation_over_a_long_stream(rng):
     """100,000 items, no periodic rebuild: the last predictions are as accurate as after 5,000 (no drift)."""
     W, n = 64, 100_000
     X, Y = _stream(rng, n, dup_every=11)
-    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
+    lrn = gp_window(2, W, mean="zero", initial=GPHyper(lengthscale=1.0, noise_std=0.1))
     res = progressive_validation(lrn, lrn.init(), X, Y)
     mu, var = np.asarray(res.predictions.mean, np.float64), np.asarray(res.predictions.var, np.float64)
     nv = 0.01 + noise_floor_rel(res.predictions.mean.dtype)
@@ -243,7 +243,7 @@ def test_hard_case_small_noise_long_lengthscale(rng):
     """noise variance 1e-4, lengthscale 2 (condition number ~1e5): float32 within 1e-2."""
     W = 64
     X, Y = _stream(rng, 2000, noise=0.01, dup_every=11)
-    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=2.0, noise_std=0.01))
+    lrn = gp_window(2, W, mean="zero", initial=GPHyper(lengthscale=2.0, noise_std=0.01))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 1.0, 1e-4, 2.0)
     assert wm < tol(1e-7, 1e-2) and wv < tol(1e-7, 1e-2)
 
@@ -256,7 +256,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
     n = W + 400
     X = rng.uniform(0, 10, size=(n, 1))
     Y = 10.0 * np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
-    lrn = gp_window(1, W, mean="zero", hyper=GPHyper(signal_std=10.0, noise_std=1e-6, lengthscale=30.0))
+    lrn = gp_window(1, W, mean="zero", initial=GPHyper(signal_std=10.0, noise_std=1e-6, lengthscale=30.0))
     wm, wv, _ = _check_every_step(lrn, X, Y, W, 100.0, 1e-12, 30.0)
     assert wm < tol(1e-4, 2e-2) * np.std(Y), wm  # std(Y) ~ 7
 
@@ -264,7 +264,7 @@ def test_long_lengthscale_window_stays_accurate(rng, W):
 def test_duplicates_keep_factor_finite(rng):
     X = np.repeat(rng.uniform(0, 1, size=(5, 2)), 20, axis=0)  # each input 20 times in a row
     Y = X.sum(1)
-    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(lengthscale=3.0, noise_std=1e-3))
+    lrn = gp_window(2, 32, mean="zero", initial=GPHyper(lengthscale=3.0, noise_std=1e-3))
     res = progressive_validation(lrn, lrn.init(), X, Y)
     assert np.all(np.isfinite(np.asarray(res.predictions.var))) and np.all(np.asarray(res.predictions.var) > 0)
     assert np.all(np.isfinite(np.asarray(res.state.inv_chol)))
@@ -273,7 +273,7 @@ def test_duplicates_keep_factor_finite(rng):
 def test_evict_evicts_oldest(rng):
     W = 10
     X, Y = _stream(rng, 25)
-    lrn = gp_window(2, W, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1))
+    lrn = gp_window(2, W, mean="zero", initial=GPHyper(lengthscale=1.0, noise_std=0.1))
     for n_items in (25, 6):  # full window, and a partly filled one
         s = lrn.learn(lrn.init(), X[:n_items], Y[:n_items])
         have = min(n_items, W)
@@ -291,7 +291,7 @@ def test_evict_evicts_oldest(rng):
 
 def test_latent_and_observed_variance(rng):
     X, Y = _stream(rng, 30)
-    lrn = gp_window(2, 16, mean="zero", hyper=GPHyper(noise_std=0.3))
+    lrn = gp_window(2, 16, mean="zero", initial=GPHyper(noise_std=0.3))
     s = lrn.learn(lrn.init(), X, Y)
     p = lrn.predict(s, X[:2])
     np.testing.assert_allclose(np.asarray(p.var) - np.asarray(latent(s, p).var), float(s.scale * noise_var(s.params)),
@@ -357,7 +357,7 @@ def test_tune_rebuilds_and_no_recompile(rng):
     from test_progressive import count_compiles
 
     X, Y = _stream(rng, 80)
-    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(noise_std=0.5, lengthscale=5.0))
+    lrn = gp_window(2, 32, mean="zero", initial=GPHyper(noise_std=0.5, lengthscale=5.0))
     s = lrn.learn(lrn.init(), X, Y)
     t = lrn.tune(s)
     assert float(noise_var(t.params)) < 0.1  # true noise 0.01
@@ -382,14 +382,14 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="mean"):
         gp_window(2, 8, mean="median")
     with pytest.raises(ValueError, match="noise_std"):
-        gp_window(2, 8, hyper=GPHyper(noise_std=0.0))
+        gp_window(2, 8, initial=GPHyper(noise_std=0.0))
     with pytest.raises(ValueError, match="lengthscale"):
         gp_window(2, 8).init(lengthscale=-1.0)
 
 
 def test_batch_gp_baseline_freezes_after_first_window(rng):
     X, Y = _stream(rng, 60)
-    lrn = gp_window(2, 20, mean="zero", hyper=GPHyper(lengthscale=1.0, noise_std=0.1),
+    lrn = gp_window(2, 20, mean="zero", initial=GPHyper(lengthscale=1.0, noise_std=0.1),
                     window_options=GPWindowOptions(freeze_when_full=True))
     s = lrn.learn(lrn.init(), X, Y)
     rm, rv = gp_predict(X[:20], Y[:20], X[50:53], 1.0, 0.01 + noise_floor_rel(s.y.dtype), 1.0)
@@ -435,7 +435,7 @@ def test_later_tunes_use_retune_restarts(rng):
     """The first tune runs every start; later ones only ``retune_restarts`` (n_active), without recompiling."""
     X, Y = _stream(rng, 40)
     opts = GPTuneOptions(restarts=3, retune_restarts=1, steps=8)
-    lrn = gp_window(2, 32, mean="zero", hyper=GPHyper(noise_std=0.5, lengthscale=5.0), tune_options=opts)
+    lrn = gp_window(2, 32, mean="zero", initial=GPHyper(noise_std=0.5, lengthscale=5.0), tune_options=opts)
     s = lrn.learn(lrn.init(), X, Y)
     kfn = KERNELS["se"]
     args = (s.X, s.y, s.valid)
@@ -572,7 +572,7 @@ def test_a_constant_input_keeps_its_lengthscale_through_a_tune(rng):
     W = 32
     X = np.stack([np.full(W, 0.7310586), rng.uniform(-2, 2, W)], axis=1)
     Y = np.sin(2.0 * X[:, 1]) + 0.1 * rng.normal(size=W)
-    lrn = gp_window(2, W, hyper=GPHyper(lengthscale=0.8))
+    lrn = gp_window(2, W, initial=GPHyper(lengthscale=0.8))
     s = lrn.learn(lrn.init(), X, Y)
     t = lrn.tune(s)
     assert float(t.n_tunes) == 1
@@ -603,7 +603,7 @@ def test_wrong_shape_hyperparameters_are_named():
     with pytest.raises(ValueError, match=r"^lengthscale: .*shape \[2\]"):
         gp_window(2, window=8).init(lengthscale=jnp.ones(3))
     with pytest.raises(ValueError, match=r"^hyper\.lengthscale: "):
-        gp_window(2, window=8, hyper=GPHyper(lengthscale=[1.0, 2.0, 3.0]))
+        gp_window(2, window=8, initial=GPHyper(lengthscale=[1.0, 2.0, 3.0]))
     with pytest.raises(ValueError, match=r"^noise_std: must be a scalar"):
         gp_params(2, noise_std=jnp.ones(2))
     p = gp_params(2, lengthscale=[1.0, 2.0])

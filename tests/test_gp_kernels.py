@@ -84,7 +84,7 @@ def test_gp_with_a_composed_kernel_predicts_as_a_direct_solve(case, rng):
     """Every prediction of ``gp_window`` equals a float64 solve on its window with the same kernel matrix."""
     make, ref = CASES[case]
     kern, W = make(), 12
-    lrn = gp_window(2, W, kernel=kern, mean="zero", hyper=GPHyper(noise_std=0.3),
+    lrn = gp_window(2, W, kernel=kern, mean="zero", initial=GPHyper(noise_std=0.3),
                     window_options=GPWindowOptions(adapt_scale=False))
     s0 = lrn.init(signal_std=SF, lengthscale=jnp.asarray(LS, DTYPE))
     s0 = s0._replace(params=_params(kern)._replace(log_noise_std=s0.params.log_noise_std))

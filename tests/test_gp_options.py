@@ -25,12 +25,12 @@ def _stream(rng, n, d=2):
     ("tune_options", "retune_restarts", 0), ("tune_options", "method", "newton"),
     ("tune_options", "learning_rate", 0.0), ("tune_options", "noise_floor", -1e-3),
     ("tune_options", "noise_floor", float("inf")), ("tune_options", "lengthscale_prior", 0.0),
-    ("tune_options", "from_data", "yes"), ("hyper", "signal_std", 0.0), ("hyper", "noise_std", -1.0),
-    ("hyper", "lengthscale", [1.0, 2.0, 3.0]), ("window_options", "freeze_when_full", 1),
+    ("tune_options", "from_data", "yes"), ("initial", "signal_std", 0.0), ("initial", "noise_std", -1.0),
+    ("initial", "lengthscale", [1.0, 2.0, 3.0]), ("window_options", "freeze_when_full", 1),
     ("window_options", "mean_from_state", None), ("window_options", "adapt_scale", "no"),
 ])
 def test_a_bad_field_is_a_value_error_naming_it(record, field, bad):
-    cls = {"tune_options": GPTuneOptions, "hyper": GPHyper, "window_options": GPWindowOptions}[record]
+    cls = {"tune_options": GPTuneOptions, "initial": GPHyper, "window_options": GPWindowOptions}[record]
     with pytest.raises(ValueError, match=rf"^{record}\.{field}: "):
         gp_window(2, 8, **{record: cls()._replace(**{field: bad})})
 
@@ -38,8 +38,8 @@ def test_a_bad_field_is_a_value_error_naming_it(record, field, bad):
 def test_a_record_is_given_as_a_record():
     with pytest.raises(ValueError, match=r"^tune_options: expected a GPTuneOptions, got dict"):
         gp_window(2, 8, tune_options={"steps": 8})
-    with pytest.raises(ValueError, match=r"^hyper: expected a GPHyper, got tuple"):
-        gp_window(2, 8, hyper=(1.0, 0.1, 1.0))
+    with pytest.raises(ValueError, match=r"^initial: expected a GPHyper, got tuple"):
+        gp_window(2, 8, initial=(1.0, 0.1, 1.0))
     with pytest.raises(ValueError, match=r"^tune_options\.method: "):
         tune_hyperparameters(KERNELS["se"], "zero", gp_params(1), jnp.zeros((4, 1)), jnp.zeros(4), jnp.ones(4, bool),
                              tune_options=GPTuneOptions(method="bfgs"))
@@ -55,7 +55,7 @@ def test_the_defaults_are_the_keyword_factorys():
 
 def test_equal_records_build_the_same_learner():
     """The factory cache keys on the records' values, so a configuration built twice compiles once."""
-    make = lambda: gp_window(2, 8, hyper=GPHyper(noise_std=0.3, lengthscale=[1.0, 2.0]),  # noqa: E731
+    make = lambda: gp_window(2, 8, initial=GPHyper(noise_std=0.3, lengthscale=[1.0, 2.0]),  # noqa: E731
                              tune_options=GPTuneOptions(steps=8, method="adam"),
                              window_options=GPWindowOptions(adapt_scale=False))
     assert make() is make()
@@ -67,7 +67,7 @@ def test_default_records_are_the_default_learner_bitwise(rng):
     """Spelling the default records out gives the default learner's predictions and tunes bit for bit."""
     X, Y = _stream(rng, 48)
     plain = gp_window(2, 16, mean="ols")
-    spelled = gp_window(2, 16, mean="ols", hyper=GPHyper(1.0, 0.1, 1.0),
+    spelled = gp_window(2, 16, mean="ols", initial=GPHyper(1.0, 0.1, 1.0),
                         tune_options=GPTuneOptions(20, 2, 1, "lbfgs", 0.05, 1e-3, 2.0, True),
                         window_options=GPWindowOptions(False, False, True))
     outs = []

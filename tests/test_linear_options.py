@@ -59,6 +59,19 @@ def test_a_record_is_given_as_a_record_and_old_keywords_are_gone():
             make(*args, **{kw: 1})
 
 
+def test_a_thesis_windowed_record_keeps_the_thesis_model():
+    """A record from scratch would carry the generic learner's bounds (and the MLE model's evidence tune):
+    refused with the field named; the model's own record with a field changed is taken."""
+    with pytest.raises(ValueError, match=r"^options\.bounds: the thesis's model has 'asymptotic'"):
+        oj.bayesian_map_windowed(2, 8, options=oj.linear.WindowedOptions(capacity=16))
+    with pytest.raises(ValueError, match=r"^options\.tune_evidence: "):
+        oj.bayesian_mle_windowed(2, 8, options=MAP_WINDOWED)
+    with pytest.raises(TypeError, match=r"^options: expected an onlinejax.linear.WindowedOptions, got dict"):
+        oj.bayesian_map_windowed(2, 8, options={"capacity": 16})
+    buffer = jax.tree_util.tree_leaves(oj.bayesian_mle_windowed(2, 8, options=MLE_WINDOWED._replace(capacity=16)).init())[0]
+    assert buffer.shape == (16, 2)  # the field changed, the thesis's model kept
+
+
 def test_the_defaults_are_the_keyword_factorys():
     """The records' defaults are the values the factories' keywords had (a change here changes every learner)."""
     assert WindowedOptions() == ("bayes", True, True, None, True, None)

@@ -123,7 +123,7 @@ __all__ = [
 class GPHyper(NamedTuple):
     """The initial hyperparameters of :func:`gp_window` (``init`` overrides each): Python values.
 
-    An immutable record passed as one value (``gp_window(d, W, hyper=GPHyper(noise_std=0.3))``), hashable when
+    An immutable record passed as one value (``gp_window(d, W, initial=GPHyper(noise_std=0.3))``), hashable when
     its fields are (a list lengthscale is frozen by :func:`~onlinejax.base.describe_factory`'s cache, an array
     builds afresh). ``step`` and ``learn`` keep them until a ``tune``.
 
@@ -140,11 +140,11 @@ class GPHyper(NamedTuple):
 
     def checked(self, n_features: int) -> "GPHyper":
         """The record unchanged once :func:`~onlinejax.gp.kernels.gp_params` accepts it (``ValueError``:
-        ``hyper.<field>: ...``)."""
+        ``initial.<field>: ...``)."""
         try:
             gp_params(n_features, *self)
         except ValueError as e:  # gp_params names the bare field
-            raise ValueError(f"hyper.{e}") from None
+            raise ValueError(f"initial.{e}") from None
         return self
 
 
@@ -441,7 +441,7 @@ def _record(value, cls, name: str):
 
 
 @describe_factory
-def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", hyper: GPHyper = GPHyper(),
+def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", initial: GPHyper = GPHyper(),
               tune_options: GPTuneOptions = GPTuneOptions(), window_options: GPWindowOptions = GPWindowOptions(),
               dtype=None) -> Learner:
     """Sliding-window GP regression as a :class:`~onlinejax.Learner`.
@@ -470,7 +470,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
         reverting to 0 away from the window; an OLS mean fitted on one window
         extrapolates linearly, which is unstable on real data with many
         inputs (``benchmarks/RESULTS.md``, calibration).
-      hyper: :class:`GPHyper`, the initial hyperparameters ``σ_f``, ``σ_n``,
+      initial: :class:`GPHyper`, the initial hyperparameters ``σ_f``, ``σ_n``,
         ``ℓ`` (``init`` overrides them).
       tune_options: :class:`GPTuneOptions`, the tune's starts, iterations,
         optimiser, noise floor, lengthscale prior and data start.
@@ -503,14 +503,14 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
     kfn = resolve_kernel(kernel, d)
     if mean not in MEANS:
         raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
-    hyper = _record(hyper, GPHyper, "hyper").checked(d)
+    initial = _record(initial, GPHyper, "initial").checked(d)
     tune_options = checked_tune_options(tune_options)
     wo = _record(window_options, GPWindowOptions, "window_options").checked()
     core_mean = None if wo.mean_from_state else mean  # None: read state.mean_kind
     opts = dict(kernel=kfn, mean=core_mean, adapt_scale=wo.adapt_scale)
     learn_opts = dict(opts, freeze_when_full=wo.freeze_when_full)
 
-    def _init(signal_std=hyper.signal_std, noise_std=hyper.noise_std, lengthscale=hyper.lengthscale, dtype=dtype,
+    def _init(signal_std=initial.signal_std, noise_std=initial.noise_std, lengthscale=initial.lengthscale, dtype=dtype,
               **kw):
         return _learner_init(d, W, mean, wo.mean_from_state, kfn, signal_std, noise_std, lengthscale, dtype, **kw)
 

@@ -357,6 +357,23 @@ def bayesian_map_forgetting(n_features: int, *, forgetting_factor=0.05, alpha=1.
         bayes_linreg(m or n_features, alpha=alpha, beta=b, forgetting=lam, dtype=dtype), adhoc))
 
 
+def _thesis_windowed(options: WindowedOptions, model: WindowedOptions, name: str) -> WindowedOptions:
+    """``options`` unless it changes what makes the learner the thesis's (``ValueError`` naming the field).
+
+    A record built from scratch (``WindowedOptions(capacity=128)``) would silently carry the generic
+    learner's ``bounds="bayes"`` (and evidence tuning for the MLE model): start from the model's record
+    (``name._replace(...)``) or use :func:`~onlinejax.linear.windowed_bayes_linreg`.
+    """
+    if not isinstance(options, WindowedOptions):
+        raise TypeError(f"options: expected an onlinejax.linear.WindowedOptions, got {type(options).__name__}")
+    for field in ("bounds", "tune_evidence"):
+        if getattr(options, field) != getattr(model, field):
+            raise ValueError(f"options.{field}: the thesis's model has {getattr(model, field)!r}, got "
+                             f"{getattr(options, field)!r}; start from {name}._replace(...) or use "
+                             "windowed_bayes_linreg")
+    return options
+
+
 @describe_factory
 def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, features: ThesisFeatures = ThesisFeatures(),
                           options: WindowedOptions = MLE_WINDOWED, dtype=None) -> Learner:
@@ -381,6 +398,7 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, features: Th
       dtype: default floating dtype.
     """
     check_in_range(k, "k", 0.0, float("inf"), hi_open=True)
+    options = _thesis_windowed(options, MLE_WINDOWED, "MLE_WINDOWED")
     fm = _feature_map(n_features, features)
     return _wrap(fm, lambda m: windowed_bayes_linreg(m or n_features, window, alpha=1.0 / k, beta=1.0,
                                                      options=options, dtype=dtype))
@@ -396,6 +414,7 @@ def bayesian_map_windowed(n_features: int, window: int, *, alpha=1.0, beta=1.0,
     precisions (tuned by type-II ML); ``options`` defaults to :data:`MAP_WINDOWED`
     (``prior_floor=None``, the thesis's model).
     """
+    options = _thesis_windowed(options, MAP_WINDOWED, "MAP_WINDOWED")
     fm = _feature_map(n_features, features)
     return _wrap(fm, lambda m: windowed_bayes_linreg(m or n_features, window, alpha=alpha, beta=beta,
                                                      options=options, dtype=dtype))
