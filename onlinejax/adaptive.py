@@ -403,9 +403,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
     _check_detector(detector)
     o = _checked_options(options)
     tune_every, tune_batch, split_tune = _schedule(tune_plan)
-    opts = AdaptiveOptions(detector, o.always_learn, tune, tune_batch, tune_every=tune_every,
-                           naive_alarm=o.naive_alarm, learn_shock=o.learn_shock, skip_repeats=o.skip_repeats,
-                           min_moves=o.min_moves, tune_unmoved=o.tune_unmoved, follow_inputs=o.follow_inputs)
+    opts = AdaptiveOptions(detector, tune, tune_batch, tune_every=tune_every, machine=o)
 
     # only tune passes through: the machine's phase counts and detector would still hold an item the inner
     # learner lost. The machine always has a tune (the identity without an inner one), of the state alone:

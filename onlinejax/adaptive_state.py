@@ -172,43 +172,37 @@ class AdaptiveOptions(NamedTuple):
 
     The factory builds them from its arguments: the detector, ``tune``, the
     :class:`~onlinejax.schedule.TunePlan` resolved (``tune_batch``, ``tune_every``) and the checked
-    :class:`MachineOptions` (the fields from ``always_learn`` on; see there).
+    :class:`MachineOptions`, whose fields read as this record's own (``options.naive_alarm``).
 
     Attributes:
       detector: the drift detector (:class:`~onlinejax.detectors.Detector`, a value with its own options:
         :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen` or
         :func:`~onlinejax.detectors.bocpd_detector`).
-      always_learn: learn on stable items too.
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
       defer_tune: count the tune at a phase's end but leave it to the caller
         (the learner's :class:`~onlinejax.base.DeferredStep`).
       tune_every: run a due tune only on items whose count ``n_seen`` is a
         multiple of this (1: at the phase's end).
-      naive_alarm: ``None`` or the losing share to the naive forecasts that alarms.
-      skip_repeats: a learning phase leaves out an item equal to the item before it.
-      learn_shock: learn the item that raised a shock alarm (the thesis's rule: the alarming item is the
-        new phase's first).
-      min_moves: a learning phase whose input moved on fewer of its items is followed by another
-        learning phase, not a stable one (0: the thesis's machine).
-      tune_unmoved: tune at the end of such a phase too.
-      follow_inputs: ``None``, or a margin: a stable machine learns an item on which an input lies more
-        than the margin outside the range of that input's learned values, as it did on the item before
-        (a trending input).
+      machine: the checked :class:`MachineOptions` (``always_learn``, ``naive_alarm``, ``learn_shock``,
+        ``skip_repeats``, ``min_moves``, ``tune_unmoved``, ``follow_inputs``; see there).
     """
 
     detector: Detector = CusumDetector()
-    always_learn: bool = False
     tune: bool = True
     tune_batch: Optional[int] = 1
     defer_tune: bool = False
     tune_every: int = 1
-    naive_alarm: Optional[float] = None
-    learn_shock: bool = True
-    skip_repeats: bool = False
-    min_moves: int = 0
-    tune_unmoved: bool = True
-    follow_inputs: Optional[float] = None
+    machine: MachineOptions = MachineOptions()
+
+    # the machine's switches read as the options' own
+    always_learn = property(lambda self: self.machine.always_learn)
+    naive_alarm = property(lambda self: self.machine.naive_alarm)
+    learn_shock = property(lambda self: self.machine.learn_shock)
+    skip_repeats = property(lambda self: self.machine.skip_repeats)
+    min_moves = property(lambda self: self.machine.min_moves)
+    tune_unmoved = property(lambda self: self.machine.tune_unmoved)
+    follow_inputs = property(lambda self: self.machine.follow_inputs)
 
 
 def wrap_state(inner_state, phase_length, detector: Detector = CusumDetector(), *,

@@ -602,7 +602,7 @@ def test_wrong_shape_hyperparameters_are_named():
     """A [3] lengthscale for d = 2 used to fail in broadcasting with no argument named."""
     with pytest.raises(ValueError, match=r"^lengthscale: .*shape \[2\]"):
         gp_window(2, window=8).init(lengthscale=jnp.ones(3))
-    with pytest.raises(ValueError, match=r"^hyper\.lengthscale: "):
+    with pytest.raises(ValueError, match=r"^initial\.lengthscale: "):
         gp_window(2, window=8, initial=GPHyper(lengthscale=[1.0, 2.0, 3.0]))
     with pytest.raises(ValueError, match=r"^noise_std: must be a scalar"):
         gp_params(2, noise_std=jnp.ones(2))
