@@ -82,6 +82,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .checks import check_record
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
                              MachineOptions, init, record_mode, wrap_state)
 from .base import (DeferredStep, Learner, Prediction, check_int, describe_factory, keep_if,
@@ -327,9 +328,7 @@ def _checked_options(options) -> MachineOptions:
     """``options`` checked (:meth:`MachineOptions.checked`); a TypeError unless it is a :class:`MachineOptions`."""
     if options is None:
         return MachineOptions()
-    if not isinstance(options, MachineOptions):
-        raise TypeError(f"options: expected an onlinejax.adaptive.MachineOptions, got {type(options).__name__}")
-    return options.checked()
+    return check_record(options, MachineOptions, "options").checked()
 
 
 @describe_factory

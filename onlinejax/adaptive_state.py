@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from .checks import changed_fields, check_bool
 from .base import Learner, check_in_range, check_int, state_dtype
 from .detectors import CusumDetector, Detector, DetectorState
 
@@ -147,8 +148,7 @@ class MachineOptions(NamedTuple):
           TypeError: for a ``tune_unmoved`` that is not a bool.
         """
         min_moves = check_int(self.min_moves, "options.min_moves", 0)
-        if not isinstance(self.tune_unmoved, bool):
-            raise TypeError(f"options.tune_unmoved: expected a bool, got {type(self.tune_unmoved).__name__}")
+        check_bool(self.tune_unmoved, "options.tune_unmoved")
         naive = self.naive_alarm
         if naive is not None:
             check_in_range(naive, "options.naive_alarm", 0.0, 1.0, hi_open=True)
@@ -163,8 +163,7 @@ class MachineOptions(NamedTuple):
                               self.tune_unmoved, margin)
 
     def __repr__(self) -> str:
-        changed = [f"{k}={v!r}" for k, v in zip(self._fields, self) if v != self._field_defaults[k]]
-        return f"MachineOptions({', '.join(changed)})"
+        return changed_fields(self)
 
 
 class AdaptiveOptions(NamedTuple):

@@ -27,8 +27,8 @@ of the cores), :mod:`onlinejax.checks` (the input checks) and
 """
 from __future__ import annotations
 
-from .checks import (State, _as_array, _check_finite, check_in_range, check_int, check_positive, coerce_x, coerce_xy,
-                     default_float_dtype, is_concrete, state_dtype)
+from .checks import (State, _as_array, _check_finite, check_in_range, check_int, check_positive, check_record, coerce_x,
+                     coerce_xy, default_float_dtype, is_concrete, state_dtype)
 from .cores import (BLAS_MIN_FEATURES, Array, _skip_with_prediction, full_precision, keep_if, learnable, sequential,
                     skip_nonfinite, welford_update, zero_unusable)
 from .distributions import (_INV_SQRT_PI, Prediction, StudentTPrediction, _student_t_crps_terms, normal_quantile,

@@ -4,7 +4,9 @@
 dtype (:func:`state_dtype`) and check their shapes and, when they are
 concrete (:func:`is_concrete`), their values; :func:`check_int`,
 :func:`check_positive` and :func:`check_in_range` check a factory's options.
-Each raises a :class:`ValueError` that names the argument.
+Each raises a :class:`ValueError` that names the argument. :func:`check_bool` checks a switch, :func:`check_record` that an option record
+was given as one (a :class:`TypeError` naming the argument) and :func:`changed_fields` is the records'
+``repr``.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import numpy as np
 State = Any
 
 __all__ = ["default_float_dtype", "is_concrete", "state_dtype", "coerce_x", "coerce_xy", "check_positive",
-           "check_int", "check_in_range"]
+           "check_int", "check_in_range", "check_bool", "check_record",
+           "changed_fields"]
 
 
 def default_float_dtype() -> np.dtype:
@@ -126,3 +129,37 @@ def check_in_range(value, name: str, lo: float, hi: float, lo_open=True, hi_open
             lb = "(" if lo_open else "["
             rb = ")" if hi_open else "]"
             raise ValueError(f"{name}: must lie in {lb}{lo}, {hi}{rb}, got {value!r}")
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` as a Python bool; a :class:`TypeError` naming ``name`` unless it is a bool (NumPy's too).
+
+    A switch given as ``1`` or ``"yes"`` is refused rather than read by its truth value.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def check_record(value, cls: type, name: str):
+    """``value`` unless it is not a ``cls`` option record: a :class:`TypeError` naming ``name``.
+
+    Factories take their options as immutable records (``gp_window(tune_options=GPTuneOptions(...))``); a dict,
+    a tuple or another record in their place is refused here, before its fields are checked.
+    """
+    if not isinstance(value, cls):
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"{name}: expected {article} {cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+def changed_fields(record) -> str:
+    """An option record's ``repr`` with only the fields that differ from its defaults, functions by name.
+
+    Two configurations then read apart in a learner's description without the defaults' noise, e.g.
+    ``MachineOptions(naive_alarm=0.7)``.
+    """
+    defaults = record._field_defaults
+    changed = [f"{k}={getattr(v, '__qualname__', None) or repr(v)}" for k, v in zip(record._fields, record)
+               if k not in defaults or (v is not defaults[k] and v != defaults[k])]
+    return f"{type(record).__name__}({', '.join(changed)})"

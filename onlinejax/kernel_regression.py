@@ -133,6 +133,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .checks import check_record
 from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
                    make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
@@ -325,10 +326,7 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_va
     """
     d = check_int(n_features, "n_features", 1)
     W = check_int(window, "window", 2)
-    if not isinstance(options, KernelRegressionOptions):
-        raise TypeError(f"options: expected an onlinejax.kernel_regression.KernelRegressionOptions, "
-                        f"got {type(options).__name__}")
-    o = options.checked()
+    o = check_record(options, KernelRegressionOptions, "options").checked()
     check_positive(lengthscale, "lengthscale")
     check_positive(prior_var, "prior_var")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, NamedTuple, Sequence
 
-from .base import Learner, check_int
+from .base import Learner, check_int, check_record
 
 __all__ = [
     "GridLearner",
@@ -116,9 +116,7 @@ def grid_learner(name: str, family: str, make: Callable[[int], Learner], *,
     """
     if not callable(make):
         raise TypeError(f"make: expected a callable n_features -> Learner, got {type(make).__name__}")
-    if not isinstance(options, GridLearnerOptions):
-        raise ValueError(f"options: expected a GridLearnerOptions, got {type(options).__name__}")
-    score_from, program, vmap_bytes = options.checked("options")
+    score_from, program, vmap_bytes = check_record(options, GridLearnerOptions, "options").checked("options")
     if hyper is not None and (init_kwargs is not None or program is not None):
         raise ValueError("register_learner: give either hyper or init_kwargs/options.program, not both")
     return GridLearner(str(name), str(family), make, score_from, dict(hyper) if hyper is not None else None, None,

@@ -99,6 +99,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .checks import check_record
 from .batching import cond_if_any
 from .base import Learner, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
@@ -448,9 +449,7 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
         state = lrn.init()
         state, pred = lrn.step(state, [7.3e5, 1e-4, 3.0, 1e4, 2.0], 1234.5)
     """
-    if not isinstance(options, StandardizeOptions):
-        raise TypeError(f"options: expected an onlinejax.standardize.StandardizeOptions, got {type(options).__name__}")
-    opts = options.checked()
+    opts = check_record(options, StandardizeOptions, "options").checked()
     # a given item is downdated in the current coordinates, like the inner learner learned it
     ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, x, y))
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),

@@ -15,8 +15,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from .checks import changed_fields, check_bool
 from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
                    state_dtype)
 from .scaler import ScalerState, _cleared, _clipped, scaler_init, scales, to_inner
@@ -127,8 +127,7 @@ class StandardizeOptions(NamedTuple):
             check_positive(clip, f"{name}.clip")
             clip = float(clip)
         warmup = None if self.warmup is None else check_int(self.warmup, f"{name}.warmup", 1)
-        if not isinstance(self.scale_inputs, (bool, np.bool_)):
-            raise TypeError(f"{name}.scale_inputs: expected a bool, got {type(self.scale_inputs).__name__}")
+        check_bool(self.scale_inputs, f"{name}.scale_inputs")
         keep = self.keep
         if keep is not None:
             if warmup is None:
@@ -141,9 +140,7 @@ class StandardizeOptions(NamedTuple):
                                   warmup if keep is None else keep, self.reexpress)
 
     def __repr__(self) -> str:
-        changed = [f"{k}={getattr(v, '__qualname__', None) or repr(v)}" for k, v in zip(self._fields, self)
-                   if v is not self._field_defaults[k] and v != self._field_defaults[k]]
-        return f"StandardizeOptions({', '.join(changed)})"
+        return changed_fields(self)
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):

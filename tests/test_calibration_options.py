@@ -44,7 +44,7 @@ def test_a_bad_field_is_a_value_error_naming_it(make, field, bad):
 def test_records_are_given_as_records_and_old_keywords_are_refused():
     with pytest.raises(TypeError, match=r"^options\.scale_inputs: expected a bool"):
         standardize(LRN, options=StandardizeOptions(scale_inputs="no"))
-    with pytest.raises(TypeError, match=r"^quantile: expected an onlinejax\.calibration\.QuantileOptions, got dict"):
+    with pytest.raises(TypeError, match=r"^quantile: expected a QuantileOptions, got dict"):
         conformal(LRN, quantile={"lr": 0.05})
     with pytest.raises(TypeError, match=r"^standardization: expected .*StandardizeOptions, got tuple"):
         calibrated(LRN, standardization=(1.0, 5.0))

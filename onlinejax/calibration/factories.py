@@ -11,6 +11,7 @@ import inspect
 from functools import partial
 from typing import NamedTuple, Optional
 
+from ..checks import check_record, changed_fields
 from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner, pass_through
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
@@ -45,7 +46,7 @@ class ACIOptions(NamedTuple):
         return ACIOptions(float(self.gamma))
 
     def __repr__(self) -> str:
-        return _changed_fields(self)
+        return changed_fields(self)
 
 
 class QuantileOptions(NamedTuple):
@@ -87,20 +88,12 @@ class QuantileOptions(NamedTuple):
         return QuantileOptions(float(self.lr), w, gain, float(self.saturation))
 
     def __repr__(self) -> str:
-        return _changed_fields(self)
-
-
-def _changed_fields(record) -> str:
-    """A record's ``repr`` with the fields that differ from its defaults (two configurations read apart)."""
-    changed = [f"{k}={v!r}" for k, v in zip(record._fields, record) if v != record._field_defaults[k]]
-    return f"{type(record).__name__}({', '.join(changed)})"
+        return changed_fields(self)
 
 
 def _record(value, cls, name: str):
     """``value`` checked to be a ``cls`` record (TypeError naming the argument), then its fields."""
-    if not isinstance(value, cls):
-        raise TypeError(f"{name}: expected an onlinejax.calibration.{cls.__name__}, got {type(value).__name__}")
-    return value.checked(name)
+    return check_record(value, cls, name).checked(name)
 
 
 def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Optional[ConformalOptions]) -> Learner:
@@ -296,9 +289,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4
     """
     from ..standardize import standardize
 
-    if not isinstance(standardization, StandardizeOptions):
-        raise TypeError(f"standardization: expected an onlinejax.standardize.StandardizeOptions, "
-                        f"got {type(standardization).__name__}")
+    check_record(standardization, StandardizeOptions, "standardization")
     # checked here so that a bad field names this argument; standardize takes the record as it was given
     standardization.checked("standardization")
     inner = standardize(learner, options=standardization)

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
+from ..checks import check_bool, check_record
 from ..checks import check_int
 
 __all__ = ["Scoring", "GridLayout", "StreamsOptions", "ItemWeights", "ReplayOptions", "SplitOptions",
@@ -23,10 +24,8 @@ __all__ = ["Scoring", "GridLayout", "StreamsOptions", "ItemWeights", "ReplayOpti
 
 
 def checked_record(value, cls, name: str):
-    """``value.checked(name)``; ``ValueError`` naming ``name`` unless ``value`` is a ``cls``."""
-    if not isinstance(value, cls):
-        raise ValueError(f"{name}: expected a {cls.__name__}, got {type(value).__name__}")
-    return value.checked(name)
+    """``value.checked(name)``; a ``TypeError`` naming ``name`` unless ``value`` is a ``cls``."""
+    return check_record(value, cls, name).checked(name)
 
 
 def _level(value, name: str) -> float:
@@ -184,8 +183,7 @@ class ReplayOptions(NamedTuple):
 
     def checked(self, name: str = "options") -> "ReplayOptions":
         """The record with its values checked (``ValueError`` naming the field)."""
-        if not isinstance(self.after_spread, (bool, np.bool_)):
-            raise ValueError(f"{name}.after_spread: must be a bool, got {self.after_spread!r}")
+        check_bool(self.after_spread, f"{name}.after_spread")
         if self.wrap is not None and not callable(self.wrap):
             raise ValueError(f"{name}.wrap: must be callable or None, got {self.wrap!r}")
         return self._replace(after_spread=bool(self.after_spread))

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..checks import check_record
 from ..base import Learner, Prediction, default_float_dtype, is_concrete, tree_repr
 from ..hedge import inner_prediction
 from ..schedule import TunePlan, with_tune_plan
@@ -402,8 +403,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
         raise ValueError(f"X, Y: expected shapes [S, n, {learner.n_features}] and [S, n], "
                          f"got {X.shape} and {Y.shape}")
     options = checked_record(options, StreamsOptions, "options")
-    if not isinstance(weights, ItemWeights):
-        raise ValueError(f"weights: expected an ItemWeights, got {type(weights).__name__}")
+    check_record(weights, ItemWeights, "weights")
     w_all = _item_weights(1.0 if weights.all is None else weights.all, "weights.all", Y.shape, dtype)
     w_st = _item_weights(w_all if weights.stable is None else weights.stable, "weights.stable", Y.shape, dtype)
     states = hyper_states(learner, hyper, dtype)

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..checks import check_bool, check_record
 from ..base import check_int, check_positive, keep_if
 from .kernels import GPParams
 from .likelihood import mean_residuals, residual_log_marginal_likelihood
@@ -84,8 +85,7 @@ class GPTuneOptions(NamedTuple):
         if prior is not None:
             check_positive(prior, "tune_options.lengthscale_prior")
             prior = float(prior)
-        if not isinstance(self.from_data, (bool, np.bool_)):
-            raise ValueError(f"tune_options.from_data: must be a bool, got {self.from_data!r}")
+        check_bool(self.from_data, "tune_options.from_data")
         return GPTuneOptions(check_int(self.steps, "tune_options.steps", 0),
                              check_int(self.restarts, "tune_options.restarts", 1),
                              check_int(self.retune_restarts, "tune_options.retune_restarts", 1), self.method,
@@ -94,9 +94,7 @@ class GPTuneOptions(NamedTuple):
 
 def checked_tune_options(options) -> GPTuneOptions:
     """``options`` checked (:meth:`GPTuneOptions.checked`); ``ValueError`` naming ``tune_options`` if not a record."""
-    if not isinstance(options, GPTuneOptions):
-        raise ValueError(f"tune_options: expected a GPTuneOptions, got {type(options).__name__}")
-    return options.checked()
+    return check_record(options, GPTuneOptions, "tune_options").checked()
 
 
 class TuneWindow(NamedTuple):

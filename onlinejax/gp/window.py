@@ -86,8 +86,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ..checks import check_bool, check_record
 from ..base import Learner, Prediction, check_int, default_float_dtype, describe_factory, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
@@ -170,10 +170,7 @@ class GPWindowOptions(NamedTuple):
 
     def checked(self) -> "GPWindowOptions":
         """The record with each field checked to be a bool (``ValueError``: ``window_options.<field>: ...``)."""
-        for name, v in zip(self._fields, self):
-            if not isinstance(v, (bool, np.bool_)):
-                raise ValueError(f"window_options.{name}: must be a bool, got {v!r}")
-        return GPWindowOptions(*map(bool, self))
+        return GPWindowOptions(*(check_bool(v, f"window_options.{name}") for name, v in zip(self._fields, self)))
 
 
 class GPWindowState(NamedTuple):
@@ -433,13 +430,6 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
 # --------------------------------------------------------------------------
 # the learner
 # --------------------------------------------------------------------------
-def _record(value, cls, name: str):
-    """``value`` unless it is not a ``cls`` (``ValueError`` naming ``name``): records are given as records."""
-    if not isinstance(value, cls):
-        raise ValueError(f"{name}: expected a {cls.__name__}, got {type(value).__name__}")
-    return value
-
-
 @describe_factory
 def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average", initial: GPHyper = GPHyper(),
               tune_options: GPTuneOptions = GPTuneOptions(), window_options: GPWindowOptions = GPWindowOptions(),
@@ -503,9 +493,9 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
     kfn = resolve_kernel(kernel, d)
     if mean not in MEANS:
         raise ValueError(f"mean: must be one of {MEANS}, got {mean!r}")
-    initial = _record(initial, GPHyper, "initial").checked(d)
+    initial = check_record(initial, GPHyper, "initial").checked(d)
     tune_options = checked_tune_options(tune_options)
-    wo = _record(window_options, GPWindowOptions, "window_options").checked()
+    wo = check_record(window_options, GPWindowOptions, "window_options").checked()
     core_mean = None if wo.mean_from_state else mean  # None: read state.mean_kind
     opts = dict(kernel=kfn, mean=core_mean, adapt_scale=wo.adapt_scale)
     learn_opts = dict(opts, freeze_when_full=wo.freeze_when_full)

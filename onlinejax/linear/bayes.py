@@ -49,8 +49,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ..checks import check_bool, check_record
 from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
@@ -372,11 +372,8 @@ def bayes_linreg(
       TypeError: ``options`` not a :class:`BayesOptions`.
     """
     d = check_int(n_features, "n_features", 1)
-    if not isinstance(options, BayesOptions):
-        raise TypeError(f"options: expected an onlinejax.linear.BayesOptions, got {type(options).__name__}")
-    if not isinstance(options.tunable, (bool, np.bool_)):
-        raise ValueError(f"options.tunable: must be a bool, got {options.tunable!r}")
-    tunable = bool(options.tunable)
+    check_record(options, BayesOptions, "options")
+    tunable = check_bool(options.tunable, "options.tunable")
     d_int = d + int(bool(intercept))
     # validate defaults eagerly
     check_positive(alpha, "alpha")

@@ -53,6 +53,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ..checks import check_record
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
@@ -91,9 +92,7 @@ class NIGPrior(NamedTuple):
 
 def checked_prior(prior, name: str = "prior") -> NIGPrior:
     """``prior`` checked (:meth:`NIGPrior.checked`); a TypeError unless it is a :class:`NIGPrior`."""
-    if not isinstance(prior, NIGPrior):
-        raise TypeError(f"{name}: expected an onlinejax.linear.NIGPrior, got {type(prior).__name__}")
-    return prior.checked(name)
+    return check_record(prior, NIGPrior, name).checked(name)
 
 
 class NIGState(NamedTuple):

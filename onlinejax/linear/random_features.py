@@ -60,6 +60,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
+from ..checks import check_record
 from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
 from ..linalg import variance_floor
@@ -337,9 +338,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
     """
     d = check_int(n_inputs, "n_inputs", 1)
     m = check_int(n_frequencies, "n_frequencies", 1)
-    if not isinstance(models, RandomFeatureModels):
-        raise TypeError(f"models: expected an onlinejax.linear.RandomFeatureModels, got {type(models).__name__}")
-    mo = models.checked(d)
+    mo = check_record(models, RandomFeatureModels, "models").checked(d)
     forget = mo.forgetting is not None
     defaults = dict(lengthscales=mo.lengthscales, **checked_prior(prior)._asdict(), discount=mo.discount,
                     forgetting=mo.forgetting if forget else (1.0,), seed=seed, dtype=dtype)

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..checks import check_record
 from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, keep_if, learnable, make_learner)
 from .features import intercept_features, map_features
@@ -161,8 +162,7 @@ def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None =
       TypeError: ``options`` not an :class:`SGDOptions`.
     """
     d = check_int(n_features, "n_features", 1)
-    if not isinstance(options, SGDOptions):
-        raise TypeError(f"options: expected an onlinejax.linear.SGDOptions, got {type(options).__name__}")
+    check_record(options, SGDOptions, "options")
     variance = options.variance
     if variance not in VARIANCES:
         raise ValueError(f"options.variance: must be 'running' or 'fixed', got {variance!r}")

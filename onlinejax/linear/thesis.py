@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ..checks import check_bool, check_record
 from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
                     learnable, make_learner, normal_quantile, state_dtype)
 from .bayes import bayes_linreg, forgetting_from_thesis
@@ -104,24 +104,14 @@ class AdHocOptions(NamedTuple):
     residual_forgetting: float = 0.99
 
 
-def _record(value, cls, name: str):
-    """``value`` unless it is not a ``cls`` (a TypeError naming ``name``): records are given as records."""
-    if not isinstance(value, cls):
-        raise TypeError(f"{name}: expected an onlinejax.linear.{cls.__name__}, got {type(value).__name__}")
-    return value
-
-
 def _checked_features(features) -> ThesisFeatures:
-    f = _record(features, ThesisFeatures, "features")
-    for name, v in zip(f._fields, f):
-        if not isinstance(v, (bool, np.bool_)):
-            raise ValueError(f"features.{name}: must be a bool, got {v!r}")
-    return ThesisFeatures(*map(bool, f))
+    f = check_record(features, ThesisFeatures, "features")
+    return ThesisFeatures(*(check_bool(v, f"features.{name}") for name, v in zip(f._fields, f)))
 
 
 def _adhoc(learner: Learner, adhoc) -> Learner:
     """``adhoc_bounds(learner)`` with the record's options, a bad field named ``adhoc.<field>``."""
-    a = _record(adhoc, AdHocOptions, "adhoc")
+    a = check_record(adhoc, AdHocOptions, "adhoc")
     try:
         return adhoc_bounds(learner, burn_in=a.burn_in, level=a.level, floor=a.floor,
                             residual_forgetting=a.residual_forgetting)
@@ -364,8 +354,7 @@ def _thesis_windowed(options: WindowedOptions, model: WindowedOptions, name: str
     learner's ``bounds="bayes"`` (and evidence tuning for the MLE model): start from the model's record
     (``name._replace(...)``) or use :func:`~onlinejax.linear.windowed_bayes_linreg`.
     """
-    if not isinstance(options, WindowedOptions):
-        raise TypeError(f"options: expected an onlinejax.linear.WindowedOptions, got {type(options).__name__}")
+    check_record(options, WindowedOptions, "options")
     for field in ("bounds", "tune_evidence"):
         if getattr(options, field) != getattr(model, field):
             raise ValueError(f"options.{field}: the thesis's model has {getattr(model, field)!r}, got "

@@ -68,6 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..checks import check_bool, check_record
 from ..base import (Learner, Prediction, StaticOptions, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, make_learner)
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
@@ -91,10 +92,6 @@ __all__ = [
 ]
 
 BOUNDS = ("bayes", "asymptotic")
-
-
-def _is_bool(v) -> bool:
-    return isinstance(v, (bool, np.bool_))
 
 
 class WindowedOptions(NamedTuple):
@@ -152,8 +149,7 @@ class WindowedOptions(NamedTuple):
         if self.bounds not in BOUNDS:
             raise ValueError(f"{name}.bounds: must be one of {BOUNDS}, got {self.bounds!r}")
         for field in ("standardize", "tune_evidence", "onestep_floor"):
-            if not _is_bool(getattr(self, field)):
-                raise ValueError(f"{name}.{field}: must be a bool, got {getattr(self, field)!r}")
+            check_bool(getattr(self, field), f"{name}.{field}")
         cap = self.capacity
         W_cap = window if cap is None else (int(cap) if not isinstance(cap, bool) else 0)
         if cap is not None and (W_cap != cap or W_cap < window):
@@ -168,9 +164,7 @@ class WindowedOptions(NamedTuple):
 
 def checked_options(options, window: int, name: str = "options") -> WindowedOptions:
     """``options`` checked (:meth:`WindowedOptions.checked`); a TypeError unless it is a :class:`WindowedOptions`."""
-    if not isinstance(options, WindowedOptions):
-        raise TypeError(f"{name}: expected an onlinejax.linear.WindowedOptions, got {type(options).__name__}")
-    return options.checked(window, name)
+    return check_record(options, WindowedOptions, name).checked(window, name)
 
 
 class WindowedBayesState(NamedTuple):
