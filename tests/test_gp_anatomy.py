@@ -118,8 +118,8 @@ def test_tune_hyperparameters_is_its_named_pieces(rng):
         starts = starts._replace(log_lengthscale=starts.log_lengthscale.at[1].add(jnp.where(w.spread, jnp.log(0.3), 0.0)),
                                  log_noise_std=starts.log_noise_std.at[1].add(jnp.log(10.0)))
         active = jnp.asarray([True, True])
-        ps, ls = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=20), (starts, active))
-        return gpw.select_restart(loss, w, ps, ls, active, base, p)
+        ps, ls, l_starts = jax.lax.map(lambda a: gpw.tune_restart(loss, *a, steps=20), (starts, active))
+        return gpw.select_restart(w, ps, ls, l_starts[0], active, base, p)
 
     whole = jax.jit(lambda p: gpw.tune_hyperparameters(kern, "average", p, X, Y, valid, tune_options=opts))(p0)
     _same(pieces(p0), whole)

@@ -197,6 +197,7 @@ def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool 
     With ``from_data`` the data start is ``σ_f`` = root mean square of the
     residuals, ``σ_n = 0.1σ_f``, ``ℓ_j = sd(x_j)`` (the current values where
     these are 0 or input ``j`` has no spread); it is taken when its ``loss`` is finite and not worse.
+    Both starts are scored in one batched call.
     """
     base = params_to_excess(w, params)
     if not from_data:
@@ -207,9 +208,13 @@ def tune_start(loss: Callable, w: TuneWindow, params: GPParams, from_data: bool 
     data = base._replace(log_signal_std=jnp.where(ok, jnp.log(jnp.where(ok, rms, 1.0)), params.log_signal_std),
                          log_noise_std=jnp.where(ok, jnp.log(jnp.where(ok, 0.1 * rms, 1.0)), base.log_noise_std),
                          log_lengthscale=jnp.where(w.spread, w.log_sd_x, params.log_lengthscale).astype(dt))
-    l_data, l_base = loss(data), loss(base)
+    l_data, l_base = jax.vmap(loss)(_stacked(data, base))
     better = jnp.isfinite(l_data) & ~(l_base <= l_data)
     return jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), data, base)
+
+
+def _stacked(*trees):
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
 
 
 def _restart_starts(base: GPParams, restarts: int, spread: Array) -> GPParams:
@@ -226,7 +231,7 @@ def _restart_starts(base: GPParams, restarts: int, spread: Array) -> GPParams:
                                             log_noise_std=base.log_noise_std + o[1]))(offs)
 
 
-#: Step sizes along the quasi-Newton direction that :func:`tune_restart` tries: the unit step, then the rest at once.
+#: Step sizes along the quasi-Newton direction that :func:`tune_restart` scores at once (the first, 1, is the unit step).
 LINE_SEARCH_STEPS = (1.0, 0.3, 0.1, 0.01, 0.001)
 
 
@@ -235,89 +240,100 @@ def _finite_tree(t) -> Array:
 
 
 def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20, method: str = "lbfgs",
-                 learning_rate: float = 0.05) -> tuple[GPParams, Array]:
+                 learning_rate: float = 0.05) -> tuple[GPParams, Array, Array]:
     """One restart: minimise ``loss`` from ``p0`` in ``steps`` iterations of a fixed count (a ``fori_loop``).
 
-    ``method="lbfgs"``: the L-BFGS direction ``u`` (Nocedal & Wright alg. 7.4,
-    :func:`optax.scale_by_lbfgs`) and a line search without a loop: the unit
-    step ``p - u`` is taken if it decreases the loss sufficiently (Armijo,
-    N&W eq. 3.4); otherwise the shorter steps ``p - a·u`` of
-    :data:`LINE_SEARCH_STEPS` are scored at once (one batched Cholesky) and
-    the best of them and the unit step is taken (a ``cond``: on one stream
-    the batch runs only when the unit step fails). An iteration that lowers the loss by
-    no more than ``10 eps`` relatively (or whose best step has a non-finite
-    gradient) ends the restart: the remaining iterations are a ``cond`` that
-    passes the carry on (skipped on one stream; under ``vmap`` every stream
-    pays for ``steps`` iterations, as many as the slowest needs at most). A
-    curvature pair with ``s·y <= 0`` (the objective is not convex) would turn
-    the next direction uphill, so the memory then starts afresh.
-    ``"adam"``: ``steps`` Adam steps at ``learning_rate``; a step to
-    non-finite parameters is not taken. Neither has a data-dependent loop,
-    so a tune is the same program on every backend and costs no host round
-    trip on a GPU. An inactive restart (``active: []`` bool false) does not
-    move.
+    ``method="lbfgs"``: each iteration takes the loss and its gradient at
+    ``p``, the L-BFGS direction ``u`` (Nocedal & Wright alg. 7.4,
+    :func:`optax.scale_by_lbfgs`) and a line search without a loop: the
+    unit step ``p - u`` is taken if it decreases the loss sufficiently
+    (Armijo, N&W eq. 3.4); otherwise the shorter steps ``p - a·u`` of
+    :data:`LINE_SEARCH_STEPS` are scored at once (one batched Cholesky, in
+    a ``cond``: on one stream it runs only when the unit step fails) and the
+    best finite step is taken. The loss thus appears three times in the
+    program (with its gradient, at the unit step, batched) whatever
+    ``steps`` is, and the gradient is taken once per iteration, at the point
+    reached. An iteration that lowers the loss by no more than ``10 eps``
+    relatively, or that finds a non-finite gradient, ends the restart: the
+    remaining iterations are a ``cond`` that passes the carry on (skipped on
+    one stream; under ``vmap`` every stream pays for ``steps`` iterations).
+    A curvature pair with ``s·y <= 0`` (the objective is not convex) would
+    turn the next direction uphill, so the
+    memory then starts afresh. ``"adam"``: ``steps`` Adam steps at
+    ``learning_rate``; a step to non-finite parameters is not taken. Neither
+    has a data-dependent loop, so a tune is the same program on every
+    backend and costs no host round trip on a GPU. An inactive restart
+    (``active: []`` bool false) does not move and scores ``inf``.
 
     Returns:
-      ``(p, loss(p))``.
+      ``(p, loss(p), loss(p0))`` (both losses ``inf`` for an inactive restart).
     """
     dt = p0.log_noise_std.dtype
-    vg = jax.value_and_grad(loss)
     if method == "adam":
-        opt = optax.adam(learning_rate)
-
-        def adam_step(_, c):
-            p, st = c
-            u, st = opt.update(jax.grad(loss)(p), st, p)
-            p_new = optax.apply_updates(p, u)
-            return keep_if(active & _finite_tree(p_new), p_new, p), st
-
-        p = jax.lax.fori_loop(0, steps, adam_step, (p0, opt.init(p0)))[0]
-        return p, loss(p)
-
+        return _adam_restart(loss, p0, active, steps, learning_rate)
+    if steps == 0:
+        v0 = jnp.where(active, loss(p0), jnp.inf)
+        return p0, v0, v0
     lbfgs = optax.scale_by_lbfgs()
-    sizes = jnp.asarray(LINE_SEARCH_STEPS[1:], dt)
+    sizes = jnp.asarray(LINE_SEARCH_STEPS, dt)
     ftol = 10.0 * float(jnp.finfo(dt).eps)
-
-    def search(p, u, unit):
-        # the shorter steps, scored at once; the unit step stays a candidate
-        cands = jax.vmap(lambda a: jax.tree_util.tree_map(lambda x, d: x - a * d, p, u))(sizes)
-        vs = jax.vmap(loss)(cands)
-        best = jnp.argmin(jnp.where(jnp.isfinite(vs), vs, jnp.inf))
-        p_b = jax.tree_util.tree_map(lambda x: x[best], cands)
-        v_b, g_b = vg(p_b)
-        return keep_if(jnp.isfinite(unit[1]) & ~(vs[best] < unit[1]), unit, (p_b, v_b, g_b))
+    inf = jnp.asarray(jnp.inf, dt)
 
     def iterate(c):
-        p, st, v, g, _ = c
+        p, st, _, v_first, _ = c
+        v, g = jax.value_and_grad(loss)(p)
+        ok = jnp.isfinite(v) & _finite_tree(g)
+        # a pair with s·y <= 0 would turn the direction uphill: the memory starts afresh (Nocedal & Wright §7.2)
+        curved = optax.tree.vdot(optax.tree.sub(p, st.params), optax.tree.sub(g, st.updates)) > 0
+        st = keep_if((st.count == 0) | curved, st, lbfgs.init(p))
         u, st_next = lbfgs.update(g, st, p)
-        p1 = optax.tree.sub(p, u)
-        v1, g1 = vg(p1)
+        cands = jax.vmap(lambda a: jax.tree_util.tree_map(lambda x, d: x - a * d, p, u))(sizes)
+        v1 = loss(jax.tree_util.tree_map(lambda x: x[0], cands))
         # Armijo's sufficient decrease at the unit step (Nocedal & Wright eq. 3.4, c₁ = 1e-4)
-        unit_ok = (v1 <= v - 1e-4 * jnp.abs(optax.tree.vdot(g, u))) & _finite_tree(g1)
-        p_new, v_new, g_new = jax.lax.cond(unit_ok, lambda a: a[2], lambda a: search(*a), (p, u, (p1, v1, g1)))
-        moved = (v_new < v - ftol * jnp.maximum(1.0, jnp.abs(v))) & _finite_tree(g_new)
-        curved = optax.tree.vdot(optax.tree.sub(p_new, p), optax.tree.sub(g_new, g)) > 0
-        st_next = keep_if(curved, st_next, lbfgs.init(p_new))
-        return keep_if(moved, (p_new, st_next, v_new, g_new, jnp.asarray(False)), (p, st, v, g, jnp.asarray(True)))
+        unit_ok = v1 <= v - 1e-4 * jnp.abs(optax.tree.vdot(g, u))
+        short = jax.tree_util.tree_map(lambda x: x[1:], cands)
+        vs = jnp.concatenate([v1[None], jax.lax.cond(unit_ok, lambda c: jnp.full(sizes.shape[0] - 1, jnp.inf, dt),
+                                                     lambda c: jax.vmap(loss)(c), short)])
+        vs = jnp.where(jnp.isfinite(vs), vs, jnp.inf)
+        best = jnp.where(unit_ok, 0, jnp.argmin(vs))
+        moved = ok & (vs[best] < v - ftol * jnp.maximum(1.0, jnp.abs(v)))
+        v_first = jnp.where(jnp.isinf(v_first), v, v_first)
+        p_new = jax.tree_util.tree_map(lambda x: x[best], cands)
+        return keep_if(moved, (p_new, st_next, vs[best], v_first, jnp.asarray(False)),
+                       (p, st, v, v_first, jnp.asarray(True)))
 
-    v0, g0 = vg(p0)
-    c0 = (p0, lbfgs.init(p0), v0, g0, ~active | ~jnp.isfinite(v0) | ~_finite_tree(g0))
+    c0 = (p0, lbfgs.init(p0), inf, inf, ~active)
     c = jax.lax.fori_loop(0, steps, lambda _, c: jax.lax.cond(c[4], lambda c: c, iterate, c), c0)
-    return c[0], c[2]
+    return c[0], c[2], c[3]
 
 
-def select_restart(loss: Callable, w: TuneWindow, ps: GPParams, ls: Array, active: Array, base: GPParams,
+def _adam_restart(loss: Callable, p0: GPParams, active: Array, steps: int, learning_rate: float):
+    opt = optax.adam(learning_rate)
+
+    def adam_step(_, c):
+        p, st = c
+        u, st = opt.update(jax.grad(loss)(p), st, p)
+        p_new = optax.apply_updates(p, u)
+        return keep_if(active & _finite_tree(p_new), p_new, p), st
+
+    p = jax.lax.fori_loop(0, steps, adam_step, (p0, opt.init(p0)))[0]
+    l_p, l_0 = jax.vmap(loss)(_stacked(p, p0))
+    inf = jnp.asarray(jnp.inf, l_p.dtype)
+    return p, jnp.where(active, l_p, inf), jnp.where(active, l_0, inf)
+
+
+def select_restart(w: TuneWindow, ps: GPParams, ls: Array, l_base: Array, active: Array, base: GPParams,
                    params: GPParams) -> GPParams:
     """The tune's result from the restarts' ``ps`` (stacked) and final losses ``ls: [restarts]``.
 
     The active restart with the lowest finite loss, if not worse than the
-    start ``base``; else ``base``; ``params`` itself when neither loss is
+    start ``base`` (whose loss is ``l_base: []``, the first restart's
+    starting loss); else ``base``; ``params`` itself when neither loss is
     finite. Returned as :class:`~onlinejax.gp.kernels.GPParams` (:func:`excess_to_params`).
     """
     ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
     best = jnp.argmin(ls)
     cand = jax.tree_util.tree_map(lambda a: a[best], ps)
-    l_base = loss(base)
     out = keep_if(jnp.isfinite(ls[best]) & ~(ls[best] > l_base), cand, base)
     return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), excess_to_params(w, out), params)
 
@@ -387,8 +403,8 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
     w = tune_window(mean, X, y, valid, o.noise_floor, params.log_noise_std.dtype)
     loss = partial(tune_objective, w=w, kernel=kernel, lengthscale_prior=o.lengthscale_prior)
     base = tune_start(loss, w, params, o.from_data)
-    n_active = o.restarts if n_active is None else n_active
+    n_active = o.restarts if n_active is None else jnp.maximum(n_active, 1)
     active = jnp.arange(o.restarts) < n_active
     run = partial(tune_restart, loss, steps=o.steps, method=o.method, learning_rate=o.learning_rate)
-    ps, ls = jax.lax.map(lambda a: run(*a), (_restart_starts(base, o.restarts, w.spread), active))
-    return select_restart(loss, w, ps, ls, active, base, params)
+    ps, ls, l_starts = jax.lax.map(lambda a: run(*a), (_restart_starts(base, o.restarts, w.spread), active))
+    return select_restart(w, ps, ls, l_starts[0], active, base, params)
