@@ -7,6 +7,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ..base import learnable
 from ..baseline import recorded
@@ -18,6 +19,18 @@ from .progressive import progressive_validation
 from .streams import KEPT, compiled_scores
 
 __all__ = ["replay_combination"]
+
+
+def _stream_sharding(S: int):
+    """The streams axis over this process's devices, as ``run_grid`` places it by default (or ``None``).
+
+    Scored with that placement, a replay reuses the executable ``run_grid`` compiled for its members'
+    predictions of the same shapes (:func:`~onlinejax.evaluation.streams.compiled_scores`).
+    """
+    devs = jax.local_devices()
+    if jax.process_count() > 1 or len(devs) < 2 or S % len(devs):
+        return None
+    return NamedSharding(Mesh(np.asarray(devs), ("streams",)), P("streams"))
 
 
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
@@ -84,11 +97,14 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         w_st = np.stack([stable_mask(n, scoring.stable_window, [c]) for c in grp.change_points])
         learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
         Y = np.asarray(grp.Y, means.dtype)
-        preds = combined(means, vars, Y, learned)  # compile outside the timing
-        args = (Y, preds, learned, w_all, w_st.astype(means.dtype))
-        scores = compiled_scores(args, level=scoring.level, keep_moments=True)[0]
+        shard = _stream_sharding(S)
+        place = (lambda t: t) if shard is None else (lambda t: jax.device_put(t, shard))
+        means, vars, Y, learned = place((means, vars, Y, learned))
+        preds = place(combined(means, vars, Y, learned))  # compile outside the timing
+        args = (Y, preds, learned, *place((w_all, w_st.astype(means.dtype))))
+        scores = compiled_scores(args, level=scoring.level, keep_moments=True, sharding=shard)[0]
         t0 = time.perf_counter()
-        out = jax.block_until_ready(scores(Y, combined(means, vars, Y, learned), *args[2:]))
+        out = jax.block_until_ready(scores(Y, place(combined(means, vars, Y, learned)), *args[2:]))
         own = (time.perf_counter() - t0) / (S * n)
         out = {k: np.asarray(v)[:, 0] for k, v in out.items()}
         for i, s in enumerate(grp.names):
