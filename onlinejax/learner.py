@@ -3,11 +3,13 @@
 :func:`make_learner` wraps a learner family's single-item and batch cores
 in the checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
 :func:`describe_factory` makes a public factory record its call
-(:class:`FactoryCall`, shown by ``repr``) and return the same learner for
-equal arguments (:func:`reuse_equal_calls`); :func:`pass_through` gives a
+(:class:`~onlinejax.factory_call.FactoryCall`, shown by ``repr``) and return the same learner for
+equal arguments (:func:`~onlinejax.factory_call.reuse_equal_calls`); :func:`pass_through` gives a
 wrapper the inner learner's ``tune``, ``downdate`` and ``evict``. :class:`DeferredStep` and
-:class:`StaticOptions` are parts of a learner and of its state;
-:func:`tree_repr` and :func:`tree_nbytes` summarise a state.
+:class:`StaticOptions` are parts of a learner and of its state. The recorded call and the cache are in
+:mod:`onlinejax.factory_call`; :func:`~onlinejax.tree_summary.tree_repr` and
+:func:`~onlinejax.tree_summary.tree_nbytes`, which summarise a state, in :mod:`onlinejax.tree_summary`
+(both re-exported here).
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import numpy as np
 from .checks import coerce_x, coerce_xy, state_dtype
 from .cores import _skip_with_prediction, full_precision, sequential, skip_nonfinite
 from .distributions import Prediction
+from .factory_call import FactoryCall, map_nested, reuse_equal_calls  # noqa: F401 (map_nested re-exported)
+from .tree_summary import tree_nbytes, tree_repr  # noqa: F401 (re-exported)
 
 Array = jax.Array
 State = Any
@@ -80,39 +84,6 @@ class DeferredStep(NamedTuple):
     step: Callable[[State, Any, Any], tuple[State, "Prediction"]]
     due: Callable[[State, State], Array]
     apply: Callable[[State], State]
-
-
-def map_nested(fn: Callable, v):
-    """``v`` with ``fn`` applied to every value inside its lists, tuples and dicts, recursively, in new containers.
-
-    NamedTuples (options, states) and every other value are leaves: ``fn(v)``.
-    """
-    if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
-        return type(v)(map_nested(fn, a) for a in v)
-    if isinstance(v, dict):
-        return {k: map_nested(fn, a) for k, a in v.items()}
-    return fn(v)
-
-
-class FactoryCall:
-    """The public factory call that built a :class:`Learner`: ``factory(*args, **kwargs)``.
-
-    Kept so that a runner can build the same learner again with other
-    scheduling options (:func:`onlinejax.schedule.with_tune_plan`). Compared
-    and hashed by identity: equal calls return the same learner
-    (:func:`reuse_equal_calls`), and a call's arguments may be arrays.
-    """
-
-    __slots__ = ("factory", "args", "kwargs", "built")
-
-    def __init__(self, factory: Callable, args: tuple, kwargs: dict):
-        # lists and dicts copied, so a caller who changes theirs later does not change the recorded call
-        self.factory = factory
-        self.args, self.kwargs = map_nested(lambda v: v, tuple(args)), map_nested(lambda v: v, dict(kwargs))
-        self.built: Optional[tuple] = None  # the returned learner's other fields, to tell it from a changed copy
-
-    def __repr__(self) -> str:
-        return f"FactoryCall({getattr(self.factory, '__name__', self.factory)!r})"
 
 
 class Learner(NamedTuple):
@@ -174,40 +145,6 @@ class Learner(NamedTuple):
         return f"Learner({what}; n_features={self.n_features}" + (f"; with {', '.join(extra)})" if extra else ")")
 
 
-def _leaf_repr(a) -> str:
-    if not hasattr(a, "shape"):
-        return repr(a)
-    if a.shape == () and not isinstance(a, jax.core.Tracer):
-        v = np.asarray(a).item()
-        return f"{v:.4g}" if isinstance(v, float) else repr(v)
-    return f"{np.dtype(a.dtype).name}{list(a.shape)}"
-
-
-def tree_nbytes(tree) -> int:
-    """Bytes of a pytree's array leaves (shapes and dtypes only: also for ``jax.eval_shape`` results)."""
-    return sum(int(np.prod(np.shape(a))) * np.dtype(a.dtype).itemsize for a in jax.tree_util.tree_leaves(tree))
-
-
-def tree_repr(tree, depth: int = 2) -> str:
-    """A one-line summary of a pytree: NamedTuple fields by name, arrays by dtype and shape, scalars by value.
-
-    ``BayesLinRegState(mean=float32[2], cov_sqrt=float32[2, 2], beta=1, ...)``: what a ``repr`` of
-    a state or a result shows instead of every element.
-    """
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        if depth == 0:
-            return f"{type(tree).__name__}(...)"
-        inner = ", ".join(f"{k}={tree_repr(getattr(tree, k), depth - 1)}" for k in tree._fields)
-        return f"{type(tree).__name__}({inner})"
-    if isinstance(tree, dict):
-        if depth == 0:
-            return "{...}"
-        return "{" + ", ".join(f"{k!r}: {tree_repr(v, depth - 1)}" for k, v in tree.items()) + "}"
-    if isinstance(tree, (list, tuple)):
-        return f"{type(tree).__name__}[{len(tree)}]"
-    return _leaf_repr(tree)
-
-
 def _short_repr(v) -> str:
     """A value in a factory call's description: learners by their description, big arrays by shape."""
     if isinstance(v, Learner):
@@ -220,47 +157,6 @@ def _short_repr(v) -> str:
     if hasattr(v, "_fields") and all(isinstance(a, (bool, int, float, str, type(None))) for a in v):
         return text  # a record of options (TunePlan, MachineOptions): cut short, two configurations would read alike
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-#: Results kept per function by :func:`reuse_equal_calls` (the oldest is dropped first).
-_FACTORY_CACHE_SIZE = 256
-
-
-def _frozen(v):
-    """A hashable key of a factory argument: type and value, lists and dicts as tuples (hash fails on arrays)."""
-    if isinstance(v, (list, tuple)):
-        return (type(v), tuple(_frozen(a) for a in v))
-    if isinstance(v, dict):
-        return (dict, tuple((k, _frozen(a)) for k, a in v.items()))
-    return (type(v), v)
-
-
-def reuse_equal_calls(factory: Callable) -> Callable:
-    """Decorate a factory of immutable records of functions so that equal arguments return the same record.
-
-    jit keys a static argument (a learner, a weight rule) on its functions, so a
-    record built again would compile its programs again. The key holds the
-    arguments' types (``1``, ``1.0`` and ``True`` differ), lists and dicts as
-    tuples, and what a factory may read from JAX's configuration (x64, the
-    backend); a call with an unhashable argument (an array) builds afresh, and
-    a call that raises is not kept.
-    """
-    built: dict = {}
-
-    @functools.wraps(factory)
-    def wrapped(*args, **kwargs):
-        key = (_frozen(args), _frozen(kwargs), bool(jax.config.jax_enable_x64), jax.default_backend())
-        try:
-            hash(key)
-        except TypeError:
-            return factory(*args, **kwargs)
-        if key not in built:
-            if len(built) >= _FACTORY_CACHE_SIZE:
-                built.pop(next(iter(built)))
-            built[key] = factory(*args, **kwargs)
-        return built[key]
-
-    return wrapped
 
 
 def describe_factory(factory: Callable[..., "Learner"]) -> Callable[..., "Learner"]:

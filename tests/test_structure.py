@@ -1,4 +1,5 @@
-"""The code's shape: imports flow one way (no cycle, lazy imports included) and functions stay short."""
+"""The code's shape: imports flow one way (no cycle, lazy imports included), functions stay short and modules
+have at most 500 lines."""
 import ast
 import pathlib
 
@@ -71,3 +72,12 @@ def test_no_function_has_more_than_50_code_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _code_lines(node, lines) > 50:
                 long.append(f"{p.relative_to(ROOT.parent)}:{node.lineno} {node.name} ({_code_lines(node, lines)})")
     assert not long, long
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_has_more_than_500_lines():
+    long = [f"{p.relative_to(ROOT.parent)} ({n} lines)" for p in sorted(ROOT.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: " + ", ".join(long)

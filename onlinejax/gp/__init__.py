@@ -2,11 +2,11 @@
 
 :mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
-``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window` with its
-option records (:class:`GPHyper`, :class:`GPTuneOptions`,
-:class:`GPWindowOptions`). The
-tune's type-II MAP search (:func:`tune_hyperparameters`, in named pieces) is in
-:mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
+``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window`. Its
+option records :class:`GPHyper` and :class:`GPWindowOptions` are in
+:mod:`onlinejax.gp.window_options`; the tune's type-II MAP search
+(:func:`tune_hyperparameters`, in named pieces) and its options
+(:class:`GPTuneOptions`) are in :mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
 (:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and
 :class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic` and
 sums and products of kernels, ``as_kernel("se") + periodic(12.0)``), the masked mean

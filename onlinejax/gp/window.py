@@ -20,6 +20,9 @@ all here; the helpers they call are named in each docstring):
   the functions above (``functools.partial``) and hands them to
   :func:`~onlinejax.base.make_learner`, whose boundary skips an item whose
   ``x`` or ``y`` is not finite (``skip_nonfinite=True``).
+  Its option records :class:`~onlinejax.gp.window_options.GPHyper` and
+  :class:`~onlinejax.gp.window_options.GPWindowOptions` are in
+  :mod:`onlinejax.gp.window_options` (re-exported here).
 
 The kernels (SE-ARD, thesis eq. 4.27; Matérn, R&W eq. 4.17) and the
 hyperparameters :class:`~onlinejax.gp.kernels.GPParams` are in
@@ -82,12 +85,12 @@ intervals do not depend on the data's scale (:mod:`onlinejax.gp.scale`).
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_bool, check_record
+from ..checks import check_record
 from ..base import Learner, Prediction, check_int, default_float_dtype, describe_factory, keep_if, make_learner
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
@@ -98,6 +101,7 @@ from .kernels import GPParams, cross, gp_params, noise_var, resolve_kernel, sign
 from .likelihood import (MEANS, _mean_kind, masked_kernel_matrix, mean_at, mean_index, mean_residuals,  # noqa
                          residual_log_marginal_likelihood)
 from .scale import mean_dof, window_scale
+from .window_options import GPHyper, GPWindowOptions
 
 Array = jax.Array
 
@@ -118,59 +122,6 @@ __all__ = [
     "tune_hyperparameters",
     "LENGTHSCALE_PRIOR",
 ]
-
-
-class GPHyper(NamedTuple):
-    """The initial hyperparameters of :func:`gp_window` (``init`` overrides each): Python values.
-
-    An immutable record passed as one value (``gp_window(d, W, initial=GPHyper(noise_std=0.3))``), hashable when
-    its fields are (a list lengthscale is frozen by :func:`~onlinejax.base.describe_factory`'s cache, an array
-    builds afresh). ``step`` and ``learn`` keep them until a ``tune``.
-
-    Attributes:
-      signal_std: ``σ_f > 0``, ``[]`` (default 1).
-      noise_std: ``σ_n > 0``, ``[]`` (default 0.1; the noise variance used adds the dtype's floor,
-        :func:`~onlinejax.gp.kernels.noise_floor_rel`).
-      lengthscale: ``ℓ > 0``, ``[]`` or ``[d]`` (default 1; one per input with ``"se"``'s ARD).
-    """
-
-    signal_std: Any = 1.0
-    noise_std: Any = 0.1
-    lengthscale: Any = 1.0
-
-    def checked(self, n_features: int) -> "GPHyper":
-        """The record unchanged once :func:`~onlinejax.gp.kernels.gp_params` accepts it (``ValueError``:
-        ``initial.<field>: ...``)."""
-        try:
-            gp_params(n_features, *self)
-        except ValueError as e:  # gp_params names the bare field
-            raise ValueError(f"initial.{e}") from None
-        return self
-
-
-class GPWindowOptions(NamedTuple):
-    """How :func:`gp_window`'s window learns and predicts: Python bools, an immutable hashable record.
-
-    Attributes:
-      freeze_when_full: stop learning once the window is full (the batch-GP baseline trained once on the
-        first ``W`` items; default False).
-      mean_from_state: read the mean function from ``state.mean_kind``, set by ``init(mean=...)`` (a name
-        or an index into ``MEANS``, an array under ``vmap``; default ``gp_window``'s ``mean``), instead of
-        fixing it at construction (default False). The three means then share one compiled program and
-        vmap over the mean (the thesis grid evaluates them so: 15 programs instead of 45); every learning
-        step and tune fits all three means and keeps the chosen one.
-      adapt_scale: multiply the predictive variance by the window's scale estimate ``ĉ >= 1``
-        (:func:`window_scale`, updated on every step in O(W)); False gives the plain GP predictive of the
-        hyperparameters (default True).
-    """
-
-    freeze_when_full: bool = False
-    mean_from_state: bool = False
-    adapt_scale: bool = True
-
-    def checked(self) -> "GPWindowOptions":
-        """The record with each field checked to be a bool (``ValueError``: ``window_options.<field>: ...``)."""
-        return GPWindowOptions(*(check_bool(v, f"window_options.{name}") for name, v in zip(self._fields, self)))
 
 
 class GPWindowState(NamedTuple):
