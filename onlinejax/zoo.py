@@ -68,6 +68,7 @@ from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .gp import GPWindowOptions, gp_window
+from .gp.kernels import as_kernel, linear
 from .gp.likelihood import MEANS
 from .kernel_regression import kernel_regression
 from .linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
@@ -274,6 +275,12 @@ RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WA
 #: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
+#: The recommended GP's kernel: squared exponential (ARD) plus a linear term ``σ_lin² xᵀx'/d`` on the standardised
+#: inputs, whose amplitude the tune sets (:func:`~onlinejax.gp.kernels.linear`): the linear trend of an OLS mean,
+#: best on the thesis's grid, without its extrapolation on real data (``benchmarks/RESULTS.md``, "A linear kernel
+#: term in the recommended GP").
+RECOMMENDED_KERNEL = as_kernel("se") + linear()
+
 
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
 #: the unit prior (:class:`~onlinejax.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
@@ -356,6 +363,10 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
                                           forgetting=forgetting, trend=trend))
 
 
+def _recommended_gp(n_inputs: int, window: int):
+    return gp_window(n_inputs, window, mean="average", kernel=RECOMMENDED_KERNEL)
+
+
 def _recommended() -> list[GridLearner]:
     W, fixed = RECOMMENDED_WINDOW, RECOMMENDED_STANDARDIZATION
 
@@ -371,9 +382,9 @@ def _recommended() -> list[GridLearner]:
         return calibrated(adaptive(learner, W, options=options), standardization=fixed._replace(clip=clip, keep=W))
 
     makers = {
-        # the average mean: an OLS mean fitted on 64 items extrapolates wildly on real data (d = 6-10)
-        # and no tune on a window of a few distinct inputs, where the marginal likelihood cannot place a lengthscale
-        "RecommendedGP": ("GPRegression", lambda d: windowed(gp_window(d, W, mean="average"), tune_unmoved=False), 1),
+        # the average mean and a linear kernel term (an OLS mean extrapolates wildly on real data, d = 6-10), and
+        # no tune on a window of a few distinct inputs, where the marginal likelihood cannot place a lengthscale
+        "RecommendedGP": ("GPRegression", lambda d: windowed(_recommended_gp(d, W), tune_unmoved=False), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: both_maps(
             d, partial(windowed, clip=RECOMMENDED_FEATURE_CLIP),
@@ -388,8 +399,8 @@ def _recommended() -> list[GridLearner]:
     }
     calib = "standardised and calibrated (Student-t 95 % interval)"
     about = {
-        "RecommendedGP": f"GP regression over the last {W} items (window-average mean, type-II MAP tunes), "
-                         f"{calib}{_MACHINE}",
+        "RecommendedGP": f"GP regression over the last {W} items (squared-exponential plus linear kernel, "
+                         f"window-average mean, type-II MAP tunes), {calib}{_MACHINE}",
         "RecommendedKernelRegression": f"Nadaraya-Watson kernel regression over the last {W} items, {calib}{_MACHINE}",
         "RecommendedWindowedLinear": f"Bayesian linear regression on the thesis's features (both maps) over the "
                                      f"last {W} items, evidence-tuned, {calib}{_MACHINE}",

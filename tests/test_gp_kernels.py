@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, periodic
+from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, linear, periodic
 from onlinejax.gp.kernels import cross, gp_params, gram, noise_floor_rel
 from conftest import DTYPE, tol
 from reference import gp_predict
@@ -36,6 +36,9 @@ CASES = {
                     lambda A, B: _np_se(A, B, SF**2, LS) + _np_periodic(A, B, SF**2 * np.exp(2 * REL_SIGNAL), PERIOD, LAM)),
     "se*periodic": (lambda: as_kernel("se") * periodic(PERIOD, LAM),
                     lambda A, B: _np_se(A, B, SF**2, LS) * _np_periodic(A, B, 1.0, PERIOD, LAM)),
+    "linear": (lambda: linear(), lambda A, B: SF**2 * (A @ B.T) / A.shape[1]),
+    "se+linear": (lambda: as_kernel("se") + linear(),
+                  lambda A, B: _np_se(A, B, SF**2, LS) + SF**2 * np.exp(2 * REL_SIGNAL) * (A @ B.T) / A.shape[1]),
     "matern32+se": (lambda: "matern32" + as_kernel("se"),
                     lambda A, B: _np_matern32(A, B, SF**2, LS)
                     + _np_se(A, B, SF**2 * np.exp(2 * REL_SIGNAL), LS * np.exp(REL_LS))),
@@ -45,7 +48,7 @@ CASES = {
 def _params(kern):
     """Parameters with the right-hand term's own amplitude and lengthscales away from their 0 start."""
     p = gp_params(2, SF, 0.1, jnp.asarray(LS, DTYPE), DTYPE, kernel=kern)
-    if isinstance(p.extra, tuple):
+    if isinstance(p.extra, tuple) and len(p.extra) == 2:  # a sum or product: (left's, the right term's own)
         left, own = p.extra
         if "log_rel_lengthscale" in own:
             own = dict(own, log_rel_lengthscale=jnp.asarray(REL_LS, DTYPE))
@@ -79,7 +82,7 @@ def test_kernel_matches_the_float64_reference_pair_by_pair_and_as_a_matrix(case,
     assert np.linalg.eigvalsh(0.5 * (K + K.T)).min() > -tol(1e-12, 1e-5) * np.abs(K).max()  # a covariance
 
 
-@pytest.mark.parametrize("case", ["se+periodic", "se*periodic"])
+@pytest.mark.parametrize("case", ["se+periodic", "se*periodic", "se+linear"])
 def test_gp_with_a_composed_kernel_predicts_as_a_direct_solve(case, rng):
     """Every prediction of ``gp_window`` equals a float64 solve on its window with the same kernel matrix."""
     make, ref = CASES[case]
@@ -154,3 +157,29 @@ def test_kernel_arguments_are_checked():
     assert as_kernel("se") + periodic(12.0) == as_kernel("se") + periodic(12.0)  # equal kernels share programs
     assert hash(as_kernel("se") * periodic(12.0)) == hash(as_kernel("se") * periodic(12.0))
     assert as_kernel("se") + periodic(12.0) != as_kernel("se") + periodic(6.0)
+
+
+def test_a_gp_with_the_linear_kernel_is_bayesian_linear_regression(rng):
+    """``linear()`` alone, zero mean: the GP's predictive is Bayesian linear regression's through the origin with
+    the weights' prior ``N(0, σ_f²/d I)`` and noise ``σ_n²`` (Bishop eqs. 3.53-3.54, 3.58-3.59), in float64 numpy."""
+    W, d, sf, sn = 200, 3, 1.7, 0.4
+    lrn = gp_window(d, W, kernel=linear(), mean="zero", initial=GPHyper(signal_std=sf, noise_std=sn),
+                    window_options=GPWindowOptions(adapt_scale=False))
+    X = rng.normal(size=(40, d))
+    Y = X @ np.array([1.0, -2.0, 0.5]) + sn * rng.normal(size=40)
+    res = progressive_validation(lrn, lrn.init(), jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)).predictions
+    nv = sn**2 + noise_floor_rel(DTYPE) * sf**2
+    alpha, beta = d / sf**2, 1.0 / nv
+    for t in range(40):
+        S = np.linalg.inv(alpha * np.eye(d) + beta * X[:t].T @ X[:t])
+        m = beta * S @ X[:t].T @ Y[:t]
+        mu, var = X[t] @ m, 1.0 / beta + X[t] @ S @ X[t]
+        assert abs(float(res.mean[t]) - mu) < tol(1e-9, 2e-3) * max(1.0, abs(mu)), t
+        assert abs(float(res.var[t]) - var) < tol(1e-9, 2e-3) * var, t
+
+
+def test_kernels_print_as_they_are_built():
+    assert repr(as_kernel("se") + linear()) == "as_kernel('se') + linear()"
+    assert repr(as_kernel("matern32") * periodic(12.0, 0.5)) == "(as_kernel('matern32')) * (periodic(12.0, 0.5))"
+    assert linear() == linear() and hash(as_kernel("se") + linear()) == hash(as_kernel("se") + linear())
+

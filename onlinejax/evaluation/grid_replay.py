@@ -33,6 +33,27 @@ def _stream_sharding(S: int):
     return NamedSharding(Mesh(np.asarray(devs), ("streams",)), P("streams"))
 
 
+def _group_arrays(result: GridResult, members: Sequence[str], grp, stable_window: int):
+    """A group's replay inputs placed as ``run_grid`` places streams: ``(arrays, sharding, place)``.
+
+    ``arrays``: the members' kept means and variances ``[S, n, M]``, the targets and which items were learned
+    ``[S, n]``, and the item weights (all, stable) ``[S, n]``.
+    """
+    S, n, _ = grp.X.shape
+    missing = [m for m in members if (m, grp.names[0]) not in result.predictions]
+    if missing:
+        raise ValueError(f"members: no kept predictions for {missing}")
+    # the members' own moments: a hedged member's learner, not its hedge (combine mixes the learners)
+    means = np.stack([[result.predictions[(m, s)][3] for m in members] for s in grp.names]).transpose(0, 2, 1)
+    vars = np.stack([[result.predictions[(m, s)][4] for m in members] for s in grp.names]).transpose(0, 2, 1)
+    w_st = np.stack([stable_mask(n, stable_window, [c]) for c in grp.change_points]).astype(means.dtype)
+    learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
+    shard = _stream_sharding(S)
+    place = (lambda t: t) if shard is None else (lambda t: jax.device_put(t, shard))  # noqa: E731
+    arrays = (means, vars, np.asarray(grp.Y, means.dtype), learned, np.ones((S, n), means.dtype), w_st)
+    return place(arrays), shard, place
+
+
 def replay_combination(result: GridResult, streams, name: str, members: Sequence[str], rule, *,
                        options: ReplayOptions = ReplayOptions(), scoring: Scoring = Scoring(),
                        family: str = "Combination") -> GridResult:
@@ -87,21 +108,10 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
 
     for grp in groups:
         S, n, _ = grp.X.shape
-        missing = [m for m in members if (m, grp.names[0]) not in result.predictions]
-        if missing:
-            raise ValueError(f"members: no kept predictions for {missing}")
-        # the members' own moments: a hedged member's learner, not its hedge (combine mixes the learners)
-        means = np.stack([[result.predictions[(m, s)][3] for m in members] for s in grp.names]).transpose(0, 2, 1)
-        vars = np.stack([[result.predictions[(m, s)][4] for m in members] for s in grp.names]).transpose(0, 2, 1)
-        w_all = np.ones((S, n), means.dtype)
-        w_st = np.stack([stable_mask(n, scoring.stable_window, [c]) for c in grp.change_points])
-        learned = np.asarray(learnable(np.asarray(grp.X, means.dtype), np.asarray(grp.Y, means.dtype)))
-        Y = np.asarray(grp.Y, means.dtype)
-        shard = _stream_sharding(S)
-        place = (lambda t: t) if shard is None else (lambda t: jax.device_put(t, shard))
-        means, vars, Y, learned = place((means, vars, Y, learned))
+        (means, vars, Y, learned, w_all, w_st), shard, place = _group_arrays(result, members, grp,
+                                                                            scoring.stable_window)
         preds = place(combined(means, vars, Y, learned))  # compile outside the timing
-        args = (Y, preds, learned, *place((w_all, w_st.astype(means.dtype))))
+        args = (Y, preds, learned, w_all, w_st)
         scores = compiled_scores(args, level=scoring.level, keep_moments=True, sharding=shard)[0]
         t0 = time.perf_counter()
         out = jax.block_until_ready(scores(Y, place(combined(means, vars, Y, learned)), *args[2:]))

@@ -8,12 +8,12 @@ option records :class:`GPHyper` and :class:`GPWindowOptions` are in
 (:func:`tune_hyperparameters`, in named pieces) and its options
 (:class:`GPTuneOptions`) are in :mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
 (:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and
-:class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic` and
+:class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic`, :func:`linear` and
 sums and products of kernels, ``as_kernel("se") + periodic(12.0)``), the masked mean
 functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
 """
 from .kernels import (KERNELS, GPParams, Kernel, as_kernel, cross, gp_params, gram, lengthscales, matern32, matern52,
-                      noise_var, periodic, resolve_kernel, signal_var, squared_exponential)
+                      linear, noise_var, periodic, resolve_kernel, signal_var, squared_exponential)
 from .likelihood import MEANS, log_marginal_likelihood, masked_kernel_matrix, mean_coefficients, mean_residuals
 from .hyperparameters import GPTuneOptions, tune_hyperparameters
 from .scale import window_scale
@@ -37,6 +37,7 @@ __all__ = [
     "matern32",
     "matern52",
     "periodic",
+    "linear",
     "Kernel",
     "as_kernel",
     "KERNELS",

@@ -8,10 +8,9 @@ unconstrained (logs), so they vmap and differentiate:
 * Matérn 3/2: ``σ_f² (1 + √3 r) exp(-√3 r)``, Matérn 5/2:
   ``σ_f² (1 + √5 r + 5r²/3) exp(-√5 r)``, with ``r² = Σ_j (x_j - x'_j)²/ℓ_j²``
   (Rasmussen & Williams eq. 4.17).
-
 * periodic (MacKay 1998; R&W eq. 4.31, one period per input):
   ``σ_f² exp(-2 Σ_j sin²(π(x_j - x'_j)/P_j)/λ_j²)`` (:func:`periodic`);
-* sums and products of kernels, ``as_kernel("se") + periodic(12.0)``
+* linear, ``σ_f² xᵀx'/d`` (:func:`linear`); sums and products, ``as_kernel("se") + periodic(12.0)``
   (:class:`Kernel`): the right-hand term has its own amplitude (a sum) and
   lengthscales, stored relative to the left-hand term's.
 
@@ -56,6 +55,7 @@ __all__ = [
     "Kernel",
     "as_kernel",
     "periodic",
+    "linear",
 ]
 
 
@@ -316,6 +316,10 @@ class _PairKernel(Kernel):
 
     fn: Callable
 
+    def __repr__(self) -> str:
+        name = next((k for k, v in KERNELS.items() if v is self.fn), None)
+        return f"as_kernel({name!r})" if name else f"as_kernel({getattr(self.fn, '__name__', self.fn)})"
+
     def __call__(self, p, x1, x2):
         return self.fn(p, x1, x2)
 
@@ -331,6 +335,9 @@ class _Periodic(Kernel):
     period: float
     lengthscale: float
 
+    def __repr__(self) -> str:
+        return f"periodic({self.period!r}, {self.lengthscale!r})"
+
     def extra_init(self, n_features, dtype):
         d = (int(n_features),)
         return {"log_period": jnp.full(d, math.log(self.period), dtype),
@@ -343,6 +350,24 @@ class _Periodic(Kernel):
         period, ls = jnp.exp(p.extra["log_period"]), jnp.exp(p.extra["log_lengthscale"])
         s = jnp.sin(jnp.pi * (X1[:, None, :] - X2[None, :, :]) / period) / ls
         return signal_var(p) * jnp.exp(-2.0 * jnp.sum(s * s, axis=-1))
+
+    def has_matrix_path(self) -> bool:
+        return True
+
+    def uses_lengthscale(self) -> bool:
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Linear(Kernel):
+    def __repr__(self) -> str:
+        return "linear()"
+
+    def __call__(self, p, x1, x2):
+        return signal_var(p) * jnp.dot(x1, x2) / x1.shape[-1]
+
+    def gram(self, p, X1, X2):
+        return signal_var(p) * (X1 @ X2.T) / X1.shape[-1]
 
     def has_matrix_path(self) -> bool:
         return True
@@ -388,6 +413,9 @@ class _Composite(Kernel):
 class _Sum(_Composite):
     """``k1 + k2`` (:class:`Kernel`)."""
 
+    def __repr__(self) -> str:
+        return f"{self.left!r} + {self.right!r}"
+
     def __call__(self, p, x1, x2):
         pl, pr = self._terms(p)
         return self.left(pl, x1, x2) + self.right(pr, x1, x2)
@@ -400,6 +428,9 @@ class _Sum(_Composite):
 @dataclasses.dataclass(frozen=True)
 class _Product(_Composite):
     """``k1 · k2`` (:class:`Kernel`); the right-hand term's amplitude is 1."""
+
+    def __repr__(self) -> str:
+        return f"({self.left!r}) * ({self.right!r})"
 
     amplitude = False
 
@@ -455,3 +486,14 @@ def periodic(period=1.0, lengthscale=1.0) -> Kernel:
         if np.ndim(v) != 0:
             raise ValueError(f"{name}: must be a scalar, got shape {np.shape(v)}")
     return _Periodic(float(period), float(lengthscale))
+
+
+def linear() -> Kernel:
+    """The dot-product kernel ``σ_f² xᵀx'/d`` (R&W eq. 4.23, ``Σ_p = σ_f² I/d``): Bayesian linear regression.
+
+    Through the origin, weights' prior ``N(0, σ_f²/d · I)``. In a sum, ``as_kernel("se") + linear()``, a
+    linear trend the window integrates over rather than fits like an OLS mean (which extrapolates wildly once
+    ``d`` is a sizeable share of the window), its amplitude tuned with the rest. No hyperparameters of its
+    own (``p.extra == ()``); meant for inputs of unit scale (behind :func:`~onlinejax.standardize.standardize`).
+    """
+    return _Linear()
