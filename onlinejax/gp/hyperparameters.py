@@ -231,7 +231,7 @@ def _restart_starts(base: GPParams, restarts: int, spread: Array) -> GPParams:
                                             log_noise_std=base.log_noise_std + o[1]))(offs)
 
 
-#: Step sizes along the quasi-Newton direction that :func:`tune_restart` scores at once (the first, 1, is the unit step).
+#: Step sizes along the quasi-Newton direction that :func:`tune_restart` tries: the unit step, then the rest at once.
 LINE_SEARCH_STEPS = (1.0, 0.3, 0.1, 0.01, 0.001)
 
 
@@ -258,8 +258,8 @@ def tune_restart(loss: Callable, p0: GPParams, active: Array, *, steps: int = 20
     remaining iterations are a ``cond`` that passes the carry on (skipped on
     one stream; under ``vmap`` every stream pays for ``steps`` iterations).
     A curvature pair with ``s·y <= 0`` (the objective is not convex) would
-    turn the next direction uphill, so the
-    memory then starts afresh. ``"adam"``: ``steps`` Adam steps at
+    turn the next direction uphill, so the memory then starts afresh.
+    ``"adam"``: ``steps`` Adam steps at
     ``learning_rate``; a step to non-finite parameters is not taken. Neither
     has a data-dependent loop, so a tune is the same program on every
     backend and costs no host round trip on a GPU. An inactive restart
