@@ -4,9 +4,10 @@
 dtype (:func:`state_dtype`) and check their shapes and, when they are
 concrete (:func:`is_concrete`), their values; :func:`check_int`,
 :func:`check_positive` and :func:`check_in_range` check a factory's options.
-Each raises a :class:`ValueError` that names the argument. :func:`check_bool` checks a switch, :func:`check_record` that an option record
-was given as one (a :class:`TypeError` naming the argument) and :func:`changed_fields` is the records'
-``repr``.
+Each raises a :class:`ValueError` that names the argument. :func:`check_bool`
+checks a switch, :func:`check_record` that an option record was given as one
+(each a :class:`TypeError` naming the argument), and :func:`changed_fields`
+is the records' ``repr``.
 """
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ import numpy as np
 State = Any
 
 __all__ = ["default_float_dtype", "is_concrete", "state_dtype", "coerce_x", "coerce_xy", "check_positive",
-           "check_int", "check_in_range", "check_bool", "check_record",
-           "changed_fields"]
+           "check_int", "check_in_range", "check_bool", "check_record", "changed_fields"]
 
 
 def default_float_dtype() -> np.dtype:

@@ -281,7 +281,6 @@ RECOMMENDED_NAIVE_ALARM = 0.7
 #: term in the recommended GP").
 RECOMMENDED_KERNEL = as_kernel("se") + linear()
 
-
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
 #: the unit prior (:class:`~onlinejax.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
 #: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.

@@ -27,6 +27,13 @@ from .metrics import stable_mask
 from .streams import compiled_scores, hyper_states, predictions_program
 
 
+def streams_sharding(devices) -> NamedSharding | None:
+    """The streams axis (a chunk's leading axis) split over ``devices``: ``None`` for one device."""
+    if len(devices) < 2:
+        return None
+    return NamedSharding(Mesh(np.asarray(devices), ("streams",)), P("streams"))
+
+
 def _state_bytes(learner: Learner, dtype) -> int:
     return tree_nbytes(jax.eval_shape(lambda: learner.init(dtype=dtype)))
 
@@ -120,8 +127,8 @@ class _Plan:
         self.chunk_bytes = chunk_bytes if chunk_bytes is not None else (
             _CPU_CHUNK_BYTES if self.on_cpu else _ACCELERATOR_CHUNK_BYTES)
         self.multi = _spans_processes(self.devices)
-        self.mesh = Mesh(np.asarray(self.devices), ("streams",)) if len(self.devices) > 1 else None
-        self.shard = NamedSharding(self.mesh, P("streams")) if self.mesh is not None else None
+        self.shard = streams_sharding(self.devices)
+        self.mesh = None if self.shard is None else self.shard.mesh
         self.replicated = NamedSharding(self.mesh, P()) if self.multi else None
         self._all_gather = jax.jit(lambda t: t, out_shardings=self.replicated) if self.multi else None
         self._host, self._stable = {}, {}

@@ -7,11 +7,11 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ..base import learnable
 from ..baseline import recorded
 from ..combination import replay
+from .grid_plan import streams_sharding
 from .grid_result import ROW_METRICS, GridResult
 from .metrics import stable_mask
 from .options import ReplayOptions, Scoring, checked_record
@@ -28,9 +28,9 @@ def _stream_sharding(S: int):
     predictions of the same shapes (:func:`~onlinejax.evaluation.streams.compiled_scores`).
     """
     devs = jax.local_devices()
-    if jax.process_count() > 1 or len(devs) < 2 or S % len(devs):
+    if jax.process_count() > 1 or S % len(devs):
         return None
-    return NamedSharding(Mesh(np.asarray(devs), ("streams",)), P("streams"))
+    return streams_sharding(devs)
 
 
 def _group_arrays(result: GridResult, members: Sequence[str], grp, stable_window: int):

@@ -93,7 +93,7 @@ class GPTuneOptions(NamedTuple):
 
 
 def checked_tune_options(options) -> GPTuneOptions:
-    """``options`` checked (:meth:`GPTuneOptions.checked`); ``ValueError`` naming ``tune_options`` if not a record."""
+    """``options`` checked (:meth:`GPTuneOptions.checked`); a ``TypeError`` naming ``tune_options`` if not a record."""
     return check_record(options, GPTuneOptions, "tune_options").checked()
 
 

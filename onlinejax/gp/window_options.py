@@ -66,5 +66,5 @@ class GPWindowOptions(NamedTuple):
     adapt_scale: bool = True
 
     def checked(self) -> "GPWindowOptions":
-        """The record with each field checked to be a bool (``ValueError``: ``window_options.<field>: ...``)."""
+        """The record with each field checked to be a bool (``TypeError``: ``window_options.<field>: ...``)."""
         return GPWindowOptions(*(check_bool(v, f"window_options.{name}") for name, v in zip(self._fields, self)))
