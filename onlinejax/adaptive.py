@@ -85,7 +85,7 @@ import jax.numpy as jnp
 from .checks import check_record
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
                              MachineOptions, init, record_mode, wrap_state)
-from .base import (DeferredStep, Learner, Prediction, check_int, describe_factory, keep_if,
+from .base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
                    make_learner, pass_through)
 from .batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
@@ -413,9 +413,9 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
     def build(o):
         return make_learner(init=partial(init, learner, W, detector=detector),
                             learn_one=partial(learn_one, learner, o),
-                            predict_one=partial(predict_one, learner), step_one=partial(step_one, learner, o),
-                            update_one=partial(update_one, learner, o),
-                            n_features=learner.n_features, tune=tune_now,
+                            predict_one=partial(predict_one, learner), n_features=learner.n_features,
+                            cores=LearnerCores(step_one=partial(step_one, learner, o),
+                                               update_one=partial(update_one, learner, o), tune=tune_now),
                             skip_nonfinite=True)
 
     out = build(opts)

@@ -20,7 +20,7 @@ item never poisons a posterior.
 
 This module gathers these names from the modules that define them:
 :mod:`onlinejax.distributions` (the predictive distributions),
-:mod:`onlinejax.learner` (the :class:`Learner` record and :func:`make_learner`),
+:mod:`onlinejax.learner` (the :class:`Learner` record, :func:`make_learner` and its :class:`LearnerCores`),
 :mod:`onlinejax.factory_call` (a factory's recorded call and its cache),
 :mod:`onlinejax.tree_summary` (one-line summaries of states),
 :mod:`onlinejax.cores` (the skip of unusable items and other building blocks
@@ -36,7 +36,7 @@ from .cores import (BLAS_MIN_FEATURES, Array, _skip_with_prediction, full_precis
 from .distributions import (_INV_SQRT_PI, Prediction, StudentTPrediction, _student_t_crps_terms, normal_quantile,
                             student_t_abs_moments)
 from .factory_call import _FACTORY_CACHE_SIZE, FactoryCall, _frozen, map_nested, reuse_equal_calls
-from .learner import (DeferredStep, Learner, StaticOptions, _checked_downdate, _checked_prediction,
+from .learner import (DeferredStep, Learner, LearnerCores, StaticOptions, _checked_downdate, _checked_prediction,
                       _predict_then_update, _short_repr, _skipping, _step_cores, _update_cores, describe_factory,
                       make_learner, pass_through)
 from .special import _log_gamma_ratio_excess, student_t_cdf, student_t_quantile
@@ -52,6 +52,7 @@ __all__ = [
     "FactoryCall",
     "default_float_dtype",
     "normal_quantile",
+    "LearnerCores",
     "make_learner",
     "pass_through",
     "sequential",

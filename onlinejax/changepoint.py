@@ -45,8 +45,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if, make_learner,
-                   state_dtype)
+from .base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
+                   make_learner, state_dtype)
 from .combination.distribution import MixturePrediction, mixture_prediction
 from .student_mixture import StudentTMixture
 
@@ -243,7 +243,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
 
     return make_learner(init=_init, learn_one=partial(learn_one, learner=learner),
                         predict_one=partial(predict_one, learner=learner), n_features=learner.n_features,
-                        step_one=partial(step_one, learner=learner), skip_nonfinite=True)
+                        cores=LearnerCores(step_one=partial(step_one, learner=learner)), skip_nonfinite=True)
 
 
 # --------------------------------------------------------------------------

@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, StudentTPrediction, describe_factory, keep_if, learnable, make_learner,
-                   pass_through, state_dtype)
+from .base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
+                   make_learner, pass_through, state_dtype)
 from .baseline import ClimatologyState, climatology_init, climatology_learn, climatology_predict
 from .student_mixture import StudentTMixture
 
@@ -206,5 +206,5 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
         return _update_one(s, x, y, _predict_one(s, x))
 
     # only tune: the weights and the climatology cannot forget an item the inner learner would downdate or evict
-    return make_learner(init=_init, learn_one=_learn_one, predict_one=_predict_one, update_one=_update_one,
-                        n_features=learner.n_features, tune=pass_through(learner)["tune"])
+    return make_learner(init=_init, learn_one=_learn_one, predict_one=_predict_one, n_features=learner.n_features,
+                        cores=LearnerCores(update_one=_update_one, tune=pass_through(learner)["tune"]))

@@ -134,8 +134,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checks import check_record
-from .base import (Learner, Prediction, check_int, check_positive, default_float_dtype, describe_factory, keep_if,
-                   make_learner)
+from .base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
+                   keep_if, make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
                                       residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
@@ -335,5 +335,4 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_va
 
     return make_learner(init=_init, learn_one=learn_one, n_features=d, skip_nonfinite=True,
                         predict_one=partial(predict_one, bounds=o.bounds, interval=o.interval),
-                        evict=evict,
-                        tune=jax.jit(partial(tune, alphas=o.alphas)))
+                        cores=LearnerCores(evict=evict, tune=jax.jit(partial(tune, alphas=o.alphas))))

@@ -1,7 +1,8 @@
 """The :class:`Learner` record, the factory that builds one from pure cores, and what describes a learner.
 
-:func:`make_learner` wraps a learner family's single-item and batch cores
-in the checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
+:func:`make_learner` wraps a learner family's single-item cores and its optional ones (a
+:class:`LearnerCores` record: batch cores, a fused step, ``downdate``, ``evict``, ``tune``) in the
+checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
 :func:`describe_factory` makes a public factory record its call
 (:class:`~onlinejax.factory_call.FactoryCall`, shown by ``repr``) and return the same learner for
 equal arguments (:func:`~onlinejax.factory_call.reuse_equal_calls`); :func:`pass_through` gives a
@@ -23,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import coerce_x, coerce_xy, state_dtype
+from .checks import check_record, coerce_x, coerce_xy, state_dtype
 from .cores import _skip_with_prediction, full_precision, sequential, skip_nonfinite
 from .distributions import Prediction
 from .factory_call import FactoryCall, map_nested, reuse_equal_calls  # noqa: F401 (map_nested re-exported)
@@ -32,8 +33,8 @@ from .tree_summary import tree_nbytes, tree_repr  # noqa: F401 (re-exported)
 Array = jax.Array
 State = Any
 
-__all__ = ["Learner", "DeferredStep", "FactoryCall", "StaticOptions", "make_learner", "pass_through",
-           "describe_factory", "reuse_equal_calls", "map_nested", "tree_repr", "tree_nbytes"]
+__all__ = ["Learner", "DeferredStep", "FactoryCall", "StaticOptions", "LearnerCores", "make_learner",
+           "pass_through", "describe_factory", "reuse_equal_calls", "map_nested", "tree_repr", "tree_nbytes"]
 
 
 @jax.tree_util.register_static
@@ -188,54 +189,83 @@ def _built_fields(learner: Learner) -> tuple:
     return tuple(v for k, v in zip(learner._fields, learner) if k != "factory_call")
 
 
+class LearnerCores(NamedTuple):
+    """The optional cores of :func:`make_learner`, as one record; each ``None`` takes its default.
+
+    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to the state's dtype;
+    every one given is jit-compiled and traced under :func:`~onlinejax.cores.full_precision`.
+
+    Attributes:
+      learn_batch: ``learn_batch(state, X [b, d], Y [b]) -> state``; default a scan over
+        ``learn_one`` (exactly sequential learning). With ``skip_nonfinite`` a given
+        ``learn_batch`` must skip non-finite items by itself.
+      predict_batch: ``predict_batch(state, X [b, d]) -> Prediction`` with ``[b]`` leaves; default
+        ``vmap(predict_one)``.
+      step_one: ``step_one(state, x, y) -> (state, Prediction)``, for learning that needs the
+        prediction of the same item (it is then computed once); default ``predict_one`` followed by
+        ``learn_one``. A mini-batch ``step`` scans ``step_one`` when it is given, so that the batch
+        predictions are the sequential ones.
+      update_one: ``update_one(state, x, y, pred) -> state`` learns the item given the prediction
+        ``predict_one(state, x)`` issued for it (a wrapper judges that prediction); default
+        ``learn_one`` (a learner whose learning does not use its prediction). With ``update_one``
+        and no ``step_one``, ``step_one`` is ``predict_one`` followed by ``update_one`` (the item is
+        predicted once). A mini-batch ``update`` scans ``update_one`` over the items and their
+        predictions.
+      downdate: ``downdate(state, x [d], y []) -> state`` removes a given item, checked like
+        ``learn``'s; default none.
+      evict: ``evict(state) -> state`` evicts a window's oldest item; default none.
+      tune: ``tune(state, **options) -> state`` re-estimates the hyperparameters from the learner's
+        own data; default none.
+
+    A wrapper's ``downdate``, ``evict`` and ``tune`` come from :func:`pass_through`:
+    ``LearnerCores(update_one=..., **pass_through(inner))``.
+    """
+
+    learn_batch: Optional[Callable] = None
+    predict_batch: Optional[Callable] = None
+    step_one: Optional[Callable] = None
+    update_one: Optional[Callable] = None
+    downdate: Optional[Callable] = None
+    evict: Optional[Callable] = None
+    tune: Optional[Callable] = None
+
+
 def make_learner(
     *,
     init: Callable[..., State],
     learn_one: Callable,
-    learn_batch: Optional[Callable] = None,
     predict_one: Callable,
-    predict_batch: Optional[Callable] = None,
     n_features: int,
-    downdate: Optional[Callable] = None,
-    evict: Optional[Callable] = None,
-    tune: Optional[Callable] = None,
-    step_one: Optional[Callable] = None,
+    cores: LearnerCores = LearnerCores(),
     skip_nonfinite: bool = False,
-    update_one: Optional[Callable] = None,
 ) -> Learner:
     """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
 
-    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to
-    the state's dtype. ``learn_batch`` defaults to a scan over ``learn_one``
-    (exactly sequential learning); ``predict_batch`` to ``vmap(predict_one)``.
     Every function is traced under :func:`~onlinejax.cores.full_precision` (matrix products in
     full float32 precision on GPUs too).
-    ``step_one(state, x, y) -> (state, Prediction)`` may be given when
-    learning needs the prediction of the same item (it is then computed once);
-    by default it is ``predict_one`` followed by ``learn_one``. A mini-batch
-    ``step`` scans ``step_one`` when it is given, so that the batch
-    predictions are the sequential ones.
-    ``update_one(state, x, y, pred) -> state`` learns the item given the
-    prediction ``predict_one(state, x)`` issued for it (a wrapper judges that
-    prediction); by default it is ``learn_one`` (a learner whose learning
-    does not use its prediction). With ``update_one`` and no ``step_one``,
-    ``step_one`` is ``predict_one`` followed by ``update_one`` (the item is
-    predicted once). A mini-batch ``update`` scans ``update_one`` over the
-    items and their predictions.
-    ``downdate(state, x, y) -> state`` removes a given item, its ``x: [d]``
-    and ``y: []`` checked like ``learn``'s; ``evict(state) -> state`` evicts
-    a window's oldest item. Either of the other shape is refused with a
-    ``TypeError``; both are jit-compiled (a wrapper's come from
-    :func:`pass_through`).
 
-    With ``skip_nonfinite`` the boundary owns the non-finite skip: inside
-    ``jit``/``vmap``/``scan`` (where the concrete check cannot raise) an item
-    whose ``x`` or ``y`` is NaN/inf leaves the state unchanged except its
-    ``n_skipped`` counter (:func:`~onlinejax.cores.skip_nonfinite`). The cores then assume
-    finite items. It wraps ``learn_one`` and ``step_one``; a custom
-    ``learn_batch`` must skip by itself. An empty mini-batch (``x: [0, d]``)
-    is a no-op at the boundary: ``learn`` returns the state unchanged.
+    Args:
+      init: ``init(**hyperparameters) -> state``.
+      learn_one: ``learn_one(state, x [d], y []) -> state``, ``x`` and ``y`` already cast to the
+        state's dtype.
+      predict_one: ``predict_one(state, x [d]) -> Prediction`` with ``[]`` leaves.
+      n_features: ``d``, the input width the boundary checks (static).
+      cores: the optional cores, a :class:`LearnerCores` (batch cores, ``step_one``,
+        ``update_one``, ``downdate``, ``evict``, ``tune``); each ``None`` takes its default.
+      skip_nonfinite: the boundary owns the non-finite skip: inside ``jit``/``vmap``/``scan``
+        (where the concrete check cannot raise) an item whose ``x`` or ``y`` is NaN/inf leaves the
+        state unchanged except its ``n_skipped`` counter (:func:`~onlinejax.cores.skip_nonfinite`).
+        The cores then assume finite items. It wraps ``learn_one``, ``step_one`` and ``update_one``;
+        a custom ``learn_batch`` must skip by itself.
+    Returns:
+      The :class:`Learner`. An empty mini-batch (``x: [0, d]``) is a no-op at its boundary:
+      ``learn`` returns the state unchanged.
+    Raises:
+      TypeError: ``cores`` not a :class:`LearnerCores`; a ``downdate`` that does not take
+        ``(state, x, y)`` or an ``evict`` that does not take ``(state)``.
     """
+    check_record(cores, LearnerCores, "cores")
+    learn_batch, predict_batch, step_one, update_one, downdate, evict, tune = cores
     if update_one is not None and step_one is None:
         step_one = _predict_then_update(predict_one, update_one)
     if skip_nonfinite:
@@ -390,7 +420,7 @@ def pass_through(inner: Learner, get: Callable = _inner_field, put: Callable = _
     """A wrapper's ``tune``, ``downdate`` and ``evict``: the inner learner's, applied to the inner state.
 
     Every wrapper passes these operations through the same way,
-    ``make_learner(..., **pass_through(learner))``; the wrapper's own part of
+    ``make_learner(..., cores=LearnerCores(..., **pass_through(learner)))``; the wrapper's own part of
     the state is left as it is (a calibrator is neither tuned nor downdated).
 
     Args:
@@ -401,7 +431,7 @@ def pass_through(inner: Learner, get: Callable = _inner_field, put: Callable = _
         learner's coordinates (features, a standardiser's scale), for ``downdate``.
     Returns:
       ``{"tune": ..., "downdate": ..., "evict": ...}``, keyword arguments of
-      :func:`make_learner`; ``None`` for each operation the inner learner lacks.
+      :class:`LearnerCores`; ``None`` for each operation the inner learner lacks.
     """
 
     def tune(state, **options):

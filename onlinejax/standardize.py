@@ -101,7 +101,7 @@ import jax.numpy as jnp
 
 from .checks import check_record
 from .batching import cond_if_any
-from .base import Learner, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
+from .base import Learner, LearnerCores, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
@@ -453,5 +453,5 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
     # a given item is downdated in the current coordinates, like the inner learner learned it
     ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, x, y))
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),
-                        predict_one=partial(predict_one, learner, opts),
-                        update_one=partial(update_one, learner, opts), n_features=learner.n_features, **ops)
+                        predict_one=partial(predict_one, learner, opts), n_features=learner.n_features,
+                        cores=LearnerCores(update_one=partial(update_one, learner, opts), **ops))

@@ -546,13 +546,13 @@ def test_a_calibrated_downdate_undoes_learn(rng):
 
 
 def test_make_learner_refuses_a_downdate_or_evict_of_the_wrong_shape():
-    from onlinejax.base import make_learner
+    from onlinejax.base import LearnerCores, make_learner
 
     parts = dict(init=lambda: jnp.zeros(()), learn_one=lambda s, x, y: s, predict_one=lambda s, x: Prediction(s, s),
                  n_features=1)
     with pytest.raises(TypeError, match=r"downdate: must take \(state, x, y\).*evict="):
-        make_learner(**parts, downdate=lambda s: s)
+        make_learner(**parts, cores=LearnerCores(downdate=lambda s: s))
     with pytest.raises(TypeError, match=r"evict: must take \(state\).*downdate="):
-        make_learner(**parts, evict=lambda s, x, y: s)
-    L = make_learner(**parts, downdate=lambda s, x, y: s + y, evict=lambda s: s - 1)
+        make_learner(**parts, cores=LearnerCores(evict=lambda s, x, y: s))
+    L = make_learner(**parts, cores=LearnerCores(downdate=lambda s, x, y: s + y, evict=lambda s: s - 1))
     assert float(L.downdate(L.init(), [1.0], 2.0)) == 2.0 and float(L.evict(L.init())) == -1.0

@@ -12,7 +12,8 @@ from functools import partial
 from typing import NamedTuple, Optional
 
 from ..checks import check_record, changed_fields
-from ..base import Learner, check_in_range, check_int, check_positive, describe_factory, make_learner, pass_through
+from ..base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
+                    pass_through)
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
@@ -102,9 +103,9 @@ def _calibrated(learner: Learner, rc: Optional[RecalibrationOptions], cc: Option
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
     # the calibrators are neither tuned nor downdated: they judged the predictions as they were issued
     return make_learner(init=partial(init, learner, rc, cc), learn_one=partial(learn_one, learner, rc, cc),
-                        predict_one=partial(predict_one, learner, rc, cc), step_one=partial(step_one, learner, rc, cc),
-                        update_one=partial(update_one, learner, rc, cc),
-                        n_features=learner.n_features, **pass_through(learner))
+                        predict_one=partial(predict_one, learner, rc, cc), n_features=learner.n_features,
+                        cores=LearnerCores(step_one=partial(step_one, learner, rc, cc),
+                                           update_one=partial(update_one, learner, rc, cc), **pass_through(learner)))
 
 
 def _check_recal(decay, clip, max_scale, error_cap, prefix=""):

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, check_in_range, check_int, describe_factory, keep_if, learnable, make_learner, state_dtype
+from ..base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
+                    make_learner, state_dtype)
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
 from ..calibration import is_informative
@@ -395,5 +396,6 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
     members = _checked_members(learners)
     opts = _checked_options(weighting, recalibrate, correct, after_spread)
     return make_learner(init=partial(init, members, opts), learn_one=partial(learn_one, members, opts),
-                        predict_one=partial(predict_one, members), step_one=partial(step_one, members, opts),
-                        n_features=members[0].n_features, tune=jax.jit(partial(tune_members, members)))
+                        predict_one=partial(predict_one, members), n_features=members[0].n_features,
+                        cores=LearnerCores(step_one=partial(step_one, members, opts),
+                                           tune=jax.jit(partial(tune_members, members))))

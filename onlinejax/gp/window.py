@@ -91,7 +91,8 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import check_record
-from ..base import Learner, Prediction, check_int, default_float_dtype, describe_factory, keep_if, make_learner
+from ..base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
+                    make_learner)
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
@@ -457,6 +458,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
 
     return make_learner(init=_init, learn_one=partial(learn_one, **learn_opts),
                         predict_one=partial(predict_one, kernel=kfn), n_features=d,
-                        evict=partial(evict, mean=core_mean, adapt_scale=wo.adapt_scale),
-                        tune=jax.jit(partial(tune, **opts, tune_options=tune_options)),
-                        step_one=partial(step_one, **learn_opts), skip_nonfinite=True)
+                        cores=LearnerCores(step_one=partial(step_one, **learn_opts),
+                                           evict=partial(evict, mean=core_mean, adapt_scale=wo.adapt_scale),
+                                           tune=jax.jit(partial(tune, **opts, tune_options=tune_options))),
+                        skip_nonfinite=True)

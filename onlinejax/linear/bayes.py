@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import check_bool, check_record
-from ..base import (BLAS_MIN_FEATURES, Learner, Prediction, check_in_range, check_int, check_positive,
+from ..base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
@@ -393,14 +393,16 @@ def bayes_linreg(
     learner = make_learner(
         init=_init,
         learn_one=partial(learn_one, forget=forget, track=tunable),
-        learn_batch=partial(learn_batch, forget=forget, track=tunable),
-        # the shared step pays off once the products are BLAS calls (base.BLAS_MIN_FEATURES)
-        step_one=partial(step_one, forget=forget, track=tunable) if d_int >= BLAS_MIN_FEATURES else None,
         predict_one=predict_one,
-        predict_batch=predict_batch,
         n_features=d_int,
-        downdate=partial(unlearn_one, track=tunable),
-        tune=jax.jit(tune_evidence, static_argnames="n_iter") if tunable else None,
+        cores=LearnerCores(
+            learn_batch=partial(learn_batch, forget=forget, track=tunable),
+            predict_batch=predict_batch,
+            # the shared step pays off once the products are BLAS calls (base.BLAS_MIN_FEATURES)
+            step_one=partial(step_one, forget=forget, track=tunable) if d_int >= BLAS_MIN_FEATURES else None,
+            downdate=partial(unlearn_one, track=tunable),
+            tune=jax.jit(tune_evidence, static_argnames="n_iter") if tunable else None,
+        ),
     )
     if intercept:
         learner = map_features(intercept_features(d), learner)

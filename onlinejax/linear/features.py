@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from ..base import Learner, describe_factory, make_learner, pass_through
+from ..base import Learner, LearnerCores, describe_factory, make_learner, pass_through
 
 Array = jax.Array
 
@@ -153,13 +153,15 @@ def map_features(fmap: FeatureMap, learner: Learner) -> Learner:
     out = make_learner(
         init=learner.init,
         learn_one=lambda s, x, y: learner.learn(s, fmap.fn(x), y),
-        learn_batch=lambda s, X, Y: learner.learn(s, jax.vmap(fmap.fn)(X), Y),
         predict_one=lambda s, x: learner.predict(s, fmap.fn(x)),
-        predict_batch=lambda s, X: learner.predict(s, jax.vmap(fmap.fn)(X)),
-        step_one=lambda s, x, y: learner.step(s, fmap.fn(x), y),  # the inner learner's fused step, if it has one
-        update_one=lambda s, x, y, pred: learner.update(s, fmap.fn(x), y, pred),
         n_features=fmap.n_in,
-        **ops,
+        cores=LearnerCores(
+            learn_batch=lambda s, X, Y: learner.learn(s, jax.vmap(fmap.fn)(X), Y),
+            predict_batch=lambda s, X: learner.predict(s, jax.vmap(fmap.fn)(X)),
+            step_one=lambda s, x, y: learner.step(s, fmap.fn(x), y),  # the inner learner's fused step, if it has one
+            update_one=lambda s, x, y, pred: learner.update(s, fmap.fn(x), y, pred),
+            **ops,
+        ),
     )
     return out
 

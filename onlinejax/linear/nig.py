@@ -54,8 +54,8 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import check_record
-from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, keep_if, learnable, make_learner, zero_unusable)
+from ..base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+                    default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
@@ -315,7 +315,6 @@ def nig_linreg(n_inputs: int, *, forgetting: Optional[float] = None, trend: Opti
         init=_init,
         learn_one=partial(update_one, **core),
         predict_one=partial(predict_one, **static),
-        step_one=partial(step_one, **core),
-        update_one=partial(update_one, **core),
         n_features=d,
+        cores=LearnerCores(step_one=partial(step_one, **core), update_one=partial(update_one, **core)),
     )

@@ -61,8 +61,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import check_record
-from ..base import (Learner, StudentTPrediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, make_learner)
+from ..base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+                    default_float_dtype, describe_factory, make_learner)
 from ..linalg import variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
 from .nig import forget as _forget
@@ -359,9 +359,8 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
         init=_init,
         learn_one=lambda s, x, y: update_one(s, x, y, forget=forget),
         predict_one=predict_one,
-        step_one=partial(step_one, forget=forget),
-        update_one=partial(update_one, forget=forget),
         n_features=d,
+        cores=LearnerCores(step_one=partial(step_one, forget=forget), update_one=partial(update_one, forget=forget)),
         skip_nonfinite=True,
     )
 

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import optax
 
 from ..checks import check_record
-from ..base import (Learner, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
+from ..base import (Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
                     describe_factory, keep_if, learnable, make_learner)
 from .features import intercept_features, map_features
 
@@ -175,6 +175,8 @@ def sgd_linreg(n_features: int, optimizer: optax.GradientTransformation | None =
         return init(dm, opt, noise_var, decay, dtype)
 
     lrn = make_learner(init=_init, learn_one=partial(learn_one, optimizer=opt, variance=variance),
-                       learn_batch=partial(learn_batch, optimizer=opt, variance=variance), predict_one=predict_one,
-                       predict_batch=predict_batch, n_features=dm, skip_nonfinite=True)
+                       predict_one=predict_one, n_features=dm,
+                       cores=LearnerCores(learn_batch=partial(learn_batch, optimizer=opt, variance=variance),
+                                          predict_batch=predict_batch),
+                       skip_nonfinite=True)
     return map_features(intercept_features(d), lrn) if intercept else lrn

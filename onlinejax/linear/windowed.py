@@ -71,7 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import (Learner, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
+from ..base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
 from ..linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
@@ -450,9 +450,11 @@ def windowed_bayes_linreg(n_features: int, window: int, *, alpha=1.0, beta=1.0, 
         init=_init, n_features=dm, skip_nonfinite=True,
         learn_one=partial(learn_one, **static),
         predict_one=partial(predict_one, **static),
-        evict=partial(evict, bounds=o.bounds),
-        tune=jax.jit(partial(tune, standardize=o.standardize, tune_evidence=o.tune_evidence, bounds=o.bounds,
-                             prior_floor=o.prior_floor),
-                     static_argnames="n_iter"),
+        cores=LearnerCores(
+            evict=partial(evict, bounds=o.bounds),
+            tune=jax.jit(partial(tune, standardize=o.standardize, tune_evidence=o.tune_evidence, bounds=o.bounds,
+                                 prior_floor=o.prior_floor),
+                         static_argnames="n_iter"),
+        ),
     )
     return map_features(intercept_features(d), learner) if intercept else learner
