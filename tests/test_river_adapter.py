@@ -16,6 +16,7 @@ pytest.importorskip("river")
 pd = pytest.importorskip("pandas")
 
 from onlinejax.adapters.river import RiverRegressor  # noqa: E402
+from onlinejax.calibration import CARRIED_STANDARDIZATION  # noqa: E402
 
 pytestmark = pytest.mark.float32_only  # the adapters' plumbing (float32, their dtype)
 
@@ -179,7 +180,10 @@ def test_default_learner_grows_like_a_wide_learner(warmup):
     while a grown one states it in today's: their predictions then agree to 2 %, not to rounding."""
     X, y = _stream(160, 5, seed=3)
     rows, _ = _late(X, [0, 0, 30, 75, 120])
-    kw = {} if warmup is None else {"learner_params": {"warmup": warmup}}
+    from onlinejax.calibration import CALIBRATED_STANDARDIZATION
+
+    fixed = CALIBRATED_STANDARDIZATION._replace(warmup=warmup)
+    kw = {} if warmup is None else {"learner_params": {"standardization": fixed}}
     grown, wide = RiverRegressor(**kw), RiverRegressor(n_features=8, **kw)
     for x, yi in zip(rows, y):
         _same_predictions(grown, wide, [x], tol(1e-7, 2e-3) if warmup else 2e-2)
@@ -319,7 +323,8 @@ def _trump_run(scaled: bool, **kw):
 
 def test_the_default_behind_rivers_scaler_learns_as_on_raw_inputs():
     """River's StandardScaler in front: the default learner sees the pipeline change each item between its
-    prediction and its learning, and takes the inputs as the scaler gives them (``scale_inputs=False``),
+    prediction and its learning, and takes the inputs as the scaler gives them (``scale_inputs=False``, its
+    ``standardization``),
     standardising only the target. Standardised twice, a trending input the scaler holds near 1.7 sd was
     stretched back to unit spread, and the default's MAE on TrumpApproval was 0.93 against 0.58 on raw inputs.
     On raw inputs the default now carries its posterior into its statistics' new coordinates (MAE 0.51, log
@@ -327,12 +332,12 @@ def test_the_default_behind_rivers_scaler_learns_as_on_raw_inputs():
     in step with them (0.58, -1.07)."""
     mae_raw, lpd_raw, raw = _trump_run(False)
     mae_scaled, lpd_scaled, scaled = _trump_run(True)
-    assert not raw.inputs_scaled_upstream and "scale_inputs" not in raw._engine.learner_params
+    assert not raw.inputs_scaled_upstream and "standardization" not in raw._engine.learner_params
     assert scaled.inputs_scaled_upstream
     assert mae_scaled < 1.2 * mae_raw and mae_scaled < 0.62, (mae_scaled, mae_raw)
     assert lpd_scaled > lpd_raw - 0.2, (lpd_scaled, lpd_raw)
     # asked for explicitly, the inputs are standardised again whatever comes in front
-    kept = _trump_run(True, learner_params={"scale_inputs": True})[2]
+    kept = _trump_run(True, learner_params={"standardization": CARRIED_STANDARDIZATION})[2]
     assert not kept.inputs_scaled_upstream
     # pickled, the model keeps what it decided and no training rows
     again = pickle.loads(pickle.dumps(scaled))

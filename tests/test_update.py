@@ -230,9 +230,12 @@ def test_stateful_update_equals_the_functional_update():
 def _river_pair():
     pytest.importorskip("river")
     from onlinejax.adapters.river import RiverRegressor
-    # scale_inputs given: the adapter keeps the default as it is where the inputs move as behind a scaler
-    return (RiverRegressor("calibrated_bayes_linreg", {"scale_inputs": True}, n_features=2, tune_interval=0),
-            oj.calibrated_bayes_linreg(2, scale_inputs=True))
+    # standardization given: the adapter keeps the default as it is where the inputs move as behind a scaler
+    from onlinejax.calibration import CARRIED_STANDARDIZATION
+
+    return (RiverRegressor("calibrated_bayes_linreg", {"standardization": CARRIED_STANDARDIZATION}, n_features=2,
+                           tune_interval=0),
+            oj.calibrated_bayes_linreg(2, standardization=CARRIED_STANDARDIZATION))
 
 
 def test_river_learn_one_judges_the_prediction_issued_before_it():

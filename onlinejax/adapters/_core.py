@@ -40,6 +40,7 @@ import jax
 import numpy as np
 
 from ..base import Learner, coerce_x, coerce_xy
+from ..calibration import CALIBRATED_STANDARDIZATION
 from ..stateful import StatefulLearner
 from ..evaluation.runtime import ensure_compilation_cache
 from ._build import _packed_predict, build_learner, initial_state, resolve_factory
@@ -64,7 +65,7 @@ AUTO_TUNE_INTERVAL = 50
 #: ``preprocessing.StandardScaler``): :data:`SCALER_SIGNS` items in a row each learned right after one
 #: prediction whose inputs it matches nowhere but which it changed (the pipeline transformed the item
 #: again after its scaler learned it), every input at most :data:`SCALED_INPUT_MAX` in size. Seen, the
-#: default learner is built again with ``scale_inputs=False`` and learns the items so far again. (100:
+#: default learner is built again with :data:`SCALED_UPSTREAM` and learns the items so far again. (100:
 #: River's ChickWeights starts with 50 items at time 0, which a scaler leaves unchanged.)
 SCALER_WATCH = 100
 #: Items in a row that must show the scaler's signature.
@@ -72,6 +73,9 @@ SCALER_SIGNS = 3
 #: The largest input of an item taken for one a scaler standardised: the clip of the default's
 #: standardised inputs (:func:`~onlinejax.calibration.calibrated`), which it keeps on inputs given as they are.
 SCALED_INPUT_MAX = 5.0
+#: The default learner's standardisation behind a scaler: its inputs taken as given (clipped at 5), only the target
+#: standardised.
+SCALED_UPSTREAM = CALIBRATED_STANDARDIZATION._replace(scale_inputs=False)
 
 
 class Engine:
@@ -106,7 +110,7 @@ class Engine:
         self.n_learned = 0
         self._forget_issued()
         # the default learner's first items, kept to learn again if a scaler in front shows itself
-        self._watched: list | None = [] if learner == DEFAULT_LEARNER and "scale_inputs" not in self.learner_params \
+        self._watched: list | None = [] if learner == DEFAULT_LEARNER and "standardization" not in self.learner_params \
             else None
         self._scaler_signs = 0
 
@@ -258,12 +262,12 @@ class Engine:
 
     @property
     def inputs_scaled_upstream(self) -> bool:
-        """Whether the learner takes its inputs as given (``scale_inputs=False``), set by the user or by
-        :meth:`_rebuild_for_scaler_in_front`."""
-        return self.learner_params.get("scale_inputs", True) is False
+        """Whether the learner takes its inputs as given (a ``standardization`` with ``scale_inputs=False``), set
+        by the user or by :meth:`_rebuild_for_scaler_in_front`."""
+        return getattr(self.learner_params.get("standardization"), "scale_inputs", True) is False
 
     def _rebuild_for_scaler_in_front(self):
-        """The default learner built again with ``scale_inputs=False``, the items learned so far learned again
+        """The default learner built again with :data:`SCALED_UPSTREAM`, the items learned so far learned again
         (:data:`SCALER_WATCH`). Returns the function that undoes it (all or nothing: a failure here or in
         learning the item that showed the scaler leaves the engine as it was)."""
         saved = (self.learner, self._sl, self.n_learned, dict(self.learner_params), self._watched, self._issued,
@@ -274,7 +278,7 @@ class Engine:
              self._n_pending, self._last_issued, self._scaler_signs) = saved
 
         watched, d = self._watched, self.learner.n_features
-        self.learner_params["scale_inputs"] = False
+        self.learner_params["standardization"] = SCALED_UPSTREAM
         self._watched = None
         self._forget_issued()  # the old learner's predictions are no longer this learner's
         try:

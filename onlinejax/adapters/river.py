@@ -158,9 +158,10 @@ class RiverRegressor(base.MiniBatchRegressor):
     second time and its target once, out of step (``docs/for_river_users.md``), so it
     watches its first 100 items: three in a row learned right after one prediction whose
     inputs the pipeline changed in between, every input within ±5, and it is built again
-    with ``learner_params={"scale_inputs": False}`` (inputs taken as given, target
-    standardised), the items so far learned again (:attr:`inputs_scaled_upstream` then
-    says so). Give ``scale_inputs`` yourself to decide.
+    with ``learner_params={"standardization": CALIBRATED_STANDARDIZATION._replace(scale_inputs=False)}``
+    (inputs taken as given, target standardised; :mod:`onlinejax.calibration`), the items so far learned
+    again (:attr:`inputs_scaled_upstream` then says so). Give ``standardization`` yourself to decide
+    (:data:`~onlinejax.calibration.CARRIED_STANDARDIZATION`, the default's own, keeps the inputs standardised).
 
     Example::
 
@@ -197,8 +198,8 @@ class RiverRegressor(base.MiniBatchRegressor):
 
     @property
     def inputs_scaled_upstream(self) -> bool:
-        """Whether the learner takes its inputs as given (``scale_inputs=False``): asked for, or the
-        default learner saw a scaler in front (class doc)."""
+        """Whether the learner takes its inputs as given (``standardization`` with ``scale_inputs=False``):
+        asked for, or the default learner saw a scaler in front (class doc)."""
         return self._engine.inputs_scaled_upstream
 
     @property

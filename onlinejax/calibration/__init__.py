@@ -31,7 +31,8 @@ wrappers built from them, one module each, each importing only those before it:
 * :mod:`onlinejax.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal` (the
   conformal steps' options as values: :class:`ACIOptions`, :class:`QuantileOptions`), the
   recipe :func:`calibrated` (standardise, then calibrate), :func:`calibrated_combination` (the same over
-  standardised members) and :func:`calibrated_bayes_linreg`.
+  standardised members) and :func:`calibrated_bayes_linreg` (its standardisation
+  :data:`CARRIED_STANDARDIZATION`).
 
 Every name of these modules is importable from :mod:`onlinejax.calibration` itself.
 
@@ -57,8 +58,8 @@ from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
 from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, learn_one, output,
                       predict_one, step_one, update, update_one)
-from .factories import (CALIBRATED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions, calibrated,
-                        calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
+from .factories import (CALIBRATED_STANDARDIZATION, CARRIED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions,
+                        calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
 
 # the rest of the modules' names, importable from here as before the split (onlinejax.combination uses some)
 from .recalibration import LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_CLIP, RECALIBRATION_FAST  # noqa: F401
@@ -78,6 +79,7 @@ __all__ = [
     "ACIOptions",
     "QuantileOptions",
     "CALIBRATED_STANDARDIZATION",
+    "CARRIED_STANDARDIZATION",
     "RecalibrationState",
     "recalibration_init",
     "recalibration_update",

@@ -14,12 +14,14 @@ from typing import NamedTuple, Optional
 from ..checks import check_record, changed_fields
 from ..base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
                     pass_through)
+from ..linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
 
 __all__ = ["METHODS", "ACIOptions", "QuantileOptions", "recalibrate", "conformal", "calibrated",
-           "calibrated_combination", "calibrated_bayes_linreg", "CARRIED_CLIP", "CALIBRATED_STANDARDIZATION"]
+           "calibrated_combination", "calibrated_bayes_linreg", "CARRIED_CLIP", "CALIBRATED_STANDARDIZATION",
+           "CARRIED_STANDARDIZATION"]
 
 #: Conformal methods of :func:`conformal`.
 METHODS = ("aci", "quantile")
@@ -329,9 +331,16 @@ def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optiona
 CARRIED_CLIP = 20.0
 
 
+#: :func:`calibrated_bayes_linreg`'s standardisation: moving statistics, its posterior carried into their new
+#: coordinates whenever they move (:func:`onlinejax.linear.bayes.reexpress`), so a trending input costs nothing,
+#: and the standardised inputs clipped at :data:`CARRIED_CLIP` standard deviations.
+CARRIED_STANDARDIZATION = CALIBRATED_STANDARDIZATION._replace(clip=CARRIED_CLIP, reexpress=reexpress)
+
+
 @describe_factory
 def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = None, alpha=1.0, beta=1.0,
-                            level: float = 0.95, warmup: Optional[int] = None, scale_inputs: bool = True) -> Learner:
+                            level: float = 0.95,
+                            standardization: StandardizeOptions = CARRIED_STANDARDIZATION) -> Learner:
     """Bayesian linear regression with an intercept, evidence-tunable, made :func:`calibrated`.
 
     The default learner of the River and scikit-learn adapters: raw features
@@ -344,23 +353,19 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
       forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.linear.bayes_linreg`).
       alpha, beta: prior and noise precision on the standardised scale.
       level: the calibrated level.
-      warmup: ``None`` (statistics that keep moving; with ``scale_inputs`` the
-        posterior is carried into the new coordinates whenever they move,
-        :func:`onlinejax.linear.bayes.reexpress`, so a trending input costs
-        nothing, and the inputs are clipped at :data:`CARRIED_CLIP` standard
-        deviations instead of 5) or ``F``: the first ``F`` items' statistics, then fixed and
-        rebased only after a covariate shift
-        (:func:`~onlinejax.standardize.standardize`); fixed ones cost it on a
-        stream whose first items are not representative (time 0 for every
-        chick in River's ChickWeights).
-      scale_inputs: ``True``; ``False`` for inputs standardised upstream by
-        moving statistics (:func:`calibrated`). The River adapter sets it when it
-        sees a scaler in front (:class:`~onlinejax.adapters.river.RiverRegressor`).
+      standardization: the standardisation's options, a
+        :class:`~onlinejax.standardize.StandardizeOptions` passed on to :func:`calibrated`. By default
+        :data:`CARRIED_STANDARDIZATION`: statistics that keep moving, the posterior carried into
+        their new coordinates. ``CALIBRATED_STANDARDIZATION._replace(warmup=F)``: the first ``F``
+        items' statistics, then fixed and rebased only after a covariate shift
+        (:func:`~onlinejax.standardize.standardize`); fixed ones cost it on a stream whose first
+        items are not representative (time 0 for every chick in River's ChickWeights).
+        ``CALIBRATED_STANDARDIZATION._replace(scale_inputs=False)``: inputs standardised upstream by
+        moving statistics; the River adapter builds it so when it sees a scaler in front
+        (:class:`~onlinejax.adapters.river.RiverRegressor`).
+    Raises:
+      ValueError: naming the argument or the field (``standardization.warmup: ...``).
+      TypeError: ``standardization`` not a :class:`~onlinejax.standardize.StandardizeOptions`.
     """
-    from ..linear import bayes_linreg
-    from ..linear.bayes import reexpress
-
-    carried = dict(clip=CARRIED_CLIP, reexpress=reexpress) if warmup is None and scale_inputs else {}
-    standardization = CALIBRATED_STANDARDIZATION._replace(warmup=warmup, scale_inputs=scale_inputs, **carried)
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
                       level, standardization=standardization)
