@@ -1,7 +1,12 @@
-"""The code's shape: imports flow one way (no cycle, lazy imports included), functions stay short and modules
-have at most 500 lines."""
+"""The code's shape: imports flow one way (no cycle, lazy imports included), functions stay short, modules
+have at most 500 lines and learner factories take their options as records."""
 import ast
+import importlib
+import inspect
 import pathlib
+import pkgutil
+import types
+import typing
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "onlinejax"
 
@@ -81,3 +86,55 @@ def test_no_module_has_more_than_500_lines():
     long = [f"{p.relative_to(ROOT.parent)} ({n} lines)" for p in sorted(ROOT.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
     assert not long, f"modules over {MAX_MODULE_LINES} lines: " + ", ".join(long)
+
+
+MAX_PLAIN_ARGUMENTS = 6
+
+
+def _is_record(annotation, wrapped: tuple) -> bool:
+    """Whether ``annotation`` (``Optional`` or a union with ``None`` allowed) names only ``NamedTuple`` records,
+    the learners a factory wraps (``wrapped``) excepted: those are its subject, not its options."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    kinds = [a for a in (typing.get_args(annotation) if union else (annotation,)) if a is not type(None)]
+    return bool(kinds) and all(isinstance(k, type) and issubclass(k, tuple) and hasattr(k, "_fields")
+                               and not issubclass(k, wrapped) for k in kinds)
+
+
+def _public_factories() -> dict:
+    """``{"module.name": signature}`` of every public function of ``onlinejax`` (in its module's ``__all__``,
+    or not starting with ``_`` where there is none) that returns a ``Learner`` or a ``GridLearner``."""
+    import onlinejax
+    from onlinejax.learner import Learner
+    from onlinejax.registry import GridLearner
+
+    found = {}
+    for info in pkgutil.walk_packages(onlinejax.__path__, "onlinejax."):
+        module = importlib.import_module(info.name)
+        names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
+        for name in names:
+            fn = getattr(module, name, None)
+            if not inspect.isfunction(fn):
+                continue
+            fn = inspect.unwrap(fn)  # describe_factory's wrapper keeps the signature, not the annotations' globals
+            sig = inspect.signature(fn, eval_str=True)
+            if sig.return_annotation in (Learner, GridLearner):
+                found[f"{fn.__module__}.{fn.__qualname__}"] = sig
+    return found
+
+
+def test_no_factory_takes_more_than_6_arguments_besides_option_records():
+    """A factory's options beyond a few go in records (``...Options``, ``GPHyper``, ``NIGPrior``, ...): an
+    argument annotated with a ``NamedTuple`` type other than a learner does not count, ``*args``/``**kwargs``
+    neither; every other argument (``dtype`` included) does."""
+    from onlinejax.learner import Learner
+    from onlinejax.registry import GridLearner
+
+    factories = _public_factories()
+    assert "onlinejax.linear.bayes.bayes_linreg" in factories and "onlinejax.learner.make_learner" in factories
+    wide = {}
+    for name, sig in sorted(factories.items()):
+        plain = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                 and not _is_record(p.annotation, (Learner, GridLearner))]
+        if len(plain) > MAX_PLAIN_ARGUMENTS:
+            wide[name] = plain
+    assert not wide, f"factories with more than {MAX_PLAIN_ARGUMENTS} arguments besides option records: {wide}"
