@@ -192,8 +192,9 @@ def _built_fields(learner: Learner) -> tuple:
 class LearnerCores(NamedTuple):
     """The optional cores of :func:`make_learner`, as one record; each ``None`` takes its default.
 
-    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to the state's dtype;
-    every one given is jit-compiled and traced under :func:`~onlinejax.cores.full_precision`.
+    The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to the state's dtype.
+    Every one given is traced under :func:`~onlinejax.cores.full_precision` and, except ``tune``
+    (which its factory jits with its own static arguments), jit-compiled.
 
     Attributes:
       learn_batch: ``learn_batch(state, X [b, d], Y [b]) -> state``; default a scan over
