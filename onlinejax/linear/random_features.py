@@ -328,8 +328,9 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
 
     Example::
 
-        from onlinejax.calibration import calibrated
-        learner = calibrated(random_feature_gp(2), warmup=32)   # raw data: standardise, calibrate
+        from onlinejax.calibration import CALIBRATED_STANDARDIZATION, calibrated
+        # raw data: standardise (statistics of the first 32 items, then fixed), calibrate
+        learner = calibrated(random_feature_gp(2), standardization=CALIBRATED_STANDARDIZATION._replace(warmup=32))
         state = learner.init()
         state, pred = learner.step(state, [0.3, 1.2], 0.7)
     Raises:
