@@ -7,7 +7,7 @@ import pytest
 
 from onlinejax.evaluation import progressive_validation
 from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, linear, periodic
-from onlinejax.gp.kernels import cross, gp_params, gram, noise_floor_rel
+from onlinejax.gp.kernels import SUMMED_TERMS_FLOOR_SHARE, cross, gp_params, gram, noise_floor_rel
 from conftest import DTYPE, tol
 from reference import gp_predict
 
@@ -94,7 +94,8 @@ def test_gp_with_a_composed_kernel_predicts_as_a_direct_solve(case, rng):
     X = rng.uniform(0, 4, (30, 2))
     Y = np.sin(X[:, 0] * 2.0) + 0.3 * rng.normal(size=30)
     res = progressive_validation(lrn, s0, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)).predictions
-    nv = 0.09 + noise_floor_rel(DTYPE) * SF**2
+    summed = SF**2 * np.exp(2 * REL_SIGNAL) if "+" in case else 0.0  # a sum's other term counts in the floor
+    nv = 0.09 + noise_floor_rel(DTYPE) * (SF**2 + SUMMED_TERMS_FLOOR_SHARE * summed)
     for t in range(1, 30):
         lo = max(0, t - W)
         K = ref(X[lo:t], X[lo:t]) + nv * np.eye(t - lo)
@@ -183,3 +184,35 @@ def test_kernels_print_as_they_are_built():
     assert repr(as_kernel("matern32") * periodic(12.0, 0.5)) == "(as_kernel('matern32')) * (periodic(12.0, 0.5))"
     assert linear() == linear() and hash(as_kernel("se") + linear()) == hash(as_kernel("se") + linear())
 
+
+
+def test_a_dominant_linear_term_on_collinear_trending_inputs_keeps_the_factor_accurate(rng):
+    """The worst case of a ``linear()`` term: three lags of a saw-tooth trend over [-5, 5] (nearly collinear,
+    several sd out), the SE term's amplitude near 0 and the linear one's 1. The noise floor counts the linear
+    term's amplitude (``kernels.amplitude_var``), and a step whose Schur complement shows a factor that lost its
+    accuracy rebuilds it: every prediction within a fifth of the targets' spread of a float64 solve on the
+    window, nearly all far closer (the factor's error reached 10¹⁹ times the spread with a floor on the SE
+    term's amplitude alone, 12 times it without the rebuild)."""
+    W, n = 64, 400
+    t = np.arange(n + 2)
+    u = (t / 40.0) % 10 - 5.0 + 0.01 * rng.normal(size=n + 2)
+    X = np.stack([u[2:], u[1:-1], u[:-2]], 1)
+    Y = X.sum(1) + 0.01 * rng.normal(size=n)
+    kern = as_kernel("se") + linear()
+    lrn = gp_window(3, W, kernel=kern, mean="zero", initial=GPHyper(signal_std=1e-4, noise_std=1e-6),
+                    window_options=GPWindowOptions(adapt_scale=False))
+    s0 = lrn.init()
+    left, own = s0.params.extra
+    s0 = s0._replace(params=s0.params._replace(extra=(left, dict(own, log_rel_signal_std=jnp.asarray(np.log(1e4), DTYPE)))))
+    res = progressive_validation(lrn, s0, jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)).predictions
+    sf2, sl2 = 1e-8, 1.0
+    nv = 1e-12 + noise_floor_rel(DTYPE) * (sf2 + SUMMED_TERMS_FLOOR_SHARE * sl2)
+
+    def k(A, B):
+        return _np_se(A, B, sf2, np.ones(3)) + sl2 * (A @ B.T) / 3
+
+    err = [abs(float(res.mean[i]) - (k(X[i:i + 1], X[i - W:i]) @ np.linalg.solve(k(X[i - W:i], X[i - W:i])
+                                                                               + nv * np.eye(W), Y[i - W:i]))[0])
+           for i in range(W, n)]
+    assert max(err) < tol(1e-2, 0.2) * np.std(Y), max(err)  # float64: its floor is 1e-6, κ near 10⁹
+    assert np.median(err) < tol(1e-6, 1e-3) * np.std(Y), np.median(err)

@@ -44,6 +44,8 @@ __all__ = [
     "gp_params",
     "signal_var",
     "noise_var",
+    "amplitude_var",
+    "SUMMED_TERMS_FLOOR_SHARE",
     "lengthscales",
     "KERNELS",
     "resolve_kernel",
@@ -100,6 +102,8 @@ def gp_params(n_features: int, signal_std=1.0, noise_std=0.1, lengthscale=1.0, d
 def noise_floor_rel(dtype) -> float:
     """Smallest noise variance, relative to the signal variance: ``4e-3`` in float32, ``1e-6`` in float64.
 
+    The signal variance is ``σ_f²`` for a single kernel; a sum's other terms count in part (:func:`noise_var`).
+
     The floor bounds the condition number of ``K + σ_n²I`` by ``1 + W/floor``
     whatever the optimiser proposes, and it is what keeps the sliding-window
     factor (:mod:`onlinejax.gp.window`) accurate: the inverse-Cholesky
@@ -127,9 +131,35 @@ def signal_var(p: GPParams) -> Array:
     return jnp.exp(2.0 * p.log_signal_std)
 
 
+#: The share of a sum's other terms' amplitudes in the noise floor (:func:`noise_var`).
+SUMMED_TERMS_FLOOR_SHARE = 0.1
+
+
+def amplitude_var(p: GPParams) -> Array:
+    """``σ_f² (1 + Σ_k ρ_k²)``, ``[]``: the kernel's total amplitude, its terms' signal variances summed.
+
+    ``ρ_k`` is each summed term's amplitude relative to ``σ_f`` (the ``log_rel_signal_std`` of a
+    :class:`Kernel` sum, ``k1 + k2``; a product's right-hand term has none). A single kernel's is ``σ_f²``.
+    """
+    rel = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(p.extra)[0]
+           if getattr(path[-1], "key", None) == "log_rel_signal_std"]
+    return signal_var(p) * (1.0 + sum(jnp.exp(2.0 * r) for r in rel))
+
+
 def noise_var(p: GPParams) -> Array:
-    """``σ_n² + floor·σ_f²``: the noise variance actually used (floor from :func:`noise_floor_rel`)."""
-    return jnp.exp(2.0 * p.log_noise_std) + noise_floor_rel(p.log_noise_std.dtype) * signal_var(p)
+    """``σ_n² + floor·(σ_f² + Σ_k σ_k²/10)``: the noise variance actually used (floor from :func:`noise_floor_rel`).
+
+    ``σ_k²`` are a sum's other terms' amplitudes (:func:`amplitude_var`), counted at
+    :data:`SUMMED_TERMS_FLOOR_SHARE`: without them a tune that makes a ``linear()`` term carry the signal and
+    ``σ_f`` small would leave no floor at all, and the factor would lose every digit on collinear trending
+    inputs. A tenth, with the window step's check of its factor (:func:`onlinejax.gp.window.step_one`),
+    keeps such a window's predictions near a float64 solve in the worst case (three lags of a trend 5 sd
+    out, ``σ_f`` near 0; a hundredth does not), where counting them in full acts as a ridge that costs
+    noise-free streams log score (``benchmarks/RESULTS.md``, "The GP's factor on trending inputs").
+    """
+    extra = amplitude_var(p) - signal_var(p)
+    return jnp.exp(2.0 * p.log_noise_std) + noise_floor_rel(p.log_noise_std.dtype) * (
+        signal_var(p) + SUMMED_TERMS_FLOOR_SHARE * extra)
 
 
 def lengthscales(p: GPParams) -> Array:

@@ -50,7 +50,8 @@ CPU is cheaper than a triangular solve):
   complement of ``K_y`` is ``>= σ_n²``, so the floor is never wrong and a
   duplicate input can never break positive definiteness
   (:func:`onlinejax.linalg.inv_chol_append`);
-* no periodic rebuild is needed, however long the stream: whatever its
+* no periodic rebuild is needed, however long the stream (but see the
+  last point): whatever its
   rounding, ``R`` is the exact inverse factor of *some* matrix
   ``K̂ = K_y + Δ`` over the items in the window. Eviction removes the first
   row and column of ``K̂`` and appending adds an exact new row and column,
@@ -61,11 +62,21 @@ CPU is cheaper than a triangular solve):
   differs: its downdates subtract from a posterior that carries the whole
   history, so it keeps a shadow factor (:mod:`onlinejax.linear.windowed`);
 * the noise variance is floored at ``4e-3·σ_f²`` in float32, ``1e-6·σ_f²``
-  in float64 (see :func:`~onlinejax.gp.kernels.noise_floor_rel`), which
+  in float64, plus a tenth of that for a sum's other terms' amplitudes
+  (:func:`~onlinejax.gp.kernels.noise_floor_rel`,
+  :func:`~onlinejax.gp.kernels.noise_var`), which
   bounds the condition number whatever the tuner proposes. The argument
   above bounds how long a rounding error survives, not how much it is
   amplified: the factor's error grows like ``u·κ^1.8``, so on a nearly
-  rank-one window it compounds over the steps until the floor stops it.
+  rank-one window it compounds over the steps until the floor stops it;
+* a term whose kernel grows with the inputs (a ``linear()`` term on inputs
+  several sd out, collinear lags of a trend) can still push ``κ`` past what
+  the floor assumes, so a step checks the factor it used: the new item's
+  Schur complement ``k(x,x) + σ_n² - vᵀv`` is ``>= σ_n²`` exactly, and one
+  below ``σ_n²/2`` means the factor has lost its accuracy; the step then
+  rebuilds it from the window (a Cholesky, as a tune does;
+  :func:`~onlinejax.batching.cond_if_any`, so a batch that needs none
+  skips it).
 
 Per item (:func:`onlinejax.linalg.inv_chol_slide`): the eviction and the
 append are one fused step that reads ``R`` three times (matrix-vector
@@ -93,6 +104,7 @@ import jax.numpy as jnp
 from ..checks import check_record
 from ..base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
                     make_learner)
+from ..batching import cond_if_any
 from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
@@ -305,6 +317,9 @@ def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squ
     pred = _predictive(s, x, v, kxx)
     new = _with_scale(s._replace(X=X, y=Y, valid=V, inv_chol=R, white_resid=z, mean_coef=coef,
                                  n_seen=s.n_seen + 1), mean, adapt_scale)
+    # the exact Schur complement is >= σ_n²: one below σ_n²/2 shows a factor that has lost its accuracy
+    lost = kxx - v @ v < -0.5 * nv
+    new = cond_if_any(lambda st: _rebuilt(st, kernel, mean, adapt_scale))(lost, new)
     if freeze_when_full:
         new = keep_if(~jnp.all(s.valid), new, s)
     return new, pred
@@ -373,10 +388,14 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     _, _, var_y = _window_moments(state.X, state.y, state.valid)
     y_mean = jnp.sum(state.valid * state.y) / jnp.maximum(jnp.sum(state.valid), 1)
     p = keep_if(var_y > variance_floor(y_mean * y_mean), p, state.params)
-    L = jnp.linalg.cholesky(masked_kernel_matrix(kernel, p, state.X, state.valid))
-    R = lower_triangular_inverse(L)  # rebuilt once per tune
-    new = state._replace(params=p, inv_chol=R, n_tunes=state.n_tunes + 1)
-    return _with_scale(_refresh(m, new), mean, adapt_scale)
+    return _rebuilt(state._replace(params=p, n_tunes=state.n_tunes + 1), kernel, mean, adapt_scale)
+
+
+def _rebuilt(s: GPWindowState, kernel: Callable, mean: Optional[str], adapt_scale: bool) -> GPWindowState:
+    """The factor ``R = chol(K_y)⁻¹`` rebuilt from the window, then the mean function, ``z`` and ``ĉ``."""
+    L = jnp.linalg.cholesky(masked_kernel_matrix(kernel, s.params, s.X, s.valid))
+    s = s._replace(inv_chol=lower_triangular_inverse(L))
+    return _with_scale(_refresh(_mean_of(s, mean), s), mean, adapt_scale)
 
 
 # --------------------------------------------------------------------------
