@@ -35,7 +35,7 @@ from onlinejax import zoo  # noqa: E402
 from onlinejax.combination import replay  # noqa: E402
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.registry import REGISTRY  # noqa: E402
+from onlinejax.core.registry import REGISTRY  # noqa: E402
 
 zoo.register_all()  # the configurations are looked up by name
 

@@ -138,7 +138,7 @@ def _bare_makers():
 
 
 def bare_learners():
-    from onlinejax.registry import GridLearnerOptions, grid_learner
+    from onlinejax.core.registry import GridLearnerOptions, grid_learner
 
     return [grid_learner(f"bare:{fam}_WS64", fam, make, options=GridLearnerOptions(vmap_bytes=vb))
             for fam, (_, make, vb) in _bare_makers().items()]

@@ -14,8 +14,8 @@ them (``docs/README.md``).
 
 .. include:: ../docs/metrics.md
 """
-from . import data, evaluation, linear
-from .base import Learner, Prediction, StudentTPrediction, default_float_dtype
+from . import core, data, evaluation, linear
+from .core.base import Learner, Prediction, StudentTPrediction, default_float_dtype
 from .baseline import climatology
 from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
 from .changepoint import bocpd
@@ -27,12 +27,12 @@ from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, Suffici
                      nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
 from .linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
                      WindowedOptions)
-from .schedule import TunePlan
+from .core.schedule import TunePlan
 from .standardize import standardize
 from .hedge import with_climatology
-from .student_mixture import StudentTMixture
+from .core.student_mixture import StudentTMixture
 from .evaluation import tune_prequential
-from .stateful import StatefulLearner
+from .core.stateful import StatefulLearner
 
 __version__ = "0.1.0"
 from . import gp
@@ -59,7 +59,6 @@ __all__ = [
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
     # the public modules (the rest, e.g. linalg and batching, are internal); the module
     # onlinejax.standardize is documented under its name, which the package binds to the function
-    "adapters", "adaptive", "adaptive_state", "base", "baseline", "calibration", "changepoint", "checkpoint",
-    "combination", "data", "detectors", "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots",
-    "registry", "schedule", "stateful", "student_mixture", "zoo",
+    "core", "adapters", "adaptive", "adaptive_state", "baseline", "calibration", "changepoint",
+    "combination", "data", "detectors", "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "zoo",
 ]

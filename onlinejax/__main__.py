@@ -113,11 +113,11 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
 
     Default learners: the recommended set (:func:`onlinejax.zoo.recommended_learners`) and the
     climatology baseline; ``thesis=True``: the thesis's small set and its default combination.
-    ``tune_every > 1``: the runner's :class:`~onlinejax.schedule.TunePlan` ``(every=tune_every)``.
+    ``tune_every > 1``: the runner's :class:`~onlinejax.core.schedule.TunePlan` ``(every=tune_every)``.
     """
     from .data import grid_names, parse_name, stratified_names, thesis_grid
     from .evaluation import ReplayOptions, registered_learners, replay_combination, run_grid
-    from .schedule import TunePlan
+    from .core.schedule import TunePlan
     from . import zoo
 
     zoo.register_all()
@@ -306,7 +306,7 @@ def _with_command(p: argparse.ArgumentParser, argv: list) -> list:
 def _list_learners() -> int:
     """Print every registered configuration as ``name<TAB>family<TAB>description``, one a line; nothing runs."""
     from . import zoo
-    from .registry import registered_learners
+    from .core.registry import registered_learners
 
     zoo.register_all()
     for gl in registered_learners():
@@ -377,7 +377,7 @@ def _grid_usage(a) -> str | None:
         return f"--tune-every must be >= 1, not {a.tune_every}"
     if a.learners is not None:
         from . import zoo
-        from .registry import registered_learners
+        from .core.registry import registered_learners
 
         zoo.register_all()
         try:

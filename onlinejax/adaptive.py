@@ -27,9 +27,9 @@ types and runs the machine: :func:`update_one` and :func:`step_one` (one item
 through the machine); :func:`learn_one` and
 :func:`predict_one`; the factory :func:`adaptive` binds
 the inner learner and the options to them (the inner learner's ``tune``
-passes through, :func:`~onlinejax.base.pass_through`). Its options are values:
+passes through, :func:`~onlinejax.core.base.pass_through`). Its options are values:
 the detector, the tunes' schedule (``tune_plan=``, a
-:class:`~onlinejax.schedule.TunePlan`) and the behavioural switches
+:class:`~onlinejax.core.schedule.TunePlan`) and the behavioural switches
 (``options=``, a :class:`MachineOptions`; the ``naive_alarm``, ``skip_repeats``,
 ... below are its fields).
 
@@ -65,7 +65,7 @@ towards the phase's length: the run adds its first item to the window, and
 the phase ends ``W`` learned items after it.
 
 Under ``vmap`` the learning step and the tune run through
-:func:`onlinejax.batching.cond_if_any`: the learning step runs for the batch
+:func:`onlinejax.core.batching.cond_if_any`: the learning step runs for the batch
 only on items where some stream learns, and a tune runs only for the streams
 that tune on that item (the plan's ``batch`` at a time), not for every stream on
 every item, which is what a vmapped ``lax.cond`` would do (it becomes a
@@ -82,14 +82,14 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .checks import check_record
+from .core.checks import check_record
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
                              MachineOptions, init, record_mode, wrap_state)
-from .base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
+from .core.base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
                    make_learner, pass_through)
-from .batching import cond_if_any
+from .core.batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
-from .schedule import TunePlan
+from .core.schedule import TunePlan
 
 Array = jax.Array
 
@@ -200,9 +200,9 @@ def update_one(learner: Learner, options: AdaptiveOptions, s: AdaptiveState, x: 
     fresh detector and the phase's mean ``|e|`` as the frozen reference
     (with ``min_moves``, a phase whose input moved on fewer items is followed
     by another learning phase instead).
-    Learning and tuning run through :func:`~onlinejax.batching.cond_if_any`
+    Learning and tuning run through :func:`~onlinejax.core.batching.cond_if_any`
     (lazy under ``vmap``). The item is assumed finite (the factory's
-    boundary skips non-finite items, :func:`~onlinejax.base.skip_nonfinite`).
+    boundary skips non-finite items, :func:`~onlinejax.core.base.skip_nonfinite`).
 
     Args:
       learner: the inner learner; options: :class:`AdaptiveOptions` (both static).
@@ -306,7 +306,7 @@ def _check_detector(detector) -> None:
                         f"onlinejax.detectors.frozen(...) or onlinejax.detectors.bocpd_detector(...), got {detector!r}")
 
 
-#: The machine's own schedule (a :class:`~onlinejax.schedule.TunePlan` field left at ``None`` reads it): the
+#: The machine's own schedule (a :class:`~onlinejax.core.schedule.TunePlan` field left at ``None`` reads it): the
 #: tune on the phase's last item, ``batch="auto"`` (:func:`_default_tune_batch`), the split step offered.
 MACHINE_PLAN = TunePlan(every=1, batch="auto", split=True)
 
@@ -347,11 +347,11 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
         frozen-reference rule) or :func:`~onlinejax.detectors.bocpd_detector`
         (Bayesian online changepoint detection on the residuals' scale); see the module doc.
       tune: call the learner's ``tune`` at the end of each learning phase.
-      tune_plan: when the tunes run, a :class:`~onlinejax.schedule.TunePlan`
+      tune_plan: when the tunes run, a :class:`~onlinejax.core.schedule.TunePlan`
         (``None``, or a field left at ``None``: the machine's own,
         :data:`MACHINE_PLAN`). This is the schedule, not the model: the
         results do not depend on ``batch`` or ``split``, and the runners set
-        it with their own ``tune_plan=`` (:func:`~onlinejax.schedule.with_tune_plan`).
+        it with their own ``tune_plan=`` (:func:`~onlinejax.core.schedule.with_tune_plan`).
 
         * ``every`` (default 1: on the phase's last item, the thesis's rule):
           run the tune that ends a learning phase only on the next item whose
@@ -364,7 +364,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
           ``follow_inputs``) unless an alarm starts a new phase first.
         * ``batch``: under ``vmap``, tune the streams that need it this many
           at a time (``"all"``: the whole batch whenever any stream tunes);
-          see :func:`onlinejax.batching.cond_if_any`. Default ``"auto"``: 1
+          see :func:`onlinejax.core.batching.cond_if_any`. Default ``"auto"``: 1
           when JAX's default backend is the CPU (there a vmapped tune of ``k``
           windows costs about ``k`` single tunes, and streams alarm at
           different items, so a tune event with ``k > 1`` mostly pays for
@@ -372,7 +372,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
           tunes the whole batch in about the time of one tune, while tuning
           the streams one after another would serialise thousands of tunes).
         * ``split`` (default ``True``): also give the learner a
-          :class:`~onlinejax.base.DeferredStep` (``Learner.deferred``), so that
+          :class:`~onlinejax.core.base.DeferredStep` (``Learner.deferred``), so that
           progressive validation of one stream tunes between item loops
           instead of carrying the tune's branch in every step. Which is faster
           depends on the learner and the device (``benchmarks/state_machine.py``
@@ -425,7 +425,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
     return out._replace(deferred=DeferredStep(build(opts._replace(defer_tune=True)).step, tune_due, out.tune))
 
 
-#: :func:`~onlinejax.schedule.with_tune_plan` passes a runner's plan to this factory's ``tune_plan``
+#: :func:`~onlinejax.core.schedule.with_tune_plan` passes a runner's plan to this factory's ``tune_plan``
 #: (the plan's fields that are set, over the machine's own).
 adaptive.takes_tune_plan = True
 

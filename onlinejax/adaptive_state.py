@@ -18,8 +18,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .checks import changed_fields, check_bool
-from .base import Learner, check_in_range, check_int, state_dtype
+from .core.checks import changed_fields, check_bool
+from .core.base import Learner, check_in_range, check_int, state_dtype
 from .detectors import CusumDetector, Detector, DetectorState
 
 Array = jax.Array
@@ -170,7 +170,7 @@ class AdaptiveOptions(NamedTuple):
     """The static options :func:`~onlinejax.adaptive.adaptive`'s machine runs with (Python values).
 
     The factory builds them from its arguments: the detector, ``tune``, the
-    :class:`~onlinejax.schedule.TunePlan` resolved (``tune_batch``, ``tune_every``) and the checked
+    :class:`~onlinejax.core.schedule.TunePlan` resolved (``tune_batch``, ``tune_every``) and the checked
     :class:`MachineOptions`, whose fields read as this record's own (``options.naive_alarm``).
 
     Attributes:
@@ -180,7 +180,7 @@ class AdaptiveOptions(NamedTuple):
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
       defer_tune: count the tune at a phase's end but leave it to the caller
-        (the learner's :class:`~onlinejax.base.DeferredStep`).
+        (the learner's :class:`~onlinejax.core.base.DeferredStep`).
       tune_every: run a due tune only on items whose count ``n_seen`` is a
         multiple of this (1: at the phase's end).
       machine: the checked :class:`MachineOptions` (``always_learn``, ``naive_alarm``, ``learn_shock``,

@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
+from .core.base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
                    describe_factory, keep_if, make_learner, welford_update)
-from .batching import cond_if_any
+from .core.batching import cond_if_any
 
 __all__ = [
     "TrainOnceState",
@@ -54,7 +54,7 @@ class ClimatologyState(NamedTuple):
 
     Attributes:
       n: ``[]`` number of targets seen (floating, for Welford's update; it
-        saturates at :func:`~onlinejax.base.welford_update`'s ``n_max``,
+        saturates at :func:`~onlinejax.core.base.welford_update`'s ``n_max``,
         ``2¹⁸`` in float32, beyond which the statistics are exponentially
         weighted with that memory).
       mean: ``[]`` their mean ``ȳ``.
@@ -80,7 +80,7 @@ def climatology_init(prior_var=1.0, dtype=None) -> ClimatologyState:
 
 
 def climatology_learn(s: ClimatologyState, y: jax.Array) -> ClimatologyState:
-    """Welford's update of the running mean and variance (:func:`~onlinejax.base.welford_update`); a non-finite ``y`` is skipped."""
+    """Welford's update of the running mean and variance (:func:`~onlinejax.core.base.welford_update`); a non-finite ``y`` is skipped."""
     # not skip_nonfinite: the inputs are ignored (a non-finite x is harmless) and metrics call this on targets alone
     ok = jnp.isfinite(y)
     n, mean, var = welford_update(s.n, s.mean, s.var, jnp.where(ok, y, s.mean))
@@ -110,7 +110,7 @@ def climatology_predict(s: ClimatologyState) -> StudentTPrediction:
     Args:
       s: the state after the targets so far.
     Returns:
-      A :class:`~onlinejax.base.StudentTPrediction` with ``[]`` leaves.
+      A :class:`~onlinejax.core.base.StudentTPrediction` with ``[]`` leaves.
     """
     dt = s.mean.dtype
     fi = jnp.finfo(dt)
@@ -173,7 +173,7 @@ def train_once_learn(learner: Learner, n_train: int, tune: bool, s: TrainOnceSta
     """Learn ``(x, y)`` while fewer than ``n_train`` items were learned; tune once after the ``n_train``-th.
 
     The thesis's batch baselines (6.2.1): fit on a training set, never update.
-    Learning and the tune run through :func:`~onlinejax.batching.cond_if_any`,
+    Learning and the tune run through :func:`~onlinejax.core.batching.cond_if_any`,
     so under ``vmap`` they cost nothing once every stream has its training set.
 
     Args:

@@ -16,7 +16,7 @@ probability of a change at any item):
   ``w_r = P(r_{t-1} = r | data)``; every component is the inner learner's
   predictive; the result is a :class:`~onlinejax.combination.MixturePrediction`
   of Gaussians (moment-matched when the inner predictive is neither Gaussian nor
-  Student-t) or, for Student-t runs, a :class:`~onlinejax.student_mixture.StudentTMixture`
+  Student-t) or, for Student-t runs, a :class:`~onlinejax.core.student_mixture.StudentTMixture`
   — uncertainty that widens at a change instead of a hard reset.
 * **learn** (A&M eq. 3–4 and the run-length recursion of Algorithm 1): the
   joint of each hypothesis and ``y_t`` is its mixture weight times its
@@ -45,10 +45,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
+from .core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
                    make_learner, state_dtype)
 from .combination.distribution import MixturePrediction, mixture_prediction
-from .student_mixture import StudentTMixture
+from .core.student_mixture import StudentTMixture
 
 Array = jax.Array
 
@@ -164,7 +164,7 @@ def step_one(state: BOCPDState, x: Array, y: Array, *, learner: Learner
     """:func:`predict_one`, then :func:`learn_one` on the same inner predictions (each hypothesis predicts once).
 
     Each hypothesis learns the item by its ``update`` with the prediction it made
-    (:attr:`~onlinejax.base.Learner.update`), so an inner wrapper judges that prediction too.
+    (:attr:`~onlinejax.core.base.Learner.update`), so an inner wrapper judges that prediction too.
 
     Args:
       state: :class:`BOCPDState`; x: ``[d]``; y: ``[]``; learner: the inner learner (static).
@@ -220,7 +220,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
       hazard: default ``h ∈ (0, 1)`` for ``init``; an array in the state (``init(hazard=)``).
     Returns:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
-      :class:`~onlinejax.student_mixture.StudentTMixture` of the runs' predictives when they are
+      :class:`~onlinejax.core.student_mixture.StudentTMixture` of the runs' predictives when they are
       Student-t (:func:`~onlinejax.linear.nig_linreg`; its CRPS sums quadratures over the ``O(R²)``
       pairs of runs), else a :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite
       items are skipped

@@ -64,7 +64,7 @@ import jax
 import jax.numpy as jnp
 
 from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
-from .checks import check_in_range, check_int, check_positive
+from .core.checks import check_in_range, check_int, check_positive
 
 Array = jax.Array
 

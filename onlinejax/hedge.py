@@ -40,10 +40,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
+from .core.base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
                    make_learner, pass_through, state_dtype)
 from .baseline import ClimatologyState, climatology_init, climatology_learn, climatology_predict
-from .student_mixture import StudentTMixture
+from .core.student_mixture import StudentTMixture
 
 Array = jax.Array
 
@@ -70,7 +70,7 @@ class HedgedState(NamedTuple):
 
 
 class HedgedPrediction(StudentTMixture):
-    """A :class:`~onlinejax.student_mixture.StudentTMixture` of ``[..., 2]`` components, (learner, climatology).
+    """A :class:`~onlinejax.core.student_mixture.StudentTMixture` of ``[..., 2]`` components, (learner, climatology).
 
     Scored as the mixture it is; :attr:`learner` is the wrapped learner's own
     prediction (its first component), e.g. for a combination of hedged
@@ -139,7 +139,7 @@ def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Ar
     climatology as they were.
 
     Args:
-      learner: the wrapped learner; gaussian: whether it predicts a :class:`~onlinejax.base.Prediction` (static).
+      learner: the wrapped learner; gaussian: whether it predicts a :class:`~onlinejax.core.base.Prediction` (static).
       s: :class:`HedgedState`; x: ``[d]``; y: ``[]``; issued: ``[2]`` components.
     """
     mine = issued.component(0)
@@ -165,8 +165,8 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
     """Hedge ``learner``'s predictive with the Student-t climatology's (module doc).
 
     Args:
-      learner: a learner whose prediction is a :class:`~onlinejax.base.StudentTPrediction`
-        or a :class:`~onlinejax.base.Prediction` (e.g. :func:`~onlinejax.calibration.calibrated`).
+      learner: a learner whose prediction is a :class:`~onlinejax.core.base.StudentTPrediction`
+        or a :class:`~onlinejax.core.base.Prediction` (e.g. :func:`~onlinejax.calibration.calibrated`).
       keep_mean: centre the climatology's component on the learner's mean, with the
         climatology's spread around that mean (:func:`predict_one`): the prediction's mean,
         and so its MSE, is the learner's, and only its spread is hedged. The default mixes
@@ -177,7 +177,7 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
       (a ``[2]``-component Student-t mixture: learner, climatology);
       ``init(**kw)`` passes ``kw`` to ``learner.init``; ``tune`` tunes the learner.
     Raises:
-      TypeError: ``learner`` is not a :class:`~onlinejax.base.Learner` or predicts another distribution.
+      TypeError: ``learner`` is not a :class:`~onlinejax.core.base.Learner` or predicts another distribution.
 
     Example::
 

@@ -133,15 +133,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import check_record
-from .base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
+from .core.checks import check_record
+from .core.base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
                    keep_if, make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
                                       residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
 from .kernel_regression_tune import THESIS_ALPHAS, tune
 from .kernel_regression_tune import CORRELATION_FLOOR, _loo_score, covariance_whitening, loo_cv_scores  # noqa: F401
-from .window import ring_init, ring_oldest, ring_pop_oldest, ring_push
+from .core.window import ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .window import RingBuffer
+from .core.window import RingBuffer
 
 Array = jax.Array
 
@@ -28,7 +28,7 @@ class KernelRegressionState(NamedTuple):
     """State of :func:`kernel_regression` (capacity ``W``, ``d`` inputs).
 
     Attributes:
-      buffer: :class:`~onlinejax.window.RingBuffer` (``x [W, d]``, ``y [W]``, ``valid [W]``).
+      buffer: :class:`~onlinejax.core.window.RingBuffer` (``x [W, d]``, ``y [W]``, ``valid [W]``).
       density: ``[W]`` ``D_i = Σ_j k(x_i, x_j)`` over the window (self included).
       contribution: ``[W]`` ``C_i = Σ_j k(x_i, x_j) y_j``.
       whiten: ``[d, d]`` lower-triangular ``A`` with ``H⁻¹ = AᵀA``.

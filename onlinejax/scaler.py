@@ -2,7 +2,7 @@
 
 The statistics of :func:`~onlinejax.standardize.standardize`: a
 :class:`ScalerState` of running means and variances (a weighted Welford
-update, :func:`~onlinejax.base.welford_update`), started by
+update, :func:`~onlinejax.core.base.welford_update`), started by
 :func:`scaler_init`, updated by :func:`scaler_update` and optionally fixed
 after ``freeze_after`` items; :func:`scales` reads the standard deviations off
 them (1 for an input or target without a spread yet) and :func:`to_inner`
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from .base import check_in_range, check_int, default_float_dtype, keep_if, learnable, welford_update
+from .core.base import check_in_range, check_int, default_float_dtype, keep_if, learnable, welford_update
 
 Array = jax.Array
 
@@ -33,7 +33,7 @@ class ScalerState(NamedTuple):
 
     Attributes:
       n: ``[]`` (decayed) number of items, saturating at
-        :func:`~onlinejax.base.welford_update`'s ``n_max`` (beyond it the
+        :func:`~onlinejax.core.base.welford_update`'s ``n_max`` (beyond it the
         statistics are exponentially weighted).
       x_mean: ``[d]``; x_var: ``[d]`` mean and mean squared deviation
         (population variance) of the inputs.
@@ -77,7 +77,7 @@ def scaler_init(n_features: int, decay=1.0, dtype=None, freeze_after=None) -> Sc
 
 
 def scaler_update(s: ScalerState, x: Array, y: Array) -> ScalerState:
-    """Weighted Welford update with the past faded by ``decay`` (:func:`~onlinejax.base.welford_update`).
+    """Weighted Welford update with the past faded by ``decay`` (:func:`~onlinejax.core.base.welford_update`).
 
     ``n ← min(δn + 1, n_max)``, ``m ← m + (v - m_old)/n``,
     ``σ² ← σ² + ((v - m_old)(v - m) - σ²)/n`` for the inputs (element-wise)
@@ -130,7 +130,7 @@ def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
     Two targets "differ" as :func:`target_scale_known`'s statistics of the
     two have a spread (the same test of their population variance, the
     squared half-difference, against their mean). ``ok``: ``[]`` bool, the
-    item counts (pass :func:`~onlinejax.base.learnable` ``(x, y)``, the
+    item counts (pass :func:`~onlinejax.core.base.learnable` ``(x, y)``, the
     items a scaler is updated with).
     """
     y = jnp.asarray(y, s.first.dtype)

@@ -99,15 +99,15 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .checks import check_record
-from .batching import cond_if_any
-from .base import Learner, LearnerCores, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
+from .core.checks import check_record
+from .core.batching import cond_if_any
+from .core.base import Learner, LearnerCores, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
 from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, predict_one, refit,
                                 restart)
-from .window import ring_push
+from .core.window import ring_push
 
 Array = jax.Array
 
@@ -232,7 +232,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     every item not withheld, in a ring buffer of the last ``K``, ``keep``),
     and on the ``F``-th item the inner learner is
     :func:`~onlinejax.standardize_state.refit` (through
-    :func:`~onlinejax.batching.cond_if_any`: lazily under ``vmap``), or the
+    :func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``), or the
     warm-up starts again (:func:`~onlinejax.standardize_state.restart`,
     module doc) when its targets had no spread. A run of items with one input outside
     the statistics' range (:func:`_input_runs`) starts the statistics and

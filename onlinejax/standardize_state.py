@@ -16,11 +16,11 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .checks import changed_fields, check_bool
-from .base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
+from .core.checks import changed_fields, check_bool
+from .core.base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
                    state_dtype)
 from .scaler import ScalerState, _cleared, _clipped, scaler_init, scales, to_inner
-from .window import ring_init
+from .core.window import ring_init
 
 Array = jax.Array
 
@@ -36,7 +36,7 @@ class StandardizeState(NamedTuple):
       initial: the inner learner's initial state (refitted from at the end
         of the warm-up and by :func:`~onlinejax.standardize.rebase`;
         restarted from, :mod:`onlinejax.standardize`'s module doc).
-      kept: with ``warmup=F``: a :class:`~onlinejax.window.RingBuffer` of
+      kept: with ``warmup=F``: a :class:`~onlinejax.core.window.RingBuffer` of
         capacity ``K`` (``keep``, default ``F``), the raw items of the warm-up,
         then the last ``K`` items stored; else ``None``.
       outside: ``[d]`` int32 per input, items in a row on which it was

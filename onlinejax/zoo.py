@@ -15,7 +15,7 @@ length in the state). ``REGISTRY[name].make(d).init()`` still builds that
 configuration's own state (its defaults are its ``init_kwargs``).
 
 :func:`register_all` registers every configuration in
-:data:`onlinejax.registry.REGISTRY` (importing this module registers
+:data:`onlinejax.core.registry.REGISTRY` (importing this module registers
 nothing); :func:`thesis_default_learners`
 is the thesis's small set (one or two per family) and
 :func:`recommended_learners` the calibrated, scale-robust set that the main
@@ -76,8 +76,8 @@ from .linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayes
                      odd_features, thesis_features)
 from .linear.bayes import forgetting_from_thesis
 from .linear.random_features import random_feature_gp
-from .registry import GridLearner, GridLearnerOptions, grid_learner, register
-from .schedule import TunePlan
+from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
+from .core.schedule import TunePlan
 from .standardize_state import StandardizeOptions
 
 __all__ = [
@@ -130,7 +130,7 @@ def thesis_online_learners() -> list[GridLearner]:
     """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5).
 
     Their state machines tune at each learning phase's end (the thesis's rule); a runner's
-    ``tune_plan`` (:class:`~onlinejax.schedule.TunePlan`, e.g. ``run_grid(..., tune_plan=TunePlan(every=32))``
+    ``tune_plan`` (:class:`~onlinejax.core.schedule.TunePlan`, e.g. ``run_grid(..., tune_plan=TunePlan(every=32))``
     for many vmapped streams on an accelerator) changes that without changing their names.
     """
     out = []
@@ -446,7 +446,7 @@ def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
       include_combination: also return ``RecommendedCombination`` (the
         default combination of the five members).
     Returns:
-      :class:`~onlinejax.registry.GridLearner` s, in the order of
+      :class:`~onlinejax.core.registry.GridLearner` s, in the order of
       :data:`RECOMMENDED_MEMBERS`, then ``RecommendedBOCPD``, then the combination.
     """
     names = RECOMMENDED_MEMBERS + (RECOMMENDED_BOCPD,) + ((RECOMMENDED_COMBINATION,) if include_combination else ())
@@ -471,7 +471,7 @@ def configurations() -> dict[str, GridLearner]:
 
 
 def register_all() -> list[GridLearner]:
-    """Register every configuration (:func:`configurations`) in :data:`onlinejax.registry.REGISTRY`.
+    """Register every configuration (:func:`configurations`) in :data:`onlinejax.core.registry.REGISTRY`.
 
     Importing this module registers nothing; the command line and the
     adapters call this before they look names up.

@@ -6,10 +6,10 @@ import pytest
 import onlinejax as oj
 from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
                                 adaptive, record_mode, step_one)
-from onlinejax.schedule import TunePlan
+from onlinejax.core.schedule import TunePlan
 from onlinejax.detectors import bocpd_detector, cusum, frozen
 from onlinejax.adaptive import init as adaptive_init
-from onlinejax.batching import cond_if_any
+from onlinejax.core.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
 from onlinejax.gp import gp_window
@@ -510,7 +510,7 @@ def _stuck_then_moving(seed, n=600, stuck=100, d=2):
 
 @pytest.mark.parametrize("name", ["gp", "windowed"])
 def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers(name):
-    from onlinejax.linalg import variance_floor
+    from onlinejax.core.linalg import variance_floor
     from onlinejax.linear import bayesian_map_windowed
 
     inner = (gp_window(2, 32, mean="average") if name == "gp"
@@ -531,7 +531,7 @@ def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers
 
 
 def test_variance_floor_is_the_dtypes_resolution_of_the_level():
-    from onlinejax.linalg import variance_floor
+    from onlinejax.core.linalg import variance_floor
 
     fi = np.finfo(DTYPE)
     np.testing.assert_allclose(np.asarray(variance_floor(jnp.asarray([0.0, 4.0], DTYPE))),

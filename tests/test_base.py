@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from onlinejax import Prediction
-from onlinejax.base import normal_quantile
+from onlinejax.core.base import normal_quantile
 from conftest import X64, tol
 
 
@@ -42,7 +42,7 @@ def test_prediction_is_a_pytree_that_vmaps():
 
 
 def test_check_int():
-    from onlinejax.base import check_int
+    from onlinejax.core.base import check_int
 
     assert check_int(np.int64(4), "window", 2) == 4 and check_int(4.0, "window", 2) == 4
     for bad in (True, 2.5, "4", None, 1):
@@ -53,7 +53,7 @@ def test_check_int():
 def test_student_t_prediction_matches_scipy():
     from scipy import integrate, stats
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     mu, sc, nu = 1.5, 2.0, 4.0
@@ -76,7 +76,7 @@ def test_prediction_cdfs_match_scipy():
     """cdf of the Gaussian, the Student-t and the mixture (the PIT of the calibration figure)."""
     from scipy import stats
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
     from onlinejax.combination import mixture_prediction
 
     dt = jnp.zeros(()).dtype
@@ -303,7 +303,7 @@ def test_learners_trace_their_matrix_products_in_full_precision():
 # --- point masses, Student-t of any degrees of freedom, Welford's statistics -----------------------
 def test_zero_variance_scores_as_a_point_mass():
     """var = 0 (scale = 0): a finite, very negative log density off the mean, a step CDF, CRPS = |y - μ|."""
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     fi = np.finfo(dt)
@@ -351,7 +351,7 @@ def test_gamma_ratio_excess_is_accurate_to_the_dtype_for_every_argument():
     between backends)."""
     from scipy import special
 
-    from onlinejax.base import _log_gamma_ratio_excess
+    from onlinejax.core.base import _log_gamma_ratio_excess
 
     dt = jnp.zeros(()).dtype
     x = np.concatenate([np.logspace(-3, 8, 200), [9.75, 9.9999, 10.0, 10.0001]])
@@ -367,7 +367,7 @@ def test_student_t_of_any_degrees_of_freedom_matches_scipy(nu):
     limit), where a difference of gammaln cancels in float32."""
     from scipy import integrate, special
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     mu, sc = 2.0, 0.5
@@ -400,7 +400,7 @@ def test_student_t_of_any_degrees_of_freedom_matches_scipy(nu):
 
 def test_student_t_cdf_is_accurate_at_large_df():
     """Hill's approximation from ν = 20: the CDF and quantile stay on scipy's up to the Gaussian limit."""
-    from onlinejax.base import student_t_cdf, student_t_quantile
+    from onlinejax.core.base import student_t_cdf, student_t_quantile
 
     dt = jnp.zeros(()).dtype
     z = np.array([-1e3, -8.0, -3.0, -1.0, -0.01, 0.0, 0.5, 1.0, 3.0, 8.0, 1e3, np.inf, -np.inf])
@@ -429,7 +429,7 @@ def _welford64(n, mean, var, x, n_max):
 def test_welford_at_a_saturated_float32_count(rng):
     """A float32 state whose count is already 2²⁴ (where n + 1 == n): a few thousand more items move the mean and
     variance as the float64 recursion does; a growing sum of squares would have drifted instead."""
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     f32 = jnp.float32
     n_max = 1.0 / (32.0 * float(np.finfo(np.float32).eps))
@@ -448,7 +448,7 @@ def test_welford_float32_scan_of_a_million_items(rng):
     """10⁶ float32 items under lax.scan: the standard deviation within 1e-3 of float64 NumPy's."""
     from scipy.signal import lfilter
 
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     N = 10 ** 6
     x = np.asarray(1e3 + 3.0 * rng.normal(size=N), np.float32)
@@ -471,7 +471,7 @@ def test_welford_float32_scan_of_a_million_items(rng):
 
 
 def test_welford_with_decay_is_the_exponentially_weighted_mean_and_variance(rng):
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     dt = jnp.zeros(()).dtype
     x = 3.0 + 2.0 * rng.normal(size=(300, 2))
@@ -546,7 +546,7 @@ def test_a_calibrated_downdate_undoes_learn(rng):
 
 
 def test_make_learner_refuses_a_downdate_or_evict_of_the_wrong_shape():
-    from onlinejax.base import LearnerCores, make_learner
+    from onlinejax.core.base import LearnerCores, make_learner
 
     parts = dict(init=lambda: jnp.zeros(()), learn_one=lambda s, x, y: s, predict_one=lambda s, x: Prediction(s, s),
                  n_features=1)

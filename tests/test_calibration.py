@@ -7,7 +7,7 @@ from scipy import stats
 from scipy.special import ndtri
 
 from onlinejax.adaptive import AdaptiveState, adaptive
-from onlinejax.base import Prediction, make_learner
+from onlinejax.core.base import Prediction, make_learner
 from onlinejax.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
                                    RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
                                    ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
@@ -617,7 +617,7 @@ def test_student_t_output_keeps_the_calibrated_interval():
     """conformal(df=ν): a Student-t with the Gaussian's calibrated interval at `level`, heavier tails elsewhere."""
     from scipy import stats as st
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
     from onlinejax.evaluation import progressive_validation
 
     rng = np.random.default_rng(5)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.checkpoint import load_checkpoint, save_checkpoint
+from onlinejax.core.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,7 +54,7 @@ def test_resume_in_a_new_process_is_bitwise_identical(tmp_path):
     s_k, m_k, _ = ns["run"](learner.init(), acc.init(dt), 0, 150)
     path = save_checkpoint(tmp_path / "ck", (s_k, m_k))
     code = SETUP + textwrap.dedent(f"""
-        from onlinejax.checkpoint import load_checkpoint
+        from onlinejax.core.checkpoint import load_checkpoint
         s, m = load_checkpoint({path!r}, (learner.init(), acc.init(dt)))
         s, m, means = run(s, m, 150, 240)
         np.savez({str(tmp_path / "out.npz")!r}, means=means, mae=np.asarray(acc.value(m)["mae"]),

@@ -41,7 +41,7 @@ def test_version(capsys):
 
 def test_list_learners_runs_nothing(tmp_path, capsys):
     from onlinejax import zoo
-    from onlinejax.registry import registered_learners
+    from onlinejax.core.registry import registered_learners
 
     assert main(["grid", "--list-learners", "--out", str(tmp_path / "never")]) == 0
     lines = capsys.readouterr().out.splitlines()

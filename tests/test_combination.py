@@ -8,7 +8,7 @@ from scipy import integrate, optimize, stats
 from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
                                    mixture_crps, mixture_prediction,
                                    mixture_quantile, replay, stacking)
-from onlinejax.base import learnable
+from onlinejax.core.base import learnable
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.kernel_regression import kernel_regression
 import optax

@@ -13,7 +13,7 @@ from onlinejax.evaluation import (GradientOptions, GridLayout, GridLearnerOption
                                   ReplayOptions, Scoring, SplitOptions, StreamsOptions, compare_evaluations,
                                   evaluate_streams, prequential_score, replay_combination, run_grid, tune_prequential)
 from onlinejax.linear import bayes_linreg
-from onlinejax.registry import grid_learner
+from onlinejax.core.registry import grid_learner
 
 from conftest import tol
 

@@ -521,14 +521,15 @@ def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
 def test_importing_the_zoo_registers_nothing():
     """Registration is explicit (zoo.register_all), and the registry imports nothing above the core."""
     import ast
-    import onlinejax.registry as reg
+    import onlinejax.core.registry as reg
 
     tree = ast.parse(open(reg.__file__).read())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
     assert imported == {"base"}, imported
     code = textwrap.dedent("""
         import sys
-        from onlinejax import registry, zoo
+        from onlinejax import zoo
+        from onlinejax.core import registry
         assert not registry.REGISTRY
         try:
             registry.registered_learners("GP")

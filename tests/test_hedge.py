@@ -6,11 +6,11 @@ import pytest
 from scipy import integrate, stats
 
 from onlinejax import calibrated, with_climatology
-from onlinejax.base import StudentTPrediction
+from onlinejax.core.base import StudentTPrediction
 from onlinejax.evaluation import progressive_validation
 from onlinejax.hedge import CLIMATOLOGY_MIN_DF
 from onlinejax.linear import bayes_linreg
-from onlinejax.student_mixture import StudentTMixture, student_t_mixture_quantile
+from onlinejax.core.student_mixture import StudentTMixture, student_t_mixture_quantile
 
 from conftest import DTYPE, X64, tol
 
@@ -201,7 +201,7 @@ def test_run_grid_keeps_the_hedged_learners_own_moments_for_the_replay():
     from onlinejax.data import thesis_grid
     from onlinejax.evaluation import run_grid
     from onlinejax.hedge import HedgedPrediction
-    from onlinejax.registry import GridLearner
+    from onlinejax.core.registry import GridLearner
 
     grp = thesis_grid(jax.random.key(2), ["SYNTH_ND_NCD_60_2_10_0_11"])[0]
     hedged = GridLearner("hedged", "linear", lambda d: with_climatology(bayes_linreg(d), keep_mean=True))

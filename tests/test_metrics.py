@@ -177,7 +177,7 @@ def _np_climatology_logpdf(y, prior_var=1.0):
 
 
 def test_climatology_learner_matches_numpy(rng):
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
     from onlinejax.baseline import climatology
     from onlinejax.evaluation import progressive_validation
 
@@ -197,7 +197,7 @@ def test_climatology_learner_matches_numpy(rng):
 
 
 def test_log_score_skill_matches_numpy(rng):
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     y, mu, var = _stream(rng, 150)
     w = (rng.uniform(size=150) > 0.3).astype(float)
@@ -236,7 +236,7 @@ def test_log_score_skill_survives_nearly_equal_first_targets(rng):
 def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
     from scipy import integrate
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     n, nu = 12, 4.0
     y, mu, var = _stream(rng, n)

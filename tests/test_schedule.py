@@ -10,7 +10,7 @@ from onlinejax.evaluation import (GridLearner, Scoring, delayed_progressive_vali
 from onlinejax.evaluation.grid import _tune_plan_for
 from onlinejax.kernel_regression import kernel_regression
 from onlinejax.linear import bayes_linreg
-from onlinejax.schedule import with_tune_plan
+from onlinejax.core.schedule import with_tune_plan
 
 pytestmark = pytest.mark.float32_only  # the runners' plumbing: the same in float64
 

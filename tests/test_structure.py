@@ -104,8 +104,8 @@ def _public_factories() -> dict:
     """``{"module.name": signature}`` of every public function of ``onlinejax`` (in its module's ``__all__``,
     or not starting with ``_`` where there is none) that returns a ``Learner`` or a ``GridLearner``."""
     import onlinejax
-    from onlinejax.learner import Learner
-    from onlinejax.registry import GridLearner
+    from onlinejax.core.learner import Learner
+    from onlinejax.core.registry import GridLearner
 
     found = {}
     for info in pkgutil.walk_packages(onlinejax.__path__, "onlinejax."):
@@ -126,11 +126,11 @@ def test_no_factory_takes_more_than_6_arguments_besides_option_records():
     """A factory's options beyond a few go in records (``...Options``, ``GPHyper``, ``NIGPrior``, ...): an
     argument annotated with a ``NamedTuple`` type other than a learner does not count, ``*args``/``**kwargs``
     neither; every other argument (``dtype`` included) does."""
-    from onlinejax.learner import Learner
-    from onlinejax.registry import GridLearner
+    from onlinejax.core.learner import Learner
+    from onlinejax.core.registry import GridLearner
 
     factories = _public_factories()
-    assert "onlinejax.linear.bayes.bayes_linreg" in factories and "onlinejax.learner.make_learner" in factories
+    assert "onlinejax.linear.bayes.bayes_linreg" in factories and "onlinejax.core.learner.make_learner" in factories
     wide = {}
     for name, sig in sorted(factories.items()):
         plain = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)

@@ -7,7 +7,7 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.adaptive import adaptive
-from onlinejax.base import normal_quantile
+from onlinejax.core.base import normal_quantile
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation
 from onlinejax.linear import adhoc_bounds

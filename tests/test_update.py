@@ -14,7 +14,7 @@ from onlinejax import zoo
 from onlinejax.adaptive import MachineOptions, adaptive
 from onlinejax.calibration import calibrated, quantile_threshold
 from onlinejax.standardize import StandardizeOptions, standardize
-from onlinejax.stateful import StatefulLearner
+from onlinejax.core.stateful import StatefulLearner
 
 pytestmark = pytest.mark.float32_only  # the update protocol's plumbing
 
@@ -23,7 +23,7 @@ def _stream(n=150, d=2, seed=0, dtype=None):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     y = X @ np.arange(1.0, d + 1) + 0.3 * rng.normal(size=n)
-    dt = oj.base.default_float_dtype() if dtype is None else dtype
+    dt = oj.core.base.default_float_dtype() if dtype is None else dtype
     return X.astype(dt), y.astype(dt)
 
 
@@ -110,7 +110,7 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     from onlinejax.linear import bayesian_map_windowed
 
     grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
-    X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
+    X, y = (np.asarray(a[0, :150], oj.core.base.default_float_dtype()) for a in (grp.X, grp.Y))
     linear = bayesian_map_windowed(4, 64, alpha=zoo.unit_prior_alpha(4), features=oj.ThesisFeatures(True, True))
     ad = adaptive(linear, 64,
                   options=MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True))

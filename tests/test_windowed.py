@@ -150,7 +150,7 @@ def test_window_as_init_value_equals_a_learner_of_that_window(rng):
     """Windows 5, 12, 20 in one capacity-20 program (vmapped over init's window) == three learners, tune included."""
     d, n = 2, 90
     X, Y = _stream(rng, n, d, noise=0.5)
-    X, Y = jnp.asarray(X, s_dt := oj.base.default_float_dtype()), jnp.asarray(Y, s_dt)
+    X, Y = jnp.asarray(X, s_dt := oj.core.base.default_float_dtype()), jnp.asarray(Y, s_dt)
     windows = jnp.array([5, 12, 20], jnp.int32)
     shared = oj.windowed_bayes_linreg(d, 20, options=oj.WindowedOptions(bounds="asymptotic", capacity=20))
 

@@ -6,7 +6,7 @@ import pytest
 
 from onlinejax import zoo
 from onlinejax.evaluation import progressive_validation
-from onlinejax.registry import REGISTRY
+from onlinejax.core.registry import REGISTRY
 from onlinejax.evaluation.metrics import log_score_skill
 from onlinejax.linear import thesis_features
 

@@ -39,9 +39,9 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from ..base import Learner, coerce_x, coerce_xy
+from ..core.base import Learner, coerce_x, coerce_xy
 from ..calibration import CALIBRATED_STANDARDIZATION
-from ..stateful import StatefulLearner
+from ..core.stateful import StatefulLearner
 from ..evaluation.runtime import ensure_compilation_cache
 from ._build import _packed_predict, build_learner, initial_state, resolve_factory
 from ._grow import GROWABLE, can_grow, grow_state
@@ -359,10 +359,10 @@ class Engine:
     def predict(self, X: np.ndarray):
         """The learner's own predictive distribution of ``X: [d]`` or ``[b, d]``, leaves NumPy arrays.
 
-        Its kind is the learner's: a :class:`~onlinejax.base.Prediction`, a
-        :class:`~onlinejax.base.StudentTPrediction` (the calibrated default learner), a
+        Its kind is the learner's: a :class:`~onlinejax.core.base.Prediction`, a
+        :class:`~onlinejax.core.base.StudentTPrediction` (the calibrated default learner), a
         :class:`~onlinejax.combination.MixturePrediction` or a
-        :class:`~onlinejax.student_mixture.StudentTMixture`, so its ``interval``, ``cdf``,
+        :class:`~onlinejax.core.student_mixture.StudentTMixture`, so its ``interval``, ``cdf``,
         ``log_prob`` and ``crps`` are the learner's, not those of a Gaussian of its variance.
         The leaves keep the state's dtype, so the distribution's methods compute in it.
         """

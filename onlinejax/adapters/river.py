@@ -37,9 +37,9 @@ class PredictiveDistribution(proba.Gaussian):
     ``proba.Gaussian``, so River code that checks for a Gaussian and reads
     ``mu``/``sigma`` keeps working, but the density, log density, CDF and
     quantiles are those of the prediction itself: a
-    :class:`~onlinejax.base.Prediction` (Gaussian), a
-    :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners'), a
-    :class:`~onlinejax.student_mixture.StudentTMixture` (a hedged learner's, or ``bocpd`` over Student-t runs) or a
+    :class:`~onlinejax.core.base.Prediction` (Gaussian), a
+    :class:`~onlinejax.core.base.StudentTPrediction` (the calibrated learners'), a
+    :class:`~onlinejax.core.student_mixture.StudentTMixture` (a hedged learner's, or ``bocpd`` over Student-t runs) or a
     :class:`~onlinejax.combination.MixturePrediction`, whose tails a Gaussian
     of the same variance would misstate by many nats per item.
 

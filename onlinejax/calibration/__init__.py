@@ -8,7 +8,7 @@ of its distribution online from the labels, as a scale-corrected Gaussian
     N(μ, c_t² σ²)
 
 with one multiplier ``c_t`` per item, so that ``interval(level)``,
-``log_prob`` and the CRPS of the returned :class:`~onlinejax.base.Prediction`
+``log_prob`` and the CRPS of the returned :class:`~onlinejax.core.base.Prediction`
 describe one and the same distribution.
 
 Calibrators (pure ``init`` / ``update`` functions over NamedTuple states, usable on their own) and the

@@ -11,8 +11,8 @@ import inspect
 from functools import partial
 from typing import NamedTuple, Optional
 
-from ..checks import check_record, changed_fields
-from ..base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
+from ..core.checks import check_record, changed_fields
+from ..core.base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
                     pass_through)
 from ..linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
@@ -137,7 +137,7 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
     guarantee (use :func:`conformal`, optionally with ``recalibrate=``, for that).
 
     Args:
-      learner: any :class:`~onlinejax.base.Learner` (a mixture prediction is
+      learner: any :class:`~onlinejax.core.base.Learner` (a mixture prediction is
         replaced by its moment-matched Gaussian).
       decay: ``ρ`` in (0, 1), default; ``init(recalibration={"decay": ρ})`` overrides it (an array: it vmaps).
       clip: one ``z²`` enters clipped at ``clip · s`` (static, > 1).
@@ -176,7 +176,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci
     removes the bulk of such an error first and leaves ACI the residual.
 
     Args:
-      learner: any :class:`~onlinejax.base.Learner`.
+      learner: any :class:`~onlinejax.core.base.Learner`.
       level: calibrated level ``1 - α`` in (0, 1).
       method: ``"aci"`` (adaptive conformal inference, its step ``aci``) or
         ``"quantile"`` (quantile tracking on ``|z|``, its step ``quantile``).
@@ -191,7 +191,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci
         first (:func:`recalibrate`'s defaults), so the conformal step only
         corrects what the running ``z²`` misses.
       df: ``None`` (a Gaussian output), or ``ν > 2`` (static): return a
-        :class:`~onlinejax.base.StudentTPrediction` with ``ν`` degrees of
+        :class:`~onlinejax.core.base.StudentTPrediction` with ``ν`` degrees of
         freedom whose central ``level`` interval is the calibrated one
         (scale ``c σ Φ⁻¹(1 - α/2)/t_ν(1 - α/2)``). The guarantee is the same;
         the log density of a residual far outside the interval falls like

@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_in_range, default_float_dtype, keep_if
+from ..core.base import check_in_range, default_float_dtype, keep_if
 
 Array = jax.Array
 

@@ -1,7 +1,7 @@
 """The calibrated learner's parts: its state, static options and per-item functions.
 
 Wrappers (:func:`~onlinejax.calibration.recalibrate`, :func:`~onlinejax.calibration.conformal`) return a
-:class:`~onlinejax.base.Learner` whose state is a :class:`CalibratedState`
+:class:`~onlinejax.core.base.Learner` whose state is a :class:`CalibratedState`
 (the inner learner's state and the calibrators'). ``step`` predicts once
 (one inner prediction), corrects it and updates the calibrators and the
 inner learner with it; ``update`` recovers the inner prediction from an
@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
+from ..core.base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
 from ..scaler import SpreadState, spread_init, spread_update, target_scale_known
 from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale

@@ -5,7 +5,7 @@ learners win on smooth and drifting streams, GPs and kernel regression on
 discontinuous ones, forgetting learners recover fastest after a drift. Model
 combination lets the data pick.
 
-:func:`combine` builds a :class:`~onlinejax.base.Learner` whose state holds
+:func:`combine` builds a :class:`~onlinejax.core.base.Learner` whose state holds
 every member's state and a normalised log-weight per member; it predicts
 the mixture ``p(y|x) = Σ_m w_m N(y; μ_m, σ²_m)`` of the members' predictions
 made before the label, then moves the weights by a weight rule and lets every

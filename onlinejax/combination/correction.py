@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..base import check_in_range, check_positive, keep_if
+from ..core.base import check_in_range, check_positive, keep_if
 from .distribution import MixturePrediction
 
 Array = jax.Array

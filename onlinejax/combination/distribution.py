@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
-from ..base import check_in_range, normal_quantile
+from ..core.base import check_in_range, normal_quantile
 from ..calibration import is_informative
 
 Array = jax.Array
@@ -33,7 +33,7 @@ __all__ = ["MixturePrediction", "mixture_prediction", "mixture_quantile", "mixtu
 class MixturePrediction(NamedTuple):
     """A finite Gaussian mixture ``Σ_m w_m N(means_m, vars_m)`` with its moments.
 
-    Duck-types :class:`~onlinejax.base.Prediction` (``mean``, ``var``,
+    Duck-types :class:`~onlinejax.core.base.Prediction` (``mean``, ``var``,
     ``std``, ``interval``, ``cdf``, ``log_prob``, ``crps``), so every
     evaluation tool accepts it.
 

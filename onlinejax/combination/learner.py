@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
+from ..core.base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
                     make_learner, state_dtype)
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
@@ -212,7 +212,7 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
       recalibrate, prior, correct, after_spread, rule_params: as in :func:`combine`.
       record: optional ``record(MixState) -> pytree`` after each item.
       learned: optional ``[n]`` bool, the items the combination learned
-        (:func:`~onlinejax.base.learnable` of its inputs and labels); default:
+        (:func:`~onlinejax.core.base.learnable` of its inputs and labels); default:
         the labels' own check, as for inputs that are all finite. The others
         leave the weighting as it is, as in the learner.
     Returns:
@@ -385,7 +385,7 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
         Members in the targets' unit from the start (a prior's miss is
         information about them) keep the default ``False``.
     Returns:
-      A :class:`~onlinejax.base.Learner`. ``init(member_kwargs=None, prior=None,
+      A :class:`~onlinejax.core.base.Learner`. ``init(member_kwargs=None, prior=None,
       dtype=None, **rule_params)``: ``member_kwargs`` is an optional sequence of keyword dicts
       for each member's ``init``; ``prior`` optional ``[M]`` initial weights
       (uniform by default); ``dtype`` is passed to every member; ``rule_params`` override the rule's array

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_in_range, check_int, check_positive, reuse_equal_calls
+from ..core.base import check_in_range, check_int, check_positive, reuse_equal_calls
 from ..calibration import is_informative
 from .distribution import mixture_crps, mixture_prediction
 

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_int, default_float_dtype
+from ..core.base import check_int, default_float_dtype
 from .synthetic import GROWTHS, growth
 
 __all__ = [

@@ -10,7 +10,7 @@ from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compil
                       use_cpu_cores)
 from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, SplitOptions, StreamsOptions
 from .grid import GridResult, replay_combination, run_grid
-from ..registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
+from ..core.registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
 from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
 
 __all__ = [

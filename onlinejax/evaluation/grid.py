@@ -66,9 +66,9 @@ from typing import Callable, Mapping, Sequence
 import jax
 from tqdm import tqdm
 
-from ..base import default_float_dtype
-from ..registry import GridLearner
-from ..schedule import TunePlan
+from ..core.base import default_float_dtype
+from ..core.registry import GridLearner
+from ..core.schedule import TunePlan
 # the private names below that this module does not use are re-exported: tests import them from here
 from .grid_inputs import _checked_learners, _checked_streams, _label, _merge_programs
 from .grid_plan import (_ACCELERATOR_CHUNK_BYTES, _CPU_CHUNK_BYTES, _CPU_VMAP_BYTES, _Plan,
@@ -182,9 +182,9 @@ def run_grid(learners: Sequence[GridLearner] | Mapping[str, Callable], streams, 
         plots or :func:`replay_combination`.
       progress: progress bars (tqdm, on stderr) over the programs compiled and run.
       dtype: learner state dtype (default float32, or float64 under x64).
-      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
+      tune_plan: optional :class:`~onlinejax.core.schedule.TunePlan`: when the
         state machines inside every configuration run their tunes
-        (:func:`~onlinejax.schedule.with_tune_plan`; ``batch="auto"`` reads
+        (:func:`~onlinejax.core.schedule.with_tune_plan`; ``batch="auto"`` reads
         ``layout.devices``). The rows keep their configurations' names. ``None``: as each was built.
     Returns:
       :class:`GridResult`; row order: learners, then streams in group order.

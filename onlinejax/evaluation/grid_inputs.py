@@ -1,6 +1,6 @@
 """The grid runner's inputs: the learner configurations and stream groups checked, configurations folded into programs.
 
-:func:`~onlinejax.evaluation.run_grid` takes :class:`~onlinejax.registry.GridLearner` s
+:func:`~onlinejax.evaluation.run_grid` takes :class:`~onlinejax.core.registry.GridLearner` s
 (or a mapping of makers) and :class:`~onlinejax.data.StreamGroup` s; configurations
 that share a ``GridLearner.program`` (or differ only in ``init_kwargs``) become one
 hyper-grid learner, compiled once, whose rows keep their own labels.
@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..data.grid import check_change_points
-from ..registry import GridLearner
+from ..core.registry import GridLearner
 
 
 def _checked_learners(learners) -> list:

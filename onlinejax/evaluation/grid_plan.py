@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from ..base import Learner, check_int, tree_nbytes
-from ..registry import GridLearner
-from ..schedule import TunePlan, checked_plan, with_tune_plan
+from ..core.base import Learner, check_int, tree_nbytes
+from ..core.registry import GridLearner
+from ..core.schedule import TunePlan, checked_plan, with_tune_plan
 from .grid_inputs import _label
 from .metrics import stable_mask
 from .streams import compiled_scores, hyper_states, predictions_program

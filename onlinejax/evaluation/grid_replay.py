@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import learnable
+from ..core.base import learnable
 from ..baseline import recorded
 from ..combination import replay
 from .grid_plan import streams_sharding

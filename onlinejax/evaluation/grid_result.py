@@ -11,7 +11,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ..schedule import TunePlan
+from ..core.schedule import TunePlan
 from .metrics import METRICS
 
 #: Metrics of every row (``*_st`` are the same over stable items).
@@ -34,7 +34,7 @@ class GridResult(NamedTuple):
     or mixture); the inner moments are those of the learner inside a climatology hedge
     (:func:`~onlinejax.hedge.inner_prediction`), which :func:`~onlinejax.evaluation.replay_combination` mixes, else the
     prediction's own.
-    ``tune_plan``: the :class:`~onlinejax.schedule.TunePlan` the rows ran under (checked, ``batch="auto"``
+    ``tune_plan``: the :class:`~onlinejax.core.schedule.TunePlan` the rows ran under (checked, ``batch="auto"``
     read from the devices), or ``None`` (each configuration as it was built).
     """
 

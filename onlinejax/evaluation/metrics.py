@@ -48,9 +48,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import norm
 
-from ..base import Prediction, check_in_range, check_int, default_float_dtype, normal_quantile
+from ..core.base import Prediction, check_in_range, check_int, default_float_dtype, normal_quantile
 from ..baseline import climatology_init, climatology_learn, climatology_predict
-from ..window import RingBuffer, ring_init, ring_push
+from ..core.window import RingBuffer, ring_init, ring_push
 
 Array = jax.Array
 
@@ -78,9 +78,9 @@ _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     """Per-item quantities ``[..., 6]`` in the order of :data:`QUANTITIES`.
 
-    A Gaussian :class:`~onlinejax.base.Prediction` is scored in closed form
+    A Gaussian :class:`~onlinejax.core.base.Prediction` is scored in closed form
     (the formulas of the table above). Any other prediction — a Student-t
-    (:class:`onlinejax.base.StudentTPrediction`), a Gaussian mixture
+    (:class:`onlinejax.core.base.StudentTPrediction`), a Gaussian mixture
     (:class:`onlinejax.combination.MixturePrediction`) — is scored by its own
     distribution: coverage and width of its ``interval(level)``, its
     ``log_prob(y)`` and its ``crps(y)``. For a mixture these are the exact
@@ -329,7 +329,7 @@ def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: i
 
     Args:
       Y: ``[n]`` targets; predictions: a prediction with ``[n]`` leaves (a
-        :class:`~onlinejax.base.Prediction`, a Student-t or a mixture: scored by
+        :class:`~onlinejax.core.base.Prediction`, a Student-t or a mixture: scored by
         its ``log_prob``); weights: optional
         ``[n]`` item weights (0 leaves an item out).
       skip: leading items left out (static int >= 0).

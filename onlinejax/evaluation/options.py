@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from ..checks import check_bool, check_int, check_record
+from ..core.checks import check_bool, check_int, check_record
 
 __all__ = ["Scoring", "GridLayout", "StreamsOptions", "ItemWeights", "ReplayOptions", "SplitOptions",
            "checked_record"]

@@ -11,7 +11,7 @@ import os
 import jax
 from threadpoolctl import threadpool_limits
 
-from ..base import check_int
+from ..core.base import check_int
 
 __all__ = [
     "default_cache_dir",

@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..checks import check_bool, check_record
-from ..base import check_int, check_positive, keep_if
+from ..core.checks import check_bool, check_record
+from ..core.base import check_int, check_positive, keep_if
 from .kernels import GPParams
 from .likelihood import mean_residuals, residual_log_marginal_likelihood
 

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_positive, default_float_dtype
+from ..core.base import check_positive, default_float_dtype
 
 Array = jax.Array
 

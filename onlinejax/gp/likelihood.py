@@ -12,7 +12,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ..linalg import lower_triangular_inverse
+from ..core.linalg import lower_triangular_inverse
 from .kernels import GPParams, gram, noise_var
 
 Array = jax.Array

@@ -18,7 +18,7 @@ all here; the helpers they call are named in each docstring):
   :func:`onlinejax.gp.scale.window_scale` (:mod:`onlinejax.gp.scale`);
 * the factory :func:`gp_window` validates the static options, binds them to
   the functions above (``functools.partial``) and hands them to
-  :func:`~onlinejax.base.make_learner`, whose boundary skips an item whose
+  :func:`~onlinejax.core.base.make_learner`, whose boundary skips an item whose
   ``x`` or ``y`` is not finite (``skip_nonfinite=True``).
   Its option records :class:`~onlinejax.gp.window_options.GPHyper` and
   :class:`~onlinejax.gp.window_options.GPWindowOptions` are in
@@ -29,7 +29,7 @@ hyperparameters :class:`~onlinejax.gp.kernels.GPParams` are in
 :mod:`onlinejax.gp.kernels`; the masked mean functions, kernel matrix and
 log marginal likelihood (thesis eq. 4.29, R&W eq. 2.30) in
 :mod:`onlinejax.gp.likelihood`; the factor's update in
-:mod:`onlinejax.linalg`.
+:mod:`onlinejax.core.linalg`.
 
 The factor
 ----------
@@ -44,12 +44,12 @@ CPU is cheaper than a triangular solve):
 * *evict the oldest* = drop the first row/column: the trailing block's
   factor is ``chol(L₂₂L₂₂ᵀ + l₂₁l₂₁ᵀ)``, a rank-1 **update** (never a
   downdate) whose inverse factor has a closed form
-  (:func:`onlinejax.linalg.inv_chol_drop_first`);
+  (:func:`onlinejax.core.linalg.inv_chol_drop_first`);
 * *append the newest* = bordering: ``c = Rk``,
   ``δ = sqrt(k(x,x) + σ_n² - cᵀc)`` floored at ``σ_n`` — the exact Schur
   complement of ``K_y`` is ``>= σ_n²``, so the floor is never wrong and a
   duplicate input can never break positive definiteness
-  (:func:`onlinejax.linalg.inv_chol_append`);
+  (:func:`onlinejax.core.linalg.inv_chol_append`);
 * no periodic rebuild is needed, however long the stream: whatever its
   rounding, ``R`` is the exact inverse factor of *some* matrix
   ``K̂ = K_y + Δ`` over the items in the window. Eviction removes the first
@@ -67,7 +67,7 @@ CPU is cheaper than a triangular solve):
   amplified: the factor's error grows like ``u·κ^1.8``, so on a nearly
   rank-one window it compounds over the steps until the floor stops it.
 
-Per item (:func:`onlinejax.linalg.inv_chol_slide`): the eviction and the
+Per item (:func:`onlinejax.core.linalg.inv_chol_slide`): the eviction and the
 append are one fused step that reads ``R`` three times (matrix-vector
 products) and writes it once, with one prefix sum over rows. The state keeps
 the *whitened residuals* ``z = Rr`` rather than ``K_y⁻¹r``, so a prediction
@@ -90,10 +90,10 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_record
-from ..base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
+from ..core.checks import check_record
+from ..core.base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
                     make_learner)
-from ..linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
+from ..core.linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
                               excess_to_params, params_to_excess, select_restart, tune_hyperparameters, tune_objective,
@@ -218,7 +218,7 @@ def latent(state: GPWindowState, pred: Prediction) -> Prediction:
 def _predictive(s: GPWindowState, x: Array, v: Array, kxx: Array) -> Prediction:
     """Observed-``y`` predictive at ``x`` from ``v = Rk`` (``[W]``) and ``kxx = k(x, x)``: mean ``m(x) + vᵀz``,
     variance ``ĉ·(max(kxx - vᵀv, 0) + σ_n²)`` (R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``; ``ĉ = s.scale``), at least
-    :func:`~onlinejax.linalg.variance_floor` of the mean (a window of identical targets has ``ĉ = 0``)."""
+    :func:`~onlinejax.core.linalg.variance_floor` of the mean (a window of identical targets has ``ĉ = 0``)."""
     var = jnp.maximum(kxx - v @ v, 0.0) + noise_var(s.params)
     mean = mean_at(s.mean_coef, x) + v @ s.white_resid
     return Prediction(mean, jnp.maximum(s.scale * var, variance_floor(mean * mean)))
@@ -273,7 +273,7 @@ def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squ
     The prediction is :func:`predict_one`'s; the update (thesis eq.
     5.14–5.15, done on the inverse factor) evicts the oldest slot and
     appends the item in one fused step,
-    :func:`onlinejax.linalg.inv_chol_slide`: with ``k = k(X, x)`` and ``v = Rk``
+    :func:`onlinejax.core.linalg.inv_chol_slide`: with ``k = k(X, x)`` and ``v = Rk``
     (shared with the prediction), the new factor is that of ``K_y`` without its
     first row and column and bordered by ``[k'; k(x, x) + σ_n²]``; the mean
     function is refitted on the new window
@@ -283,7 +283,7 @@ def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squ
     Args:
       state: :class:`GPWindowState`; x: ``[d]``; y: ``[]`` — finite (the
         learner's boundary skips a non-finite item,
-        :func:`onlinejax.base.skip_nonfinite`).
+        :func:`onlinejax.core.base.skip_nonfinite`).
       kernel: pair kernel (static). mean: a name of :data:`MEANS`, or None to
         read ``state.mean_kind`` (static). adapt_scale: keep ``ĉ``, else 1
         (static). freeze_when_full: return the state unchanged once the window
@@ -326,7 +326,7 @@ def evict(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale:
 
     The oldest valid slot ``j`` is rotated to the front, the valid block's
     factor loses its first row and column
-    (:func:`onlinejax.linalg.inv_chol_drop_first`, a rank-1 update) and the
+    (:func:`onlinejax.core.linalg.inv_chol_drop_first`, a rank-1 update) and the
     slot becomes an empty identity row; the mean function, ``z`` and ``ĉ``
     are refreshed. Static ``mean`` / ``adapt_scale`` as in :func:`step_one`.
     """
@@ -356,9 +356,9 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     array, so it does not recompile); then
     ``R = chol(K_y)⁻¹`` from scratch
     (:func:`~onlinejax.gp.likelihood.masked_kernel_matrix`,
-    :func:`onlinejax.linalg.lower_triangular_inverse`), the mean function,
+    :func:`onlinejax.core.linalg.lower_triangular_inverse`), the mean function,
     ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. A window whose
-    targets have no spread (at :func:`~onlinejax.linalg.variance_floor` of
+    targets have no spread (at :func:`~onlinejax.core.linalg.variance_floor` of
     their mean) keeps the hyperparameters it had. All options are
     static, their defaults :func:`gp_window`'s; ``kernel``, ``mean`` and
     ``adapt_scale`` as in :func:`step_one`.

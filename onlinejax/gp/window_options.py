@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..checks import check_bool
+from ..core.checks import check_bool
 from .kernels import gp_params
 
 __all__ = ["GPHyper", "GPWindowOptions"]
@@ -21,7 +21,7 @@ class GPHyper(NamedTuple):
     """The initial hyperparameters of :func:`gp_window` (``init`` overrides each): Python values.
 
     An immutable record passed as one value (``gp_window(d, W, initial=GPHyper(noise_std=0.3))``), hashable when
-    its fields are (a list lengthscale is frozen by :func:`~onlinejax.base.describe_factory`'s cache, an array
+    its fields are (a list lengthscale is frozen by :func:`~onlinejax.core.base.describe_factory`'s cache, an array
     builds afresh). ``step`` and ``learn`` keep them until a ``tune``.
 
     Attributes:

@@ -15,7 +15,7 @@ decays like the data (``λ = 1``: Bishop eq. 3.53–3.54 exactly). The
 predictive distribution is ``N(xᵀm, 1/beta + xᵀSx)`` (Bishop eq. 3.58–3.59).
 
 Per item this is one rank-1 update of the square-root covariance
-(:func:`onlinejax.linalg.sqrt_cov_rank1`, ``O(d²)``, no inverse) preceded by
+(:func:`onlinejax.core.linalg.sqrt_cov_rank1`, ``O(d²)``, no inverse) preceded by
 ``S ← S/λ``.
 
 How the parametrisations of forgetting relate
@@ -36,7 +36,7 @@ variance multiplied by ``1/λ`` every step and would overflow (float32 after
 ``1/(alpha_j·sqrt(eps))`` — the prior variance times ~3000 in float32 — the
 covariance is clamped in the basis whitened by these caps, every direction
 over a quarter of the cap brought down to that quarter
-(:func:`onlinejax.linalg.cap_variance`); the directions the data keeps
+(:func:`onlinejax.core.linalg.cap_variance`); the directions the data keeps
 tight are left as they are. The cap never binds while the data keeps the
 posterior tighter than that, so the exponentially weighted solution above
 is exact in that regime (tested); it binds only on directions no recent
@@ -50,10 +50,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_bool, check_record
-from ..base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
+from ..core.checks import check_bool, check_record
+from ..core.base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
+from ..core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
 
@@ -101,7 +101,7 @@ class BayesLinRegState(NamedTuple):
       stats: :class:`SufficientStats`, ``λ``-weighted, for :func:`tune_evidence`.
       n_seen: ``[]`` int32 items learned.
       n_skipped: ``[]`` int32 items skipped inside jit because ``x`` or ``y``
-        was not finite or too large (:func:`onlinejax.base.learnable`).
+        was not finite or too large (:func:`onlinejax.core.base.learnable`).
     """
 
     mean: Array
@@ -184,7 +184,7 @@ def step_one(state: BayesLinRegState, x: Array, y: Array, *, forget: bool = True
 
     Without forgetting (``forget=False``) the prediction's ``f = Wᵀx``
     (``xᵀSx = fᵀf``, Bishop eq. 3.59) and ``xᵀm`` are the ones the rank-1
-    update needs (:func:`onlinejax.linalg.sqrt_cov_rank1`), so an item costs
+    update needs (:func:`onlinejax.core.linalg.sqrt_cov_rank1`), so an item costs
     three ``O(d²)`` passes over ``W`` instead of four. With forgetting the
     update works on ``W`` rescaled first, and the two are computed apart.
     The prediction of an ``x`` with a non-finite element is NaN, as

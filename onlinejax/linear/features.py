@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from ..base import Learner, LearnerCores, describe_factory, make_learner, pass_through
+from ..core.base import Learner, LearnerCores, describe_factory, make_learner, pass_through
 
 Array = jax.Array
 
@@ -50,7 +50,7 @@ def square_limit(dtype) -> float:
     """``(max / 4096)^(1/4)`` of ``dtype`` (5.4e8 in float32): the inputs' magnitude beyond which
     :func:`thesis_features` saturates the squares and products, so that a feature's square, which a
     standardiser's variance and a linear learner's update hold, stays representable for up to about
-    a thousand features (:func:`~onlinejax.cores.learnable` refuses an item otherwise)."""
+    a thousand features (:func:`~onlinejax.core.cores.learnable` refuses an item otherwise)."""
     return float(np.finfo(dtype).max / 4096) ** 0.25
 
 

@@ -7,7 +7,7 @@ Model (Bishop eq. 3.112-3.113; Murphy 2012 §7.6.3)::
 Conjugate: after each item ``(x, y)``, with ``S = WWᵀ`` the weights' covariance in units
 of ``σ²`` and ``f = Wᵀx``,
 
-    W, m ← rank-1 update of (S⁻¹ + xxᵀ)⁻¹                     (onlinejax.linalg.sqrt_cov_rank1)
+    W, m ← rank-1 update of (S⁻¹ + xxᵀ)⁻¹                     (onlinejax.core.linalg.sqrt_cov_rank1)
     a ← a + 1/2,    b ← b + (y - xᵀm)² / (2(1 + fᵀf))
 
 and the predictive is a Student-t with location ``xᵀm``, scale² ``(b/a)(1 + fᵀf)`` and
@@ -32,7 +32,7 @@ Options (static presence):
   too would remove that factor but hold ``b/a`` above ``b₀(1 - λ)/(a₀(1 - λ) + 1/2)``, a floor in
   the targets' units that a short memory of a low-noise stream pays for in every interval. A direction no recent item excited is set back to its
   prior variance once its variance reaches ``1/√eps`` times it
-  (:func:`onlinejax.linalg.cap_variance`).
+  (:func:`onlinejax.core.linalg.cap_variance`).
 * **trend** ``τ``: a level and a slope per ``τ`` items (a constant feature and a feature
   ``t/τ``, ``t`` the item's index in the model's own stream), kept in the coordinates of the
   next item: the weights are the level at the next item and the slope, and after each item
@@ -53,10 +53,10 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_record
-from ..base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+from ..core.checks import check_record
+from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
+from ..core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
 
@@ -127,7 +127,7 @@ def predictive(mean: Array, cov_sqrt: Array, a: Array, b: Array, x: Array):
 
     Returns:
       ``(f [F], loc [], scale2 [], df [])``: ``f = Wᵀx`` (the update needs it too), ``xᵀm``,
-      ``(b/a)(1 + fᵀf)``, at least :func:`onlinejax.linalg.variance_floor` of ``loc²`` (forgetting
+      ``(b/a)(1 + fᵀf)``, at least :func:`onlinejax.core.linalg.variance_floor` of ``loc²`` (forgetting
       takes ``b`` to 0 over a long run of targets the model fits exactly), and ``2a``.
     """
     f = cov_sqrt.T @ x
@@ -164,7 +164,7 @@ def forget(cov_sqrt: Array, a: Array, b: Array, forgetting: Array, prior_a: Arra
     """The step to the next item: ``S ← S/λ``, ``a ← λa + (1 - λ)a₀``, ``b ← λb``, with the windup clamp.
 
     A marginal variance that reaches ``1/√eps`` times the prior's ``1/α₀`` is set back to it
-    (:func:`onlinejax.linalg.cap_variance`; ``max_batch`` is its static argument).
+    (:func:`onlinejax.core.linalg.cap_variance`; ``max_batch`` is its static argument).
 
     Returns:
       ``(cov_sqrt [F, F], a [], b [])``.
@@ -241,7 +241,7 @@ def step_one(state: NIGState, x: Array, y: Array, *, intercept: bool = False, tr
              forgets: bool = False) -> tuple[NIGState, StudentTPrediction]:
     """:func:`predict_one`, then learn ``(x, y)`` (``x: [d]``, ``y: []``) with the same ``f`` and location.
 
-    An item that cannot be learned (:func:`~onlinejax.base.learnable`) is not absorbed; the step to the
+    An item that cannot be learned (:func:`~onlinejax.core.base.learnable`) is not absorbed; the step to the
     next item (the trend's transition, forgetting when ``forgets``, static) is taken either way.
     """
     ok, x_finite = learnable(x, y), jnp.all(jnp.isfinite(x))

@@ -14,7 +14,7 @@ The noise variance is learned with the weights: the Normal-inverse-gamma
 prior is conjugate (Bishop eq. 3.112-3.113, Murphy 2012 §7.6.3), and after
 each item ``(x, y)`` with ``f = Wᵀφ``, ``S = WWᵀ`` in units of ``σ²``::
 
-    W, m ← rank-1 update of (S⁻¹ + φφᵀ)⁻¹            (onlinejax.linalg.sqrt_cov_rank1, r = 1)
+    W, m ← rank-1 update of (S⁻¹ + φφᵀ)⁻¹            (onlinejax.core.linalg.sqrt_cov_rank1, r = 1)
     a ← a + 1/2,    b ← b + (y - φᵀm)² / (2(1 + fᵀf))
 
 and the predictive is Student-t: location ``φᵀm``, scale² ``(b/a)(1 + fᵀf)``,
@@ -27,7 +27,7 @@ evidence (the sum of their predictive log densities: with ``δ = 1`` and no
 forgetting, exactly the marginal likelihood of a conjugate model),
 discounted by ``δ`` per item so that a drift can hand the weight to another
 lengthscale. The mixture is returned as a Student-t with its mean and
-variance (floored at :func:`onlinejax.linalg.variance_floor` of the mean).
+variance (floored at :func:`onlinejax.core.linalg.variance_floor` of the mean).
 
 Forgetting ``λ < 1`` (optional, static presence) discounts the precision and
 the noise statistics after each item, before the next is predicted (the
@@ -38,7 +38,7 @@ freedom stay above ``2a₀ > 2`` (with ``a ← λa`` they would settle at
 ``λ/(1 - λ)``, at most 2 for ``λ <= 2/3``: no variance). A direction that
 no recent item excited would have its variance grow without bound; once its
 variance reaches ``1/√eps`` times the prior's it is set back to the prior's
-(:func:`onlinejax.linalg.cap_variance`, which then leaves it alone for
+(:func:`onlinejax.core.linalg.cap_variance`, which then leaves it alone for
 ``log(1/√eps)/log(1/λ)`` items: 156 at ``λ = 0.95`` in float32).
 
 An input equal to the one learned before it excites one direction only, so
@@ -60,10 +60,10 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from ..checks import check_record
-from ..base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+from ..core.checks import check_record
+from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, make_learner)
-from ..linalg import variance_floor
+from ..core.linalg import variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
 from .nig import forget as _forget
 
@@ -196,7 +196,7 @@ def predict_one(state: RandomFeatureState, x: Array) -> StudentTPrediction:
 def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bool) -> RandomFeatureState:
     """Absorb ``(x, y)`` given :func:`_members`' ``members`` (module doc's recursion, every model at once).
 
-    A finite item: :func:`~onlinejax.base.make_learner`'s boundary skips the others (``skip_nonfinite``).
+    A finite item: :func:`~onlinejax.core.base.make_learner`'s boundary skips the others (``skip_nonfinite``).
     """
     phi, f, loc, scale2, df = members
     log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y

@@ -71,10 +71,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
+from ..core.base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
-from ..linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
-from ..window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
+from ..core.linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
+from ..core.window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
 from .windowed_options import BOUNDS, WindowedOptions, checked_options
@@ -98,7 +98,7 @@ class WindowedBayesState(NamedTuple):
     """State of :func:`windowed_bayes_linreg` (``d`` features, buffer capacity ``W``).
 
     Attributes:
-      buffer: :class:`~onlinejax.window.RingBuffer` with the window's items
+      buffer: :class:`~onlinejax.core.window.RingBuffer` with the window's items
         (``x [W, d]`` raw, unscaled; ``y [W]``).
       mean: ``[d]``; cov_sqrt: ``[d, d]``: posterior ``N(m, WWᵀ)`` of the window's items.
       shadow_mean: ``[d]``; shadow_cov_sqrt: ``[d, d]``: posterior of the
@@ -124,7 +124,7 @@ class WindowedBayesState(NamedTuple):
       n_seen, n_skipped: ``[]`` int32 counters.
       options: the factory's ``bounds`` and ``onestep_floor`` (no arrays: part of the tree
         structure, so a checkpoint of one configuration does not load into the other;
-        :class:`~onlinejax.base.StaticOptions`).
+        :class:`~onlinejax.core.base.StaticOptions`).
     """
 
     buffer: RingBuffer

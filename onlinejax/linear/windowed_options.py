@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..checks import check_bool, check_in_range, check_record
+from ..core.checks import check_bool, check_in_range, check_record
 
 __all__ = ["BOUNDS", "WindowedOptions", "checked_options"]
 

@@ -162,7 +162,7 @@ def cap_variance(W: Array, cap: Array, scale: Array | float = 1.0, headroom: flo
     stream of repeated inputs the next update's gain then moved the mean
     along directions no recent input had excited.) A no-op while every
     marginal variance is below the cap; the clamp (an SVD) runs only when
-    one is not, lazily under ``vmap`` (:func:`~onlinejax.batching.cond_if_any`).
+    one is not, lazily under ``vmap`` (:func:`~onlinejax.core.batching.cond_if_any`).
     ``scale`` may be ``inf`` (a forgetting factor that underflowed over a
     long mini-batch): every direction with any variance then sits at ``h`` times its cap.
 

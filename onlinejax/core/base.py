@@ -19,13 +19,13 @@ returned unchanged and its ``n_skipped`` counter is incremented), so one bad
 item never poisons a posterior.
 
 This module gathers these names from the modules that define them:
-:mod:`onlinejax.distributions` (the predictive distributions),
-:mod:`onlinejax.learner` (the :class:`Learner` record, :func:`make_learner` and its :class:`LearnerCores`),
-:mod:`onlinejax.factory_call` (a factory's recorded call and its cache),
-:mod:`onlinejax.tree_summary` (one-line summaries of states),
-:mod:`onlinejax.cores` (the skip of unusable items and other building blocks
-of the cores), :mod:`onlinejax.checks` (the input checks) and
-:mod:`onlinejax.special` (the Student-t's special functions).
+:mod:`onlinejax.core.distributions` (the predictive distributions),
+:mod:`onlinejax.core.learner` (the :class:`Learner` record, :func:`make_learner` and its :class:`LearnerCores`),
+:mod:`onlinejax.core.factory_call` (a factory's recorded call and its cache),
+:mod:`onlinejax.core.tree_summary` (one-line summaries of states),
+:mod:`onlinejax.core.cores` (the skip of unusable items and other building blocks
+of the cores), :mod:`onlinejax.core.checks` (the input checks) and
+:mod:`onlinejax.core.special` (the Student-t's special functions).
 """
 from __future__ import annotations
 

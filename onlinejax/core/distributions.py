@@ -4,9 +4,9 @@ Each is a ``NamedTuple`` of arrays, so a batch of predictions scans and
 vmaps leaf by leaf, with its moments, a central ``interval`` and the scores
 ``cdf``, ``log_prob`` and ``crps`` in closed forms that stay finite for a
 point mass. The mixtures (:class:`onlinejax.combination.MixturePrediction`,
-:class:`onlinejax.student_mixture.StudentTMixture`) duck-type them. This
+:class:`onlinejax.core.student_mixture.StudentTMixture`) duck-type them. This
 module imports no learner: the Student-t's special functions come from
-:mod:`onlinejax.special`.
+:mod:`onlinejax.core.special`.
 """
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ class StudentTPrediction(NamedTuple):
         return jnp.log1p(jnp.minimum(z * z, jnp.finfo(z.dtype).max) / self.df)
 
     def cdf(self, y: Array) -> Array:
-        """``F_ν((y - μ)/s)`` (:func:`~onlinejax.special.student_t_cdf`), broadcast against ``mean``.
+        """``F_ν((y - μ)/s)`` (:func:`~onlinejax.core.special.student_t_cdf`), broadcast against ``mean``.
 
         A step at ``μ`` for ``s = 0``.
         """
@@ -174,7 +174,7 @@ class StudentTPrediction(NamedTuple):
         """Log density ``log Γ((ν+1)/2) - log Γ(ν/2) - ½ log(νπ) - log s - (ν+1)/2 log(1 + z²/ν)`` of ``y``.
 
         The ratio of gamma functions is taken as ``½ log(ν/2)`` plus its small
-        excess (:func:`~onlinejax.special._log_gamma_ratio_excess`), which cancels ``½ log ν``
+        excess (:func:`~onlinejax.core.special._log_gamma_ratio_excess`), which cancels ``½ log ν``
         exactly, so large ``ν`` loses no precision (``jax.scipy.stats.t.logpdf``
         subtracts two ``gammaln`` of order ``ν log ν`` and keeps only their
         resolution). Broadcast against ``mean``.
@@ -189,7 +189,7 @@ class StudentTPrediction(NamedTuple):
 
         ``s[z(2F_ν(z) - 1) + 2 f_ν(z)(ν + z²)/(ν - 1) - 2√ν B(½, ν - ½)/((ν - 1) B(½, ν/2)²)]``
         with ``z = (y - μ)/s``. The Beta functions and the density enter
-        through :func:`~onlinejax.special._log_gamma_ratio_excess` (no cancellation at large
+        through :func:`~onlinejax.core.special._log_gamma_ratio_excess` (no cancellation at large
         ``ν``); the constant term tends to ``1/√π``, the Gaussian's. Where
         ``z`` overflows (a point mass) ``s·z`` is ``y - μ``.
         """
@@ -204,7 +204,7 @@ def student_t_abs_moments(mean: Array, scale: Array, df: Array, y: Array, z: Arr
     ``E|X - y| = s[z(2F_ν(z) - 1) + 2 f_ν(z)(ν + z²)/(ν - 1)]`` and
     ``½ E|X - X'| = 2s√ν B(½, ν - ½)/((ν - 1) B(½, ν/2)²)`` with ``z = (y - μ)/s``
     (Jordan, Krüger & Lerch 2019, ``crps_t``); the Beta functions and the density
-    enter through :func:`~onlinejax.special._log_gamma_ratio_excess`, so large ``ν`` loses no
+    enter through :func:`~onlinejax.core.special._log_gamma_ratio_excess`, so large ``ν`` loses no
     precision (the constant tends to ``s/√π``, the Gaussian's). Where ``z``
     overflows (a point mass) ``s·z`` is ``y - μ``. Both are meaningful for
     ``ν > 1`` only (the t has no mean otherwise); there ``ν`` is replaced by 2 so

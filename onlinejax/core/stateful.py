@@ -201,8 +201,8 @@ class StatefulLearner:
         """Predict ``y`` from ``x`` (``[d]``), then learn ``(x, y)``.
 
         Returns:
-          the learner's own prediction (a :class:`~onlinejax.base.Prediction`,
-          :class:`~onlinejax.base.StudentTPrediction` or mixture) with NumPy leaves.
+          the learner's own prediction (a :class:`~onlinejax.core.base.Prediction`,
+          :class:`~onlinejax.core.base.StudentTPrediction` or mixture) with NumPy leaves.
         """
         if np.shape(x) != (self._d,) or np.ndim(y) != 0:
             _reject_non_item(x, y, self._d, self._dtype)

@@ -161,7 +161,7 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     set over its own ``tune_plan`` (:meth:`TunePlan.over`). Learners without
     a state machine, machines that already follow the plan, and everything
     when ``plan`` is ``None`` or sets nothing come back unchanged; so do
-    learners built by hand (:func:`~onlinejax.base.make_learner`) and records
+    learners built by hand (:func:`~onlinejax.core.base.make_learner`) and records
     changed after they were built, with a ``RuntimeWarning`` when they have a
     ``tune`` (a state machine inside them cannot be reached). Equal calls return the same learner, so the runners' compiled
     programs are reused where every factory on the way had hashable
@@ -170,7 +170,7 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     (the factory used the generator up): pass lists.
 
     Args:
-      learner: any :class:`~onlinejax.base.Learner`.
+      learner: any :class:`~onlinejax.core.base.Learner`.
       plan: a :class:`TunePlan`, or ``None``.
     Returns:
       The rebuilt learner (its states are those of ``learner``: a plan

@@ -2,14 +2,14 @@
 
 :func:`make_learner` wraps a learner family's single-item cores and its optional ones (a
 :class:`LearnerCores` record: batch cores, a fused step, ``downdate``, ``evict``, ``tune``) in the
-checked boundary of :mod:`onlinejax.checks` and jit-compiles them;
+checked boundary of :mod:`onlinejax.core.checks` and jit-compiles them;
 :func:`describe_factory` makes a public factory record its call
-(:class:`~onlinejax.factory_call.FactoryCall`, shown by ``repr``) and return the same learner for
-equal arguments (:func:`~onlinejax.factory_call.reuse_equal_calls`); :func:`pass_through` gives a
+(:class:`~onlinejax.core.factory_call.FactoryCall`, shown by ``repr``) and return the same learner for
+equal arguments (:func:`~onlinejax.core.factory_call.reuse_equal_calls`); :func:`pass_through` gives a
 wrapper the inner learner's ``tune``, ``downdate`` and ``evict``. :class:`DeferredStep` and
 :class:`StaticOptions` are parts of a learner and of its state. The recorded call and the cache are in
-:mod:`onlinejax.factory_call`; :func:`~onlinejax.tree_summary.tree_repr` and
-:func:`~onlinejax.tree_summary.tree_nbytes`, which summarise a state, in :mod:`onlinejax.tree_summary`
+:mod:`onlinejax.core.factory_call`; :func:`~onlinejax.core.tree_summary.tree_repr` and
+:func:`~onlinejax.core.tree_summary.tree_nbytes`, which summarise a state, in :mod:`onlinejax.core.tree_summary`
 (both re-exported here).
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ class StaticOptions:
 
     A state field of this type has no arrays: ``jit``, ``vmap`` and ``scan`` pass it through
     unchanged, and two states built for different options have different tree structures, so
-    :func:`~onlinejax.checkpoint.load_checkpoint` refuses a file saved under other options
+    :func:`~onlinejax.core.checkpoint.load_checkpoint` refuses a file saved under other options
     (e.g. ``bounds="bayes"`` into a ``bounds="asymptotic"`` learner, whose arrays look alike).
 
     Attributes:
@@ -193,7 +193,7 @@ class LearnerCores(NamedTuple):
     """The optional cores of :func:`make_learner`, as one record; each ``None`` takes its default.
 
     The cores see ``x: [d]``/``[b, d]`` and ``y: []``/``[b]`` already cast to the state's dtype.
-    Every one given is traced under :func:`~onlinejax.cores.full_precision` and, except ``tune``
+    Every one given is traced under :func:`~onlinejax.core.cores.full_precision` and, except ``tune``
     (which its factory jits with its own static arguments), jit-compiled.
 
     Attributes:
@@ -242,7 +242,7 @@ def make_learner(
 ) -> Learner:
     """Wrap pure single-item/batch cores into a :class:`Learner` with a checked boundary.
 
-    Every function is traced under :func:`~onlinejax.cores.full_precision` (matrix products in
+    Every function is traced under :func:`~onlinejax.core.cores.full_precision` (matrix products in
     full float32 precision on GPUs too).
 
     Args:
@@ -255,7 +255,7 @@ def make_learner(
         ``update_one``, ``downdate``, ``evict``, ``tune``); each ``None`` takes its default.
       skip_nonfinite: the boundary owns the non-finite skip: inside ``jit``/``vmap``/``scan``
         (where the concrete check cannot raise) an item whose ``x`` or ``y`` is NaN/inf leaves the
-        state unchanged except its ``n_skipped`` counter (:func:`~onlinejax.cores.skip_nonfinite`).
+        state unchanged except its ``n_skipped`` counter (:func:`~onlinejax.core.cores.skip_nonfinite`).
         The cores then assume finite items. It wraps ``learn_one``, ``step_one`` and ``update_one``;
         a custom ``learn_batch`` must skip by itself.
     Returns:
@@ -312,7 +312,7 @@ def make_learner(
 
 
 def _skipping(learn_one, step_one, update_one):
-    """The cores with :func:`~onlinejax.cores.skip_nonfinite` applied (``None`` stays ``None``)."""
+    """The cores with :func:`~onlinejax.core.cores.skip_nonfinite` applied (``None`` stays ``None``)."""
     return (skip_nonfinite(learn_one), None if step_one is None else skip_nonfinite(step_one, returns_prediction=True),
             None if update_one is None else _skip_with_prediction(update_one))
 

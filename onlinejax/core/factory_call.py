@@ -1,6 +1,6 @@
 """A public factory's recorded call and the cache that returns the same record for equal calls.
 
-:class:`FactoryCall` is what :func:`~onlinejax.learner.describe_factory` keeps in
+:class:`FactoryCall` is what :func:`~onlinejax.core.learner.describe_factory` keeps in
 ``Learner.factory_call`` (a runner builds the same learner again with other
 options from it); :func:`reuse_equal_calls` makes a factory of immutable records
 of functions return the same record for equal arguments, so that jit does not
@@ -33,7 +33,7 @@ class FactoryCall:
     """The public factory call that built a :class:`Learner`: ``factory(*args, **kwargs)``.
 
     Kept so that a runner can build the same learner again with other
-    scheduling options (:func:`onlinejax.schedule.with_tune_plan`). Compared
+    scheduling options (:func:`onlinejax.core.schedule.with_tune_plan`). Compared
     and hashed by identity: equal calls return the same learner
     (:func:`reuse_equal_calls`), and a call's arguments may be arrays.
     """

@@ -2,7 +2,7 @@
 
 ``p(y) = Σ_m w_m t_{ν_m}(y; μ_m, s_m)``. :func:`onlinejax.hedge.with_climatology`
 returns it (a learner's Student-t predictive mixed with the climatology's).
-:class:`StudentTMixture` duck-types :class:`~onlinejax.base.Prediction`
+:class:`StudentTMixture` duck-types :class:`~onlinejax.core.base.Prediction`
 (``mean``, ``var``, ``std``, ``interval``, ``cdf``, ``log_prob``, ``crps``),
 so every evaluation path scores it by its own distribution:
 
@@ -12,7 +12,7 @@ so every evaluation path scores it by its own distribution:
 * ``crps``: the kernel form ``Σ_m w_m E|X_m - y| - ½ Σ_jk w_j w_k E|X_j - X_k|``
   (Gneiting & Raftery 2007, eq. 21; Grimit et al. 2006 for Gaussian mixtures),
   with ``E|X_m - y|`` and ``E|X_m - X'_m|`` in closed form
-  (:func:`~onlinejax.base.student_t_abs_moments`) and the cross terms
+  (:func:`~onlinejax.core.base.student_t_abs_moments`) and the cross terms
   ``E|X_j - X_k|`` by Gauss-Legendre quadrature over the lighter-tailed
   component.
 """
@@ -56,7 +56,7 @@ class StudentTMixture(NamedTuple):
         return jnp.exp(self.log_weights)
 
     def component(self, m: int) -> StudentTPrediction:
-        """The ``m``-th component as a :class:`~onlinejax.base.StudentTPrediction` (``[...]`` leaves)."""
+        """The ``m``-th component as a :class:`~onlinejax.core.base.StudentTPrediction` (``[...]`` leaves)."""
         return StudentTPrediction(self.means[..., m], self.scales[..., m], self.dfs[..., m])
 
     @property

@@ -114,7 +114,7 @@ def skip_nonfinite(fn: Callable, returns_prediction: bool = False) -> Callable:
     under ``vmap`` every stream executes the same program (a branch-free
     :func:`keep_if`). With ``returns_prediction`` (a ``step_one``), ``fn``
     returns ``(state, prediction)`` and the prediction is passed through.
-    :func:`~onlinejax.learner.make_learner` applies it (``skip_nonfinite=True``); it is exported
+    :func:`~onlinejax.core.learner.make_learner` applies it (``skip_nonfinite=True``); it is exported
     for wrappers that build their step from other learners' cores.
 
     ``fn`` never sees a non-finite value: a skipped item reaches it with
@@ -176,8 +176,8 @@ def full_precision(fn: Callable) -> Callable:
     (``jax.default_matmul_precision("highest")`` around the call), so it
     holds inside a user's ``jit``, ``vmap`` and ``jvp``/``grad`` too; on a
     CPU, and for float64, every precision computes the same products.
-    :func:`~onlinejax.learner.make_learner` applies it to every function of the
-    :class:`~onlinejax.learner.Learner` it returns.
+    :func:`~onlinejax.core.learner.make_learner` applies it to every function of the
+    :class:`~onlinejax.core.learner.Learner` it returns.
     """
 
     @functools.wraps(fn)

@@ -53,10 +53,10 @@ def save_checkpoint(path: str | os.PathLike, tree: Any, *, meta: Mapping[str, An
         structure does not show — e.g. ``{"data": "sensor-7", "model": "v2"}``. (Static
         options of a learner that leave the arrays alike, such as the two ``bounds`` of
         :func:`~onlinejax.linear.windowed_bayes_linreg`, are in the structure already:
-        :class:`~onlinejax.base.StaticOptions`.)
+        :class:`~onlinejax.core.base.StaticOptions`.)
         :func:`load_checkpoint` given ``meta`` refuses a file saved with another.
     """
-    from . import __version__
+    from .. import __version__
 
     extra = {} if meta is None else {"__meta__": np.asarray(_meta_text(meta))}
     leaves, treedef = _leaves(tree)
