@@ -26,7 +26,7 @@ from _machine import describe  # noqa: E402
 
 from onlinejax.calibration import conformal, recalibrate  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.linear import bayes_linreg  # noqa: E402
+from onlinejax.learners.linear import bayes_linreg  # noqa: E402
 
 
 def stream(n, d=8, seed=0):

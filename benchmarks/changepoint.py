@@ -6,7 +6,7 @@ values; onlinejax's CUSUM state machine (:func:`onlinejax.adaptive.adaptive` aro
 window of a constant-mean Bayesian linear model: an alarm is an item whose mode becomes high
 error); BOCPD (:func:`onlinejax.changepoint.bocpd` over a constant-mean Bayesian linear model:
 an alarm where the most probable run length drops, placed at the run's start), and BOCPD over runs
-that learn their level, slope and noise (:func:`onlinejax.linear.nig_linreg` with a trend and
+that learn their level, slope and noise (:func:`onlinejax.learners.linear.nig_linreg` with a trend and
 forgetting 0.98). Scores: F1 with a
 margin of 5 items, averaged over the annotators (TCPDBench's "F1"), the mean delay from an
 annotated change to the first alarm within the next 10 items, and false alarms (alarms farther

@@ -53,9 +53,9 @@ def layers(family: str) -> list:
     """``[(label, learner, what)]`` from the bare learner to the recommended stack (``what``: scan or tune)."""
     from onlinejax.adaptive import MachineOptions, adaptive
     from onlinejax.calibration import calibrated
-    from onlinejax.gp import gp_window
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import ThesisFeatures, bayesian_map_forgetting
+    from onlinejax.learners.gp import gp_window
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import ThesisFeatures, bayesian_map_forgetting
     from onlinejax.standardize import StandardizeOptions, standardize
     from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, both_maps,
                                configurations)

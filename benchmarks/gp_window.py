@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.gp import GPHyper, GPTuneOptions, gp_window  # noqa: E402
+from onlinejax.learners.gp import GPHyper, GPTuneOptions, gp_window  # noqa: E402
 
 
 def stream(rng, n, d):
@@ -117,7 +117,7 @@ def check_grid(W, mean, every=10):
     floor included), in units of the stream's target standard deviation.
     """
     from onlinejax.data import thesis_grid
-    from onlinejax.gp.kernels import lengthscales, noise_var, signal_var
+    from onlinejax.learners.gp.kernels import lengthscales, noise_var, signal_var
 
     t0 = time.perf_counter()
     rows = []

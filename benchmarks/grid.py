@@ -121,9 +121,9 @@ def print_program_stages(res):
 
 #: windowed family -> (its state-machine configuration at W = 64, the bare learner's maker)
 def _bare_makers():
-    from onlinejax.gp import gp_window
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import MAP_WINDOWED, MLE_WINDOWED, bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.learners.gp import gp_window
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import MAP_WINDOWED, MLE_WINDOWED, bayesian_map_windowed, bayesian_mle_windowed
     from onlinejax.zoo import THESIS_WINDOWS
 
     cap = max(THESIS_WINDOWS)

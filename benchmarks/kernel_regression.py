@@ -32,7 +32,7 @@ from gp_window import stream  # noqa: E402  (the same sin stream as the GP bench
 from onlinejax.adaptive import adaptive  # noqa: E402
 from onlinejax.data.synthetic import abrupt_drift_stream  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.kernel_regression import kernel_regression  # noqa: E402
+from onlinejax.learners.kernel_regression import kernel_regression  # noqa: E402
 
 
 def numpy_loop(X, Y, W, n):

@@ -14,18 +14,19 @@ them (``docs/README.md``).
 
 .. include:: ../docs/metrics.md
 """
-from . import core, data, evaluation, linear
+from . import core, data, evaluation, learners
+from .learners import linear
 from .core.base import Learner, Prediction, StudentTPrediction, default_float_dtype
 from .baseline import climatology
 from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
 from .changepoint import bocpd
 from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
+from .learners.linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
                      adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
                      forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
                      nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
-from .linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
+from .learners.linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
                      WindowedOptions)
 from .core.schedule import TunePlan
 from .standardize import standardize
@@ -35,7 +36,7 @@ from .evaluation import tune_prequential
 from .core.stateful import StatefulLearner
 
 __version__ = "0.1.0"
-from . import gp
+from .learners import gp
 
 __all__ = [
     # learners
@@ -59,6 +60,6 @@ __all__ = [
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
     # the public modules (the rest, e.g. linalg and batching, are internal); the module
     # onlinejax.standardize is documented under its name, which the package binds to the function
-    "core", "adapters", "adaptive", "adaptive_state", "baseline", "calibration", "changepoint",
-    "combination", "data", "detectors", "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots", "zoo",
+    "core", "learners", "adapters", "adaptive", "adaptive_state", "baseline", "calibration", "changepoint",
+    "combination", "data", "detectors", "evaluation", "gp", "hedge", "linear", "plots", "zoo",
 ]

@@ -32,7 +32,7 @@ def drift_learners():
     """The learners of the ``drift`` command: ``{name: Learner}`` (2 inputs: ``[1, u]``)."""
     import optax
 
-    from . import linear as L
+    from .learners import linear as L
 
     lam, b = L.forgetting_from_smoothing(0.8, 25.0)
     return {
@@ -98,7 +98,7 @@ def run_compare(delay: float = 7.0) -> dict:
     """Temporal split vs K-fold vs progressive vs delayed progressive on River's TrumpApproval."""
     from .data import trump_approval
     from .evaluation import compare_evaluations
-    from .linear import bayes_linreg
+    from .learners.linear import bayes_linreg
 
     days, X, y, names = trump_approval()
     lrn = bayes_linreg(X.shape[1], alpha=1e-2, beta=1.0, forgetting=0.99, intercept=True)

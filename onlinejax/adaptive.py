@@ -385,7 +385,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
       A learner with ``init(window=None, **inner_hyperparameters)`` (forwarded to
       ``learner.init``; a ``window`` given there is also forwarded and becomes the
       phase length, for learners whose window is an init value, e.g.
-      :func:`~onlinejax.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
+      :func:`~onlinejax.learners.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
       the inner learner's, and ``learn`` / ``step`` running the state machine (:func:`step_one`; a non-finite item
       only counts in ``n_skipped``); see :func:`~onlinejax.adaptive_state.wrap_state`, :func:`record_mode`.
     Raises:
@@ -394,7 +394,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
         ``options.tune_unmoved`` not a bool.
 
     Example:
-      >>> from onlinejax.kernel_regression import kernel_regression
+      >>> from onlinejax.learners.kernel_regression import kernel_regression
       >>> adaptive(kernel_regression(2, 32), 32, options=MachineOptions(naive_alarm=0.7)).description
       'adaptive(kernel_regression(2, 32), 32, options=MachineOptions(naive_alarm=0.7))'
     """

@@ -206,9 +206,9 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
     """Bayesian online changepoint detection over any learner (Adams & MacKay 2007; module doc).
 
     Args:
-      learner: the inner learner, e.g. :func:`~onlinejax.linear.bayes_linreg` (each run-length
+      learner: the inner learner, e.g. :func:`~onlinejax.learners.linear.bayes_linreg` (each run-length
         hypothesis keeps its own state, so a conjugate, non-windowed learner is the natural choice);
-        :func:`~onlinejax.linear.nig_linreg` for runs that learn their noise level (and, with its
+        :func:`~onlinejax.learners.linear.nig_linreg` for runs that learn their noise level (and, with its
         ``trend=`` and ``forgetting=``, their level and slope: a series that wanders or trends is then
         not read as a stream of changes). A run's clock starts at its start; an item :func:`bocpd`
         skips (non-finite) does not reach the runs.
@@ -221,7 +221,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
     Returns:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
       :class:`~onlinejax.core.student_mixture.StudentTMixture` of the runs' predictives when they are
-      Student-t (:func:`~onlinejax.linear.nig_linreg`; its CRPS sums quadratures over the ``O(R²)``
+      Student-t (:func:`~onlinejax.learners.linear.nig_linreg`; its CRPS sums quadratures over the ``O(R²)``
       pairs of runs), else a :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite
       items are skipped
       (``n_skipped``); record the changepoint probabilities with

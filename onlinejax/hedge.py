@@ -182,7 +182,7 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
     Example::
 
         from onlinejax import calibrated, with_climatology
-        from onlinejax.linear import bayes_linreg
+        from onlinejax.learners.linear import bayes_linreg
         lrn = with_climatology(calibrated(bayes_linreg(2)))
         state, pred = lrn.step(lrn.init(), [0.5, 1.0], 2.0)
         lo, hi = pred.interval(0.95)

@@ -28,7 +28,7 @@ keeps its coefficients in a blend of past coordinates, which a trending
 input (its running mean and scale growing with it) makes ever further from
 today's; given ``reexpress``, the learner's change of coordinates (an affine
 map for a linear model with an intercept,
-:func:`onlinejax.linear.bayes.reexpress`), its state is carried into the new
+:func:`onlinejax.learners.linear.bayes.reexpress`), its state is carried into the new
 coordinates whenever the statistics move, exactly. ``decay < 1`` gives
 exponentially weighted statistics (memory ``1/(1 - decay)`` items) for
 streams whose scale keeps moving. This is what River's
@@ -431,7 +431,7 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
           :data:`DRIFT_RUN` such items, computed from all ``K``.
         * ``reexpress``: ``None``, or (without ``warmup``, with ``scale_inputs``) the inner learner's
           change of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state`` for inputs
-          ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (e.g. :func:`onlinejax.linear.bayes.reexpress`):
+          ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (e.g. :func:`onlinejax.learners.linear.bayes.reexpress`):
           applied whenever the statistics move, before the item is learned, so a learner that keeps
           what it learned holds every item in today's coordinates (module doc). Not behind a scaler
           that moves the inputs' coordinates upstream: the target must then move with them.

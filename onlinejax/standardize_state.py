@@ -97,7 +97,7 @@ class StandardizeOptions(NamedTuple):
         items kept, on which a rebase refits the inner learner (a window learner's window).
       reexpress: ``None`` (default), or (without ``warmup``, with ``scale_inputs``) the inner
         learner's change of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state``
-        (e.g. :func:`onlinejax.linear.bayes.reexpress`), applied whenever the statistics move.
+        (e.g. :func:`onlinejax.learners.linear.bayes.reexpress`), applied whenever the statistics move.
 
     Example:
       >>> StandardizeOptions(clip=5.0, warmup=32)

@@ -54,7 +54,7 @@ restarts from the prior where the data say a change happened.
 ``RecommendedRandomFeatureGP`` (family ``RandomFeatureGP``, the combination's
 fifth member) is a GP whose memory is not a window: conjugate
 Bayesian linear regression on random Fourier features
-(:func:`onlinejax.linear.random_feature_gp`), averaged over lengthscales and
+(:func:`onlinejax.learners.linear.random_feature_gp`), averaged over lengthscales and
 forgetting factors by the evidence, calibrated the same way.
 """
 from __future__ import annotations
@@ -67,15 +67,15 @@ from .baseline import climatology, train_once
 from .calibration import calibrated, calibrated_combination
 from .changepoint import bocpd
 from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .gp import GPWindowOptions, gp_window
-from .gp.kernels import as_kernel, linear
-from .gp.likelihood import MEANS
-from .kernel_regression import kernel_regression
-from .linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
+from .learners.gp import GPWindowOptions, gp_window
+from .learners.gp.kernels import as_kernel, linear
+from .learners.gp.likelihood import MEANS
+from .learners.kernel_regression import kernel_regression
+from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
                      bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
                      odd_features, thesis_features)
-from .linear.bayes import forgetting_from_thesis
-from .linear.random_features import random_feature_gp
+from .learners.linear.bayes import forgetting_from_thesis
+from .learners.linear.random_features import random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .core.schedule import TunePlan
 from .standardize_state import StandardizeOptions
@@ -276,13 +276,13 @@ RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WA
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 #: The recommended GP's kernel: squared exponential (ARD) plus a linear term ``σ_lin² xᵀx'/d`` on the standardised
-#: inputs, whose amplitude the tune sets (:func:`~onlinejax.gp.kernels.linear`): the linear trend of an OLS mean,
+#: inputs, whose amplitude the tune sets (:func:`~onlinejax.learners.gp.kernels.linear`): the linear trend of an OLS mean,
 #: best on the thesis's grid, without its extrapolation on real data (``benchmarks/RESULTS.md``, "A linear kernel
 #: term in the recommended GP").
 RECOMMENDED_KERNEL = as_kernel("se") + linear()
 
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
-#: the unit prior (:class:`~onlinejax.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
+#: the unit prior (:class:`~onlinejax.learners.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
 #: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
@@ -310,7 +310,7 @@ def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
 
     On standardised inputs each of the ``m`` thesis features
-    (:func:`~onlinejax.linear.thesis_features`) is of order 1, so weights
+    (:func:`~onlinejax.learners.linear.thesis_features`) is of order 1, so weights
     ``w ~ N(0, I/α)`` give ``Var f(x) ≈ m/α``; ``α = m`` matches the
     standardised targets' unit variance. ``α = 1`` let 85 features (d = 10)
     fit noise on real data.
@@ -322,10 +322,10 @@ def both_maps(n_inputs: int, wrap, make_linear):
     """The recommended linear learners' features: the thesis's map of the raw inputs, standardised, and more.
 
     ``map_features(thesis_features(d), wrap(map_features(odd, make_linear(m))))``: the
-    thesis's features (:func:`~onlinejax.linear.thesis_features`) are computed from the raw
+    thesis's features (:func:`~onlinejax.learners.linear.thesis_features`) are computed from the raw
     inputs, where the log and square root mean log-linear and square-root growth, then
     standardised by ``wrap`` (e.g. :func:`~onlinejax.calibration.calibrated`); behind it
-    :func:`~onlinejax.linear.odd_features` appends the standardised inputs' odd log and
+    :func:`~onlinejax.learners.linear.odd_features` appends the standardised inputs' odd log and
     square root, which turn sharply at the inputs' centre (the map of standardised inputs
     the recommended learners used alone before; ``benchmarks/RESULTS.md``, "Where the
     thesis's features are computed").
@@ -346,7 +346,7 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
 
     Each run-length hypothesis is a Normal-inverse-gamma linear regression
-    (:func:`~onlinejax.linear.nig_linreg`) on the recommended linear learners' features
+    (:func:`~onlinejax.learners.linear.nig_linreg`) on the recommended linear learners' features
     (:func:`both_maps`) with the unit prior (``m`` features: precision ``m``), a
     level and a slope in time (``trend`` items per unit), and forgetting ``λ`` (``forgetting``, 0.995:
     about 200 items): each run learns its noise level (prior guess ``noise_var``, a tenth of the

@@ -12,8 +12,8 @@ from onlinejax.adaptive import init as adaptive_init
 from onlinejax.core.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
-from onlinejax.gp import gp_window
-from onlinejax.kernel_regression import kernel_regression
+from onlinejax.learners.gp import gp_window
+from onlinejax.learners.kernel_regression import kernel_regression
 from conftest import DTYPE, X64, tol
 
 pytestmark = pytest.mark.float32_only  # the state machine's logic; float64 runs it through the pinned rows
@@ -511,7 +511,7 @@ def _stuck_then_moving(seed, n=600, stuck=100, d=2):
 @pytest.mark.parametrize("name", ["gp", "windowed"])
 def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers(name):
     from onlinejax.core.linalg import variance_floor
-    from onlinejax.linear import bayesian_map_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed
 
     inner = (gp_window(2, 32, mean="average") if name == "gp"
              else bayesian_map_windowed(2, 32, features=oj.ThesisFeatures(True, True), alpha=9.0))

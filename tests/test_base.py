@@ -153,10 +153,10 @@ def _huge_then_normal(make):
 def test_finite_items_too_large_to_square_are_skipped(name):
     """|x| beyond sqrt(max float) used to overflow xᵀx and leave the linear states NaN for good."""
     import onlinejax as oj
-    from onlinejax import gp
+    from onlinejax.learners import gp
     from onlinejax.calibration import calibrated_bayes_linreg
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear.thesis import bayesian_mle_forgetting
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear.thesis import bayesian_mle_forgetting
 
     makes = {"bayes_linreg": lambda: oj.bayes_linreg(2), "bayes_linreg_forgetting": lambda: oj.bayes_linreg(2, forgetting=0.99),
              "sgd_linreg": lambda: oj.sgd_linreg(2), "windowed_bayes_linreg": lambda: oj.windowed_bayes_linreg(2, window=8),
@@ -186,7 +186,7 @@ def test_building_a_learner_again_reuses_its_compiled_programs():
     assert oj.bayes_linreg(2, alpha=1) is not oj.bayes_linreg(2, alpha=1.0)  # types are part of the key
     assert combine([a, standardize(a)], ewa_squared_error(0.9)) is combine([a, standardize(a)], ewa_squared_error(0.9))
     assert zoo.configurations()["RecommendedCombination"].make(2) is zoo.configurations()["RecommendedCombination"].make(2)
-    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.learners.kernel_regression import kernel_regression
 
     k1 = kernel_regression(2, 8, lengthscale=np.ones(2))
     assert k1 is not kernel_regression(2, 8, lengthscale=np.ones(2))  # unhashable: built afresh
@@ -212,7 +212,7 @@ def test_reprs_are_readable():
 
     import onlinejax as oj
     from onlinejax.evaluation import metrics as M, progressive_validation
-    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.learners.kernel_regression import kernel_regression
     from onlinejax.standardize import standardize
 
     L = oj.windowed_bayes_linreg(3, 16, intercept=True)
@@ -282,7 +282,7 @@ def test_learners_trace_their_matrix_products_in_full_precision():
     tune differentiates in reverse mode) and under a user's lower-precision context."""
     from onlinejax import bayes_linreg
     from onlinejax.adaptive import adaptive
-    from onlinejax.gp import gp_window
+    from onlinejax.learners.gp import gp_window
 
     highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
     x, y = jnp.linspace(-1.0, 1.0, 3), jnp.asarray(0.5)
@@ -496,7 +496,7 @@ def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
     from onlinejax.adaptive import adaptive
     from onlinejax.calibration import recalibrate
     from onlinejax.hedge import with_climatology
-    from onlinejax.linear import intercept_features, map_features
+    from onlinejax.learners.linear import intercept_features, map_features
     from onlinejax.standardize import standardize
 
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
@@ -526,7 +526,7 @@ def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
 def test_a_calibrated_downdate_undoes_learn(rng):
     """recalibrate(bayes_linreg): downdating the last items gives the posterior of the first, calibrators kept."""
     from onlinejax.calibration import recalibrate
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg
 
     alpha, beta = 0.5, 2.0
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)

@@ -5,8 +5,8 @@ import pytest
 from scipy import optimize
 
 import onlinejax as oj
-from onlinejax.linear import bayes
-from onlinejax.linear.evidence import SufficientStats, evidence_fixed_point, log_evidence
+from onlinejax.learners.linear import bayes
+from onlinejax.learners.linear.evidence import SufficientStats, evidence_fixed_point, log_evidence
 from conftest import X64, tol
 from reference import blr_posterior, log_evidence as np_log_evidence, predictive, rel_err
 

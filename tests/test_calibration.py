@@ -19,7 +19,7 @@ from onlinejax.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.evaluation.delayed import ANSWER, schedule_from_delays
 from onlinejax.evaluation.metrics import item_quantities
-from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
+from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
 
 from conftest import DTYPE, X64, tol
 

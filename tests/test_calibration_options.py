@@ -15,7 +15,7 @@ import onlinejax as oj
 from onlinejax.calibration import (CALIBRATED_STANDARDIZATION, RECALIBRATION_CLIP, ACIOptions, ConformalOptions,
                                    QuantileOptions, RecalibrationOptions, calibrated, conformal)
 from onlinejax.calibration.factories import _calibrated, _conformal_options
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.linear import bayes_linreg
 from onlinejax.standardize import StandardizeOptions, standardize
 
 LRN = bayes_linreg(2, intercept=True)

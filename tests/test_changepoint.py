@@ -80,7 +80,7 @@ def _stream(rng, n, change=None):
 @pytest.mark.parametrize("seed,runs", [(0, "gaussian"), (1, "gaussian"), (2, "nig"), (3, "nig-trend")])
 def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     """Runs of fixed noise (Gaussian predictives) and runs that learn their noise (Student-t predictives,
-    :func:`~onlinejax.linear.nig_linreg`), each weighed by its own density."""
+    :func:`~onlinejax.learners.linear.nig_linreg`), each weighed by its own density."""
     rng = np.random.default_rng(seed)
     n, h = 14, 0.2
     X, Y = _stream(rng, n, change=7)

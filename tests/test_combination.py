@@ -10,11 +10,11 @@ from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_
                                    mixture_quantile, replay, stacking)
 from onlinejax.core.base import learnable
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
-from onlinejax.kernel_regression import kernel_regression
+from onlinejax.learners.kernel_regression import kernel_regression
 import optax
 
 from onlinejax.evaluation.delayed import schedule_from_delays
-from onlinejax.linear import bayes_linreg, sgd_linreg
+from onlinejax.learners.linear import bayes_linreg, sgd_linreg
 
 from conftest import DTYPE, X64, tol
 

@@ -12,7 +12,7 @@ from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GradientOptions, GridLayout, GridLearnerOptions, ItemWeights, PrequentialScoring,
                                   ReplayOptions, Scoring, SplitOptions, StreamsOptions, compare_evaluations,
                                   evaluate_streams, prequential_score, replay_combination, run_grid, tune_prequential)
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.linear import bayes_linreg
 from onlinejax.core.registry import grid_learner
 
 from conftest import tol

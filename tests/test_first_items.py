@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from onlinejax.calibration import LOG_CHI2_MEAN, calibrated, calibrated_bayes_linreg, conformal
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.linear import bayes_linreg
 from onlinejax.standardize import standardize
 
 from conftest import DTYPE

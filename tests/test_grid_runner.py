@@ -19,8 +19,8 @@ from onlinejax.data import StreamGroup, stratified_names, thesis_grid
 from onlinejax.evaluation import (GridLayout, GridLearner, ReplayOptions, Scoring, progressive_validation,
                                   registered_learners, run_grid)
 from onlinejax.evaluation.metrics import METRICS, prequential, score, stable_mask
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg
 
 from conftest import tol
 
@@ -337,7 +337,7 @@ def test_shared_program_rows_equal_separate_programs(groups):
     """The thesis's three GP means at one window share one compiled program (``program=``, the mean
     read from the state); every row equals that of the configuration compiled alone with a fixed mean,
     and the table keeps the configurations' order."""
-    from onlinejax.gp import GPWindowOptions, gp_window
+    from onlinejax.learners.gp import GPWindowOptions, gp_window
 
     W = 16
     names = ("zero", "average", "ols")
@@ -375,8 +375,8 @@ SHARD_SCRIPT = textwrap.dedent("""
     from onlinejax.data import thesis_grid, stratified_names
     from onlinejax.evaluation import GridLayout, GridLearner, run_grid
     from onlinejax.adaptive import adaptive
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import bayes_linreg
     assert len(jax.devices()) == 4, jax.devices()
     g = thesis_grid(jax.random.key(1), [n for n in stratified_names(2, size=200, seed=3) if "_200_1_" not in n])
     L = [GridLearner("blr", "l", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)),

@@ -9,7 +9,7 @@ from onlinejax import calibrated, with_climatology
 from onlinejax.core.base import StudentTPrediction
 from onlinejax.evaluation import progressive_validation
 from onlinejax.hedge import CLIMATOLOGY_MIN_DF
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.linear import bayes_linreg
 from onlinejax.core.student_mixture import StudentTMixture, student_t_mixture_quantile
 
 from conftest import DTYPE, X64, tol

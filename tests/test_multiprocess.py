@@ -64,7 +64,7 @@ class Recorded:
 
 
 def learners():
-    from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
     from onlinejax.core.registry import grid_learner
 
     return [grid_learner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99),

@@ -8,8 +8,8 @@ from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GridLearner, Scoring, delayed_progressive_validation, evaluate_streams,
                                   progressive_validation, run_grid, schedule_from_delays)
 from onlinejax.evaluation.grid import _tune_plan_for
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg
 from onlinejax.core.schedule import with_tune_plan
 
 pytestmark = pytest.mark.float32_only  # the runners' plumbing: the same in float64

@@ -444,7 +444,7 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
     rows repeated in blocks, the input trending block by block, rebased again and again, never tuned; the same
     machine with ``tune_unmoved=True`` tunes at each."""
     from onlinejax.adaptive import MachineOptions, adaptive
-    from onlinejax.gp import gp_window
+    from onlinejax.learners.gp import gp_window
 
     r = np.random.default_rng(5)
     W, F, n, B = 16, 16, 240, 4  # 4 distinct rows per window: fewer than min_moves = 8

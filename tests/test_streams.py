@@ -9,8 +9,8 @@ from onlinejax.evaluation import (ItemWeights, StreamsOptions, evaluate_streams,
                                   stable_mask)
 from onlinejax.evaluation.metrics import score
 from onlinejax.evaluation.streams import hyper_states
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
 
 from conftest import tol
 

@@ -130,7 +130,7 @@ def test_no_factory_takes_more_than_6_arguments_besides_option_records():
     from onlinejax.core.registry import GridLearner
 
     factories = _public_factories()
-    assert "onlinejax.linear.bayes.bayes_linreg" in factories and "onlinejax.core.learner.make_learner" in factories
+    assert "onlinejax.learners.linear.bayes.bayes_linreg" in factories and "onlinejax.core.learner.make_learner" in factories
     wide = {}
     for name, sig in sorted(factories.items()):
         plain = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)

@@ -107,7 +107,7 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     (item 64) leaves a variance below the floor for about ten items."""
     from onlinejax.calibration import _level_floor
     from onlinejax.data import thesis_grid
-    from onlinejax.linear import bayesian_map_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed
 
     grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
     X, y = (np.asarray(a[0, :150], oj.core.base.default_float_dtype()) for a in (grp.X, grp.Y))

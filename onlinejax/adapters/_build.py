@@ -24,8 +24,8 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
     if not isinstance(learner, str):
         raise TypeError(f"learner: expected a name or a callable, got {type(learner).__name__}")
     import onlinejax
-    from onlinejax import gp
-    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.learners import gp
+    from onlinejax.learners.kernel_regression import kernel_regression
 
     if learner == "kernel_regression":  # the module's other names (init, tune, ...) are its pure steps
         return kernel_regression

@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional
 from ..core.checks import check_record, changed_fields
 from ..core.base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
                     pass_through)
-from ..linear.bayes import bayes_linreg, reexpress
+from ..learners.linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
@@ -209,7 +209,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci
       TypeError: ``aci`` or ``quantile`` not its record.
 
     Example:
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> conformal(bayes_linreg(2), 0.9, "quantile", quantile=QuantileOptions(lr=0.05)).description
       "conformal(bayes_linreg(2), 0.9, 'quantile', quantile=QuantileOptions(lr=0.05))"
     """
@@ -286,7 +286,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4
       TypeError: ``quantile`` or ``standardization`` not its record.
 
     Example:
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> calibrated(bayes_linreg(2), standardization=StandardizeOptions(clip=5.0, warmup=32)).description
       'calibrated(bayes_linreg(2), standardization=StandardizeOptions(clip=5.0, warmup=32))'
     """
@@ -332,7 +332,7 @@ CARRIED_CLIP = 20.0
 
 
 #: :func:`calibrated_bayes_linreg`'s standardisation: moving statistics, its posterior carried into their new
-#: coordinates whenever they move (:func:`onlinejax.linear.bayes.reexpress`), so a trending input costs nothing,
+#: coordinates whenever they move (:func:`onlinejax.learners.linear.bayes.reexpress`), so a trending input costs nothing,
 #: and the standardised inputs clipped at :data:`CARRIED_CLIP` standard deviations.
 CARRIED_STANDARDIZATION = CALIBRATED_STANDARDIZATION._replace(clip=CARRIED_CLIP, reexpress=reexpress)
 
@@ -345,12 +345,12 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
 
     The default learner of the River and scikit-learn adapters: raw features
     of any scale, an intercept, ``tune`` (type-II ML of ``alpha`` and ``beta``
-    on the standardised data, :func:`onlinejax.linear.bayes.tune_evidence`)
+    on the standardised data, :func:`onlinejax.learners.linear.bayes.tune_evidence`)
     and calibrated 95 % intervals.
 
     Args:
       n_features: ``d``.
-      forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.linear.bayes_linreg`).
+      forgetting: ``None`` or ``λ`` in (0, 1] (see :func:`onlinejax.learners.linear.bayes_linreg`).
       alpha, beta: prior and noise precision on the standardised scale.
       level: the calibrated level.
       standardization: the standardisation's options, a

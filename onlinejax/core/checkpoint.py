@@ -52,7 +52,7 @@ def save_checkpoint(path: str | os.PathLike, tree: Any, *, meta: Mapping[str, An
       meta: optional JSON-able mapping stored with the tree, for what the state's
         structure does not show — e.g. ``{"data": "sensor-7", "model": "v2"}``. (Static
         options of a learner that leave the arrays alike, such as the two ``bounds`` of
-        :func:`~onlinejax.linear.windowed_bayes_linreg`, are in the structure already:
+        :func:`~onlinejax.learners.linear.windowed_bayes_linreg`, are in the structure already:
         :class:`~onlinejax.core.base.StaticOptions`.)
         :func:`load_checkpoint` given ``meta`` refuses a file saved with another.
     """

@@ -84,7 +84,7 @@ def learnable(x: Array, y: Array) -> Array:
 #: Input widths from which XLA:CPU computes a learner's matrix-vector products with BLAS calls rather than
 #: inline loops: there a fused producer of ``x`` costs more than materialising it (:func:`zero_unusable`),
 #: and a step that shares ``Wᵀx`` between prediction and update pays off
-#: (:func:`onlinejax.linear.bayes.step_one`); below it the fused, separate forms are faster.
+#: (:func:`onlinejax.learners.linear.bayes.step_one`); below it the fused, separate forms are faster.
 BLAS_MIN_FEATURES = 12
 
 

@@ -25,7 +25,7 @@ defined while ``ρ = r - xᵀSx > 0``, i.e. while the item really is part of the
 posterior; ``ρ`` is floored at ``r·eps`` so a removal that rounding makes
 indefinite degrades gracefully instead of producing NaN (windowed learners
 additionally rebuild their factor from pure updates every window, see
-:mod:`onlinejax.linear.windowed`).
+:mod:`onlinejax.learners.linear.windowed`).
 """
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     Example:
       >>> from onlinejax import standardize
       >>> from onlinejax.adaptive import adaptive
-      >>> from onlinejax.kernel_regression import kernel_regression
+      >>> from onlinejax.learners.kernel_regression import kernel_regression
       >>> lrn = standardize(adaptive(kernel_regression(2, 32), 32))
       >>> with_tune_plan(lrn, TunePlan(every=8)).description
       "standardize(adaptive(kernel_regression(2, 32), 32, tune_plan=TunePlan(every=8, batch='auto', split=True)))"

@@ -232,7 +232,7 @@ class StatefulLearner:
         length up to ``size`` share one program (:meth:`learn` compiles one per
         batch length). Each item goes through the one-item ``learn``, as a
         learner's default mini-batch ``learn`` does (a learner with a batch
-        update of its own, :func:`~onlinejax.linear.bayes_linreg`, learns the
+        update of its own, :func:`~onlinejax.learners.linear.bayes_linreg`, learns the
         rows one by one here: equal up to rounding).
 
         Args:

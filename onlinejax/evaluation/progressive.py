@@ -163,7 +163,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
 
     Example:
       >>> import numpy as np
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> from onlinejax.evaluation import metrics
       >>> X = np.ones((100, 1)); Y = np.sin(np.arange(100.0)); Y[[10, 50]] = np.nan   # two gaps
       >>> res = progressive_validation(bayes_linreg(1), bayes_linreg(1).init(), X, Y, metrics.prequential())

@@ -390,7 +390,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> X = jnp.ones((3, 50, 2)); Y = X.sum(-1) + 0.1 * jnp.sin(jnp.arange(50.0))
       >>> res = evaluate_streams(bayes_linreg(2), X, Y, hyper={"alpha": [0.1, 1.0]})
       >>> res.metrics["smse"].shape

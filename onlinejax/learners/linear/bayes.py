@@ -50,10 +50,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.checks import check_bool, check_record
-from ..core.base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
+from ...core.checks import check_bool, check_record
+from ...core.base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
+from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
 
@@ -268,7 +268,7 @@ def tune_evidence(state: BayesLinRegState, n_iter: int = 100) -> BayesLinRegStat
     """Re-estimate ``alpha`` (shared) and ``beta`` by type-II ML and rebuild the posterior.
 
     Uses the ``λ``-weighted sufficient statistics (Bishop 3.5.2, see
-    :mod:`onlinejax.linear.evidence`); the rebuilt posterior applies the new
+    :mod:`onlinejax.learners.linear.evidence`); the rebuilt posterior applies the new
     prior at full strength: ``S⁻¹ = alpha·I + beta Σ λ^{n-i} x_i x_iᵀ``.
     """
     a0 = jnp.mean(state.alpha)

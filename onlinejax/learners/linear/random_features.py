@@ -60,10 +60,10 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from ..core.checks import check_record
-from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+from ...core.checks import check_record
+from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, make_learner)
-from ..core.linalg import variance_floor
+from ...core.linalg import variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
 from .nig import forget as _forget
 
@@ -318,7 +318,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
       models: :class:`RandomFeatureModels`, the defaults of the lengthscales ``[L]`` and forgetting
         factors ``[Φ]`` (static counts; ``forgetting=None``: no forgetting, the cheaper path) and of the
         evidence discount ``δ``.
-      prior: :class:`~onlinejax.linear.NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in
+      prior: :class:`~onlinejax.learners.linear.NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in
         units of the noise variance), the noise variance's prior guess (on the standardised scale) and its
         degrees of freedom ``2a₀ > 2``; default ``NIGPrior(0.1, 0.5, 4.0)``.
       seed: the frequencies' default seed.

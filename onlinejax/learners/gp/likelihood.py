@@ -12,7 +12,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ..core.linalg import lower_triangular_inverse
+from ...core.linalg import lower_triangular_inverse
 from .kernels import GPParams, gram, noise_var
 
 Array = jax.Array
@@ -148,7 +148,7 @@ def log_marginal_likelihood(kernel: Callable, p: GPParams, X: Array, y: Array, v
     in ``p`` (thesis eq. 4.30–4.33 give the same gradient in closed form).
 
     Args:
-      kernel: a pair kernel from :mod:`onlinejax.gp.kernels`.
+      kernel: a pair kernel from :mod:`onlinejax.learners.gp.kernels`.
       p: :class:`GPParams`; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
     """
     return residual_log_marginal_likelihood(kernel, p, X, mean_residuals(mean, X, y, valid)[1], valid)

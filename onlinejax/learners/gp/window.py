@@ -12,23 +12,23 @@ all here; the helpers they call are named in each docstring):
 * :func:`step_one` — predict one item, then slide the window onto it;
   :func:`learn_one` is its state; :func:`evict` evicts the oldest item;
 * :func:`tune` — type-II MAP hyperparameters
-  (:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`, in named pieces
-  in :mod:`onlinejax.gp.hyperparameters`) and one rebuild of the factor;
+  (:func:`onlinejax.learners.gp.hyperparameters.tune_hyperparameters`, in named pieces
+  in :mod:`onlinejax.learners.gp.hyperparameters`) and one rebuild of the factor;
 * :func:`latent` — the latent-function predictive; the scale-free variance is
-  :func:`onlinejax.gp.scale.window_scale` (:mod:`onlinejax.gp.scale`);
+  :func:`onlinejax.learners.gp.scale.window_scale` (:mod:`onlinejax.learners.gp.scale`);
 * the factory :func:`gp_window` validates the static options, binds them to
   the functions above (``functools.partial``) and hands them to
   :func:`~onlinejax.core.base.make_learner`, whose boundary skips an item whose
   ``x`` or ``y`` is not finite (``skip_nonfinite=True``).
-  Its option records :class:`~onlinejax.gp.window_options.GPHyper` and
-  :class:`~onlinejax.gp.window_options.GPWindowOptions` are in
-  :mod:`onlinejax.gp.window_options` (re-exported here).
+  Its option records :class:`~onlinejax.learners.gp.window_options.GPHyper` and
+  :class:`~onlinejax.learners.gp.window_options.GPWindowOptions` are in
+  :mod:`onlinejax.learners.gp.window_options` (re-exported here).
 
 The kernels (SE-ARD, thesis eq. 4.27; Matérn, R&W eq. 4.17) and the
-hyperparameters :class:`~onlinejax.gp.kernels.GPParams` are in
-:mod:`onlinejax.gp.kernels`; the masked mean functions, kernel matrix and
+hyperparameters :class:`~onlinejax.learners.gp.kernels.GPParams` are in
+:mod:`onlinejax.learners.gp.kernels`; the masked mean functions, kernel matrix and
 log marginal likelihood (thesis eq. 4.29, R&W eq. 2.30) in
-:mod:`onlinejax.gp.likelihood`; the factor's update in
+:mod:`onlinejax.learners.gp.likelihood`; the factor's update in
 :mod:`onlinejax.core.linalg`.
 
 The factor
@@ -59,9 +59,9 @@ CPU is cheaper than a triangular solve):
   last ``W`` steps at most, never an accumulation over the stream
   (``tests/test_gp.py`` checks 10⁵ items). The windowed *linear* learner
   differs: its downdates subtract from a posterior that carries the whole
-  history, so it keeps a shadow factor (:mod:`onlinejax.linear.windowed`);
+  history, so it keeps a shadow factor (:mod:`onlinejax.learners.linear.windowed`);
 * the noise variance is floored at ``4e-3·σ_f²`` in float32, ``1e-6·σ_f²``
-  in float64 (see :func:`~onlinejax.gp.kernels.noise_floor_rel`), which
+  in float64 (see :func:`~onlinejax.learners.gp.kernels.noise_floor_rel`), which
   bounds the condition number whatever the tuner proposes. The argument
   above bounds how long a rounding error survives, not how much it is
   amplified: the factor's error grows like ``u·κ^1.8``, so on a nearly
@@ -80,7 +80,7 @@ the noise term.
 
 The predictive variance is scaled by the window's ``ĉ >= 1``, and a tune starts
 from the window's statistics with a lengthscale prior and a noise floor, so the
-intervals do not depend on the data's scale (:mod:`onlinejax.gp.scale`).
+intervals do not depend on the data's scale (:mod:`onlinejax.learners.gp.scale`).
 """
 from __future__ import annotations
 
@@ -90,10 +90,10 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..core.checks import check_record
-from ..core.base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
+from ...core.checks import check_record
+from ...core.base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
                     make_learner)
-from ..core.linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
+from ...core.linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
                               excess_to_params, params_to_excess, select_restart, tune_hyperparameters, tune_objective,
@@ -136,9 +136,9 @@ class GPWindowState(NamedTuple):
       white_resid: ``[W]`` whitened residuals ``z = R (y - m(X))`` on the window
         (``K_y⁻¹r = Rᵀz``).
       mean_coef: ``[d + 1]`` mean function ``m(x) = [x, 1]·mean_coef``.
-      params: :class:`~onlinejax.gp.kernels.GPParams`.
+      params: :class:`~onlinejax.learners.gp.kernels.GPParams`.
       n_seen, n_skipped, n_tunes: ``[]`` int32.
-      mean_kind: ``[]`` int32 index into :data:`~onlinejax.gp.likelihood.MEANS`
+      mean_kind: ``[]`` int32 index into :data:`~onlinejax.learners.gp.likelihood.MEANS`
         (``0`` zero, ``1`` average, ``2`` OLS); read only by the functions
         called with ``mean=None`` (:attr:`GPWindowOptions.mean_from_state`).
       scale: ``[]`` the window's estimate ``ĉ >= 1`` of the overall scale of
@@ -170,11 +170,11 @@ def init(n_features: int, window: int, signal_std=1.0, noise_std=0.1, lengthscal
     Args:
       n_features: ``d`` (static); window: capacity ``W`` (static).
       signal_std, noise_std: ``σ_f``, ``σ_n`` (``[]``, > 0); lengthscale: ``ℓ``, ``[]`` or ``[d]``, > 0
-        (stored as logs, :func:`~onlinejax.gp.kernels.gp_params`).
+        (stored as logs, :func:`~onlinejax.learners.gp.kernels.gp_params`).
       dtype: floating dtype; default float32 (float64 when x64 is enabled).
       mean: the mean function stored in ``mean_kind``: a name of :data:`MEANS`, its index, or a
         ``[]`` array index (under ``vmap``).
-      kernel: the learner's kernel when it is a :class:`~onlinejax.gp.kernels.Kernel` with
+      kernel: the learner's kernel when it is a :class:`~onlinejax.learners.gp.kernels.Kernel` with
         hyperparameters of its own (their defaults go into ``params.extra``); else ignored.
     Returns:
       :class:`GPWindowState` with every slot empty: ``inv_chol = I`` (the
@@ -228,7 +228,7 @@ def predict_one(state: GPWindowState, x: Array, *, kernel: Callable = squared_ex
     """The predictive distribution of ``y`` at ``x: [d]`` from the window (``mean``, ``var``: ``[]``).
 
     Thesis eq. 5.12–5.13, R&W eq. 2.25–2.26 with ``K_y⁻¹ = RᵀR``: with
-    ``k = k(X, x)`` (:func:`~onlinejax.gp.kernels.cross`, zero on empty slots)
+    ``k = k(X, x)`` (:func:`~onlinejax.learners.gp.kernels.cross`, zero on empty slots)
     and ``v = Rk``,
 
         mean = m(x) + vᵀz,     var = ĉ·(max(k(x, x) - vᵀv, 0) + σ_n²)
@@ -238,7 +238,7 @@ def predict_one(state: GPWindowState, x: Array, *, kernel: Callable = squared_ex
     Args:
       state: :class:`GPWindowState`; x: ``[d]``.
       kernel: a pair kernel ``kernel(params, x1, x2) -> []`` (static), as in
-        :mod:`onlinejax.gp.kernels`.
+        :mod:`onlinejax.learners.gp.kernels`.
     """
     v = state.inv_chol @ (cross(kernel, state.params, state.X, x) * state.valid)
     return _predictive(state, x, v, kernel(state.params, x, x))
@@ -277,7 +277,7 @@ def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squ
     (shared with the prediction), the new factor is that of ``K_y`` without its
     first row and column and bordered by ``[k'; k(x, x) + σ_n²]``; the mean
     function is refitted on the new window
-    (:func:`~onlinejax.gp.likelihood.mean_residuals`), ``z = Rr`` recomputed
+    (:func:`~onlinejax.learners.gp.likelihood.mean_residuals`), ``z = Rr`` recomputed
     and ``ĉ`` updated (:func:`window_scale`).
 
     Args:
@@ -355,7 +355,7 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     tunes begin from parameters already fitted to the stream; the count is an
     array, so it does not recompile); then
     ``R = chol(K_y)⁻¹`` from scratch
-    (:func:`~onlinejax.gp.likelihood.masked_kernel_matrix`,
+    (:func:`~onlinejax.learners.gp.likelihood.masked_kernel_matrix`,
     :func:`onlinejax.core.linalg.lower_triangular_inverse`), the mean function,
     ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. A window whose
     targets have no spread (at :func:`~onlinejax.core.linalg.variance_floor` of
@@ -399,10 +399,10 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
       kernel: ``"se"`` (ARD squared exponential, thesis eq. 4.27),
         ``"matern32"``, ``"matern52"`` (R&W eq. 4.17), a pair kernel
         ``kernel(params, x1, x2) -> []`` with ``params`` a
-        :class:`~onlinejax.gp.kernels.GPParams` and ``x1, x2: [d]`` (tinygp
-        style, like the built-ins in :mod:`onlinejax.gp.kernels`; lifted to
-        matrices with ``vmap``), or a :class:`~onlinejax.gp.kernels.Kernel`:
-        :func:`~onlinejax.gp.kernels.periodic` and sums and products such as
+        :class:`~onlinejax.learners.gp.kernels.GPParams` and ``x1, x2: [d]`` (tinygp
+        style, like the built-ins in :mod:`onlinejax.learners.gp.kernels`; lifted to
+        matrices with ``vmap``), or a :class:`~onlinejax.learners.gp.kernels.Kernel`:
+        :func:`~onlinejax.learners.gp.kernels.periodic` and sums and products such as
         ``as_kernel("se") + periodic(12.0)``, whose own hyperparameters
         (periods, the second term's amplitude and lengthscales) start at their
         defaults in ``state.params.extra`` and are tuned with the rest.

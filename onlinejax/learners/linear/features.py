@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from ..core.base import Learner, LearnerCores, describe_factory, make_learner, pass_through
+from ...core.base import Learner, LearnerCores, describe_factory, make_learner, pass_through
 
 Array = jax.Array
 

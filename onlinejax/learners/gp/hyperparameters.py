@@ -1,13 +1,13 @@
 """Type-II MAP hyperparameters of one GP window, in named pieces.
 
 :func:`tune_hyperparameters` maximises the window's log marginal likelihood
-plus a hyperprior over :class:`~onlinejax.gp.kernels.GPParams` with optax. It
+plus a hyperprior over :class:`~onlinejax.learners.gp.kernels.GPParams` with optax. It
 is :func:`tune_window` (the window's constants, :class:`TuneWindow`),
 :func:`tune_objective` (the loss, in the optimiser's coordinates
 :func:`excess_to_params` / :func:`params_to_excess`), :func:`tune_start`,
 :func:`tune_restart` (one L-BFGS or Adam run of a fixed length) and
 :func:`select_restart`. The learner's ``tune``, which calls it and rebuilds the
-factor once, is :func:`onlinejax.gp.window.tune`. Its options are one value,
+factor once, is :func:`onlinejax.learners.gp.window.tune`. Its options are one value,
 :class:`GPTuneOptions`.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..core.checks import check_bool, check_record
-from ..core.base import check_int, check_positive, keep_if
+from ...core.checks import check_bool, check_record
+from ...core.base import check_int, check_positive, keep_if
 from .kernels import GPParams
 from .likelihood import mean_residuals, residual_log_marginal_likelihood
 
@@ -52,7 +52,7 @@ class GPTuneOptions(NamedTuple):
         lengthscales ×0.3 / ×3 and the noise ×10 / ×0.1 (:func:`tune_hyperparameters`).
       retune_restarts: starts of every later tune (>= 1, at most ``restarts``; default 1): later tunes
         begin from parameters already fitted to the stream, so fewer starts find the same optimum.
-        Read by :func:`onlinejax.gp.window.tune`; :func:`tune_hyperparameters` runs ``n_active``.
+        Read by :func:`onlinejax.learners.gp.window.tune`; :func:`tune_hyperparameters` runs ``n_active``.
       method: ``"lbfgs"`` (the default; :func:`tune_restart`) or ``"adam"``.
       learning_rate: Adam's step size (> 0, default 0.05; ``method="adam"`` only).
       noise_floor: ``f >= 0`` (default :data:`NOISE_FLOOR`): the tune keeps the noise variance at least
@@ -156,7 +156,7 @@ def tune_window(mean, X: Array, y: Array, valid: Array, noise_floor=0.0, dtype=N
 
 
 def excess_to_params(w: TuneWindow, t: GPParams) -> GPParams:
-    """Optimiser coordinates ``θ`` to :class:`~onlinejax.gp.kernels.GPParams`: ``σ_n² = exp(2θ_n) + floor``.
+    """Optimiser coordinates ``θ`` to :class:`~onlinejax.learners.gp.kernels.GPParams`: ``σ_n² = exp(2θ_n) + floor``.
 
     Without a floor, ``θ`` itself.
     """
@@ -183,7 +183,7 @@ def tune_objective(t: GPParams, w: TuneWindow, kernel: Callable, lengthscale_pri
 
     ``log p(r | X, θ)`` is the window's log marginal likelihood (thesis eq.
     4.29, R&W eq. 2.30;
-    :func:`~onlinejax.gp.likelihood.residual_log_marginal_likelihood`) at
+    :func:`~onlinejax.learners.gp.likelihood.residual_log_marginal_likelihood`) at
     :func:`excess_to_params` of ``t``; ``log p(θ)`` the log-normal
     lengthscale prior (R&W eq. 5.5's numerator: type-II MAP).
     """
@@ -329,7 +329,7 @@ def select_restart(w: TuneWindow, ps: GPParams, ls: Array, l_base: Array, active
     The active restart with the lowest finite loss, if not worse than the
     start ``base`` (whose loss is ``l_base: []``, the first restart's
     starting loss); else ``base``; ``params`` itself when neither loss is
-    finite. Returned as :class:`~onlinejax.gp.kernels.GPParams` (:func:`excess_to_params`).
+    finite. Returned as :class:`~onlinejax.learners.gp.kernels.GPParams` (:func:`excess_to_params`).
     """
     ls = jnp.where(jnp.isfinite(ls) & active, ls, jnp.inf)
     best = jnp.argmin(ls)
@@ -352,7 +352,7 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
       ``σ_n² - f·var(y)`` (:func:`excess_to_params`), and the returned
       ``σ_n²`` includes it. A smooth kernel fitted to a window with a jump,
       or to noise-free targets, otherwise interpolates with the noise at the
-      dtype's floor (:func:`~onlinejax.gp.kernels.noise_floor_rel`): the
+      dtype's floor (:func:`~onlinejax.learners.gp.kernels.noise_floor_rel`): the
       predictive standard deviation becomes a tiny fraction of the targets'
       spread and the next jump or drift scores a huge ``z``. A nugget
       relative to the data's scale is the usual remedy in GP emulation
@@ -390,12 +390,12 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
     from_data=False)`` is maximum likelihood from ``params``.
 
     Args:
-      kernel: pair kernel; mean: a name of :data:`~onlinejax.gp.likelihood.MEANS` or a ``[]`` index (static or traced).
-      params: :class:`~onlinejax.gp.kernels.GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
+      kernel: pair kernel; mean: a name of :data:`~onlinejax.learners.gp.likelihood.MEANS` or a ``[]`` index (static or traced).
+      params: :class:`~onlinejax.learners.gp.kernels.GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
       tune_options: :class:`GPTuneOptions` (static; default: the learner's tune).
       n_active: ``None`` or a ``[]`` int32 array, the number of starts run (at most ``tune_options.restarts``).
     Returns:
-      :class:`~onlinejax.gp.kernels.GPParams` (the same shapes as ``params``).
+      :class:`~onlinejax.learners.gp.kernels.GPParams` (the same shapes as ``params``).
     Raises:
       ValueError: naming the field of a bad option (``tune_options.noise_floor: ...``).
     """

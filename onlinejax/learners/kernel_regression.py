@@ -119,8 +119,8 @@ The learner's parts
 
 The state and the window quantities the steps share (kernel forms, the sums
 from scratch, the residual variance, the climatology) are in
-:mod:`onlinejax.kernel_regression_state`; the tune, with the leave-one-out
-scores and the regularised whitening, in :mod:`onlinejax.kernel_regression_tune`.
+:mod:`onlinejax.learners.kernel_regression_state`; the tune, with the leave-one-out
+scores and the regularised whitening, in :mod:`onlinejax.learners.kernel_regression_tune`.
 This module re-exports their names.
 """
 from __future__ import annotations
@@ -133,15 +133,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core.checks import check_record
-from .core.base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
+from ..core.checks import check_record
+from ..core.base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
                    keep_if, make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
                                       residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
 from .kernel_regression_tune import THESIS_ALPHAS, tune
 from .kernel_regression_tune import CORRELATION_FLOOR, _loo_score, covariance_whitening, loo_cv_scores  # noqa: F401
-from .core.window import ring_init, ring_oldest, ring_pop_oldest, ring_push
+from ..core.window import ring_init, ring_oldest, ring_pop_oldest, ring_push
 
 Array = jax.Array
 

@@ -1,16 +1,16 @@
 """Sliding-window Gaussian-process regression.
 
-:mod:`onlinejax.gp.window` holds the learner's anatomy in one file: its
+:mod:`onlinejax.learners.gp.window` holds the learner's anatomy in one file: its
 state (:class:`GPWindowState`), ``init``, ``predict_one``, ``step_one`` /
 ``learn_one``, ``evict``, ``tune`` and the factory :func:`gp_window`. Its
 option records :class:`GPHyper` and :class:`GPWindowOptions` are in
-:mod:`onlinejax.gp.window_options`; the tune's type-II MAP search
+:mod:`onlinejax.learners.gp.window_options`; the tune's type-II MAP search
 (:func:`tune_hyperparameters`, in named pieces) and its options
-(:class:`GPTuneOptions`) are in :mod:`onlinejax.gp.hyperparameters`, the window's scale estimate
-(:func:`window_scale`) in :mod:`onlinejax.gp.scale`. The pair kernels and
-:class:`GPParams` are in :mod:`onlinejax.gp.kernels` (with :func:`periodic`, :func:`linear` and
+(:class:`GPTuneOptions`) are in :mod:`onlinejax.learners.gp.hyperparameters`, the window's scale estimate
+(:func:`window_scale`) in :mod:`onlinejax.learners.gp.scale`. The pair kernels and
+:class:`GPParams` are in :mod:`onlinejax.learners.gp.kernels` (with :func:`periodic`, :func:`linear` and
 sums and products of kernels, ``as_kernel("se") + periodic(12.0)``), the masked mean
-functions and log marginal likelihood in :mod:`onlinejax.gp.likelihood`.
+functions and log marginal likelihood in :mod:`onlinejax.learners.gp.likelihood`.
 """
 from .kernels import (KERNELS, GPParams, Kernel, as_kernel, cross, gp_params, gram, lengthscales, matern32, matern52,
                       linear, noise_var, periodic, resolve_kernel, signal_var, squared_exponential)

@@ -1,4 +1,4 @@
-"""The state of :func:`~onlinejax.kernel_regression.kernel_regression` and the window quantities its steps share.
+"""The state of :func:`~onlinejax.learners.kernel_regression.kernel_regression` and the window quantities its steps share.
 
 :class:`KernelRegressionState`; the kernel's quadratic forms (``_log_kernel``,
 ``_pair_q``) and a query's weights relative to its nearest point
@@ -6,7 +6,7 @@
 (:func:`window_sums`); the window's climatology (:func:`window_climatology`)
 and the residual variance of its in-window fit (:func:`residual_variance`).
 The formulas, which "the module doc" below refers to, are in the module doc
-of :mod:`onlinejax.kernel_regression`, which re-exports these names.
+of :mod:`onlinejax.learners.kernel_regression`, which re-exports these names.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core.window import RingBuffer
+from ..core.window import RingBuffer
 
 Array = jax.Array
 

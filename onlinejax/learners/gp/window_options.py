@@ -1,17 +1,17 @@
-"""The option records of :func:`~onlinejax.gp.gp_window`: :class:`GPHyper` and :class:`GPWindowOptions`.
+"""The option records of :func:`~onlinejax.learners.gp.gp_window`: :class:`GPHyper` and :class:`GPWindowOptions`.
 
 :class:`GPHyper` holds the initial hyperparameters (``init`` overrides each),
 :class:`GPWindowOptions` how the window learns and predicts; each checks
 itself (``checked``). The learner (state, init, predict, step, evict, tune
-and the factory) is :mod:`onlinejax.gp.window`; the tune's options,
-:class:`~onlinejax.gp.hyperparameters.GPTuneOptions`, are in
-:mod:`onlinejax.gp.hyperparameters`.
+and the factory) is :mod:`onlinejax.learners.gp.window`; the tune's options,
+:class:`~onlinejax.learners.gp.hyperparameters.GPTuneOptions`, are in
+:mod:`onlinejax.learners.gp.hyperparameters`.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..core.checks import check_bool
+from ...core.checks import check_bool
 from .kernels import gp_params
 
 __all__ = ["GPHyper", "GPWindowOptions"]
@@ -27,7 +27,7 @@ class GPHyper(NamedTuple):
     Attributes:
       signal_std: ``σ_f > 0``, ``[]`` (default 1).
       noise_std: ``σ_n > 0``, ``[]`` (default 0.1; the noise variance used adds the dtype's floor,
-        :func:`~onlinejax.gp.kernels.noise_floor_rel`).
+        :func:`~onlinejax.learners.gp.kernels.noise_floor_rel`).
       lengthscale: ``ℓ > 0``, ``[]`` or ``[d]`` (default 1; one per input with ``"se"``'s ARD).
     """
 
@@ -36,7 +36,7 @@ class GPHyper(NamedTuple):
     lengthscale: Any = 1.0
 
     def checked(self, n_features: int) -> "GPHyper":
-        """The record unchanged once :func:`~onlinejax.gp.kernels.gp_params` accepts it (``ValueError``:
+        """The record unchanged once :func:`~onlinejax.learners.gp.kernels.gp_params` accepts it (``ValueError``:
         ``initial.<field>: ...``)."""
         try:
             gp_params(n_features, *self)

@@ -1,10 +1,10 @@
-"""The leave-one-out bandwidth tune of :func:`~onlinejax.kernel_regression.kernel_regression`.
+"""The leave-one-out bandwidth tune of :func:`~onlinejax.learners.kernel_regression.kernel_regression`.
 
 Thesis 4.3.2.4 and Algorithm 4: :func:`tune` picks ``H = α·COV`` over the
 grid :data:`THESIS_ALPHAS` by leave-one-out CV, every ``α`` scored at once
 (:func:`loo_cv_scores`); :func:`covariance_whitening` is the regularised
 whitening of ``COV`` for degenerate windows. The rules, which "the module
-doc" below refers to, are in the module doc of :mod:`onlinejax.kernel_regression`.
+doc" below refers to, are in the module doc of :mod:`onlinejax.learners.kernel_regression`.
 """
 from __future__ import annotations
 

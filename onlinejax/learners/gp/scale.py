@@ -17,7 +17,7 @@ advance:
   predicts the mean function everywhere (the zero-mean GP predicts 0). The
   tune now also starts from the window's statistics, and a weak log-normal
   prior keeps each lengthscale near the window's input spread
-  (:func:`~onlinejax.gp.hyperparameters.tune_hyperparameters`);
+  (:func:`~onlinejax.learners.gp.hyperparameters.tune_hyperparameters`);
 * with a smooth kernel on a window with a jump, or on noise-free targets,
   the tuned noise sat at the dtype's floor of the signal variance (itself
   collapsed when an OLS mean explained the targets), so the next jump or
@@ -25,8 +25,8 @@ advance:
   ``GPTuneOptions.noise_floor`` times the window's target variance.
 
 The first is :func:`window_scale` (with :func:`mean_dof`), kept in the state by
-:func:`onlinejax.gp.window.step_one`; the other two are fields of the tune's
-options, :class:`onlinejax.gp.hyperparameters.GPTuneOptions`.
+:func:`onlinejax.learners.gp.window.step_one`; the other two are fields of the tune's
+options, :class:`onlinejax.learners.gp.hyperparameters.GPTuneOptions`.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def mean_dof(mean, n_features: int):
 def window_scale(s, dof_mean) -> Array:
     """The window's estimate ``ĉ >= 1`` of the overall scale of ``K_y``: ``[]``.
 
-    ``s`` is a :class:`~onlinejax.gp.window.GPWindowState`; ``dof_mean`` the mean function's coefficients.
+    ``s`` is a :class:`~onlinejax.learners.gp.window.GPWindowState`; ``dof_mean`` the mean function's coefficients.
 
     Multiplying ``K_y`` (signal and noise variance together) by ``c`` leaves
     the predictive mean unchanged and multiplies the predictive variance by

@@ -1,7 +1,7 @@
-"""The static options of :func:`~onlinejax.linear.windowed_bayes_linreg`: :class:`WindowedOptions` and its checks.
+"""The static options of :func:`~onlinejax.learners.linear.windowed_bayes_linreg`: :class:`WindowedOptions` and its checks.
 
 The learner itself (state, init, learn, predict, evict, tune and the factory)
-is :mod:`onlinejax.linear.windowed`; this record says which bound it predicts
+is :mod:`onlinejax.learners.linear.windowed`; this record says which bound it predicts
 with and what its ``tune`` does, checked against the window length by
 :func:`checked_options`.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..core.checks import check_bool, check_in_range, check_record
+from ...core.checks import check_bool, check_in_range, check_record
 
 __all__ = ["BOUNDS", "WindowedOptions", "checked_options"]
 
@@ -41,7 +41,7 @@ class WindowedOptions(NamedTuple):
       tune_evidence: ``tune`` re-estimates ``alpha``/``beta`` (type-II ML; default True). ``False``:
         ``tune`` keeps the model — ``beta`` and ``init``'s prior on the *raw* features' weights
         (``prior_alpha / s²`` on the scaled ones, then the floor) — and only re-standardises and
-        rebuilds the factor from the window (what :func:`~onlinejax.linear.bayesian_mle_windowed` uses).
+        rebuilds the factor from the window (what :func:`~onlinejax.learners.linear.bayesian_mle_windowed` uses).
       capacity: the ring buffer's size ``W >= window`` (default ``None``: ``window``). The per-item cost
         does not depend on it (the posterior is updated and downdated in ``O(d²)``); ``tune`` and the
         asymptotic bound's residual variance cost ``O(W d²)`` and ``O(W d)``.

@@ -20,7 +20,7 @@ kernel too (:func:`resolve_kernel` checks one; :func:`cross` and
 A kernel with hyperparameters of its own (a period, a second term's
 amplitude) is a :class:`Kernel`: it reads them from ``p.extra``, a pytree
 that :meth:`Kernel.extra_init` builds, so they vmap, differentiate and are
-tuned with the rest (:func:`onlinejax.gp.hyperparameters.tune_hyperparameters`).
+tuned with the rest (:func:`onlinejax.learners.gp.hyperparameters.tune_hyperparameters`).
 
 The Matérn kernels use a guarded ``r = sqrt(r²)`` whose gradient is finite at
 ``r = 0`` (duplicate inputs), where the exact derivative in ``r²`` is used.
@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import check_positive, default_float_dtype
+from ...core.base import check_positive, default_float_dtype
 
 Array = jax.Array
 
@@ -102,7 +102,7 @@ def noise_floor_rel(dtype) -> float:
 
     The floor bounds the condition number of ``K + σ_n²I`` by ``1 + W/floor``
     whatever the optimiser proposes, and it is what keeps the sliding-window
-    factor (:mod:`onlinejax.gp.window`) accurate: the inverse-Cholesky
+    factor (:mod:`onlinejax.learners.gp.window`) accurate: the inverse-Cholesky
     update's error grows like ``u·κ^1.8`` (``u`` the unit roundoff), faster
     than a direct solve's ``u·κ``, and it compounds over the steps a window
     stays ill-conditioned. The worst case is a lengthscale several times the

@@ -22,8 +22,8 @@ The learner in one file
   returns a :class:`~onlinejax.Learner` whose boundary skips non-finite items
   (``make_learner(skip_nonfinite=True)``): the pure functions assume finite items.
 
-The factory's static options, :class:`~onlinejax.linear.windowed_options.WindowedOptions`
-and their checks, are in :mod:`onlinejax.linear.windowed_options` (re-exported here).
+The factory's static options, :class:`~onlinejax.learners.linear.windowed_options.WindowedOptions`
+and their checks, are in :mod:`onlinejax.learners.linear.windowed_options` (re-exported here).
 
 What keeps the downdates accurate over millions of items
 --------------------------------------------------------
@@ -71,10 +71,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
+from ...core.base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
                     describe_factory, make_learner)
-from ..core.linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
-from ..core.window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
+from ...core.linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
+from ...core.window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
 from .windowed_options import BOUNDS, WindowedOptions, checked_options
@@ -363,7 +363,7 @@ def tune(state: WindowedBayesState, n_iter: int = 100, *, standardize: bool = Tr
     1. ``standardize``: fix the scales ``s`` at the features' RMS over the window.
     2. ``tune_evidence``: re-estimate a shared ``alpha`` and ``beta`` by type-II
        ML on the window's statistics of ``x/s`` (Bishop 3.5.2,
-       :func:`~onlinejax.linear.evidence.evidence_fixed_point`); otherwise keep
+       :func:`~onlinejax.learners.linear.evidence.evidence_fixed_point`); otherwise keep
        ``beta`` and ``init``'s prior on the raw weights, ``prior_alpha/s²`` on
        the scaled ones. With ``prior_floor=c`` the evidence estimate is at
        least ``c·prior_alpha/s²``: no raw weight's prior gets more than ``1/c``

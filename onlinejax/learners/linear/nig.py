@@ -16,7 +16,7 @@ and the predictive is a Student-t with location ``xᵀm``, scale² ``(b/a)(1 + f
 relative to ``b``'s increments: from there ``a`` and ``b`` are both scaled back by
 ``a_max/(a_max + 1/2)`` after each item, so ``b/a`` becomes a running mean of the scaled squared
 errors over the last ``2a_max`` items (float32 keeps it to about 0.4 % over any stream) and the
-degrees of freedom stay at ``2a_max``. In float64 the stop (2⁴⁴) is never reached. Unlike :func:`~onlinejax.linear.bayes_linreg`
+degrees of freedom stay at ``2a_max``. In float64 the stop (2⁴⁴) is never reached. Unlike :func:`~onlinejax.learners.linear.bayes_linreg`
 (a fixed noise precision ``β``) the noise level is learned, and a model that has seen few
 items predicts heavy tails: what a run of :func:`~onlinejax.changepoint.bocpd` needs so that a
 young run neither claims a tight noise level nor reads its first surprise as a change.
@@ -53,10 +53,10 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..core.checks import check_record
-from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+from ...core.checks import check_record
+from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                     default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ..core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
+from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
 
@@ -67,7 +67,7 @@ __all__ = ["NIGState", "nig_linreg", "init", "predict_one", "step_one", "update_
 class NIGPrior(NamedTuple):
     """The Normal-inverse-gamma prior's defaults (``init`` overrides each): an immutable, hashable record.
 
-    Shared by :func:`nig_linreg` and :func:`~onlinejax.linear.random_feature_gp` (whose own default is
+    Shared by :func:`nig_linreg` and :func:`~onlinejax.learners.linear.random_feature_gp` (whose own default is
     ``NIGPrior(0.1, 0.5, 4.0)``); equal records build the same learner. The values become state arrays,
     so ``init(prior_precision=..., noise_var=..., prior_df=...)`` and ``vmap`` reach them as before.
 

@@ -9,28 +9,28 @@ Thesis sections 4.2, 5.4.1–5.4.2 (``003_89e17038b7e7160f.txt``):
 * **BayesianMAP** starts from the prior instead (thesis 5.4.2.2): prior
   precision ``alpha`` and noise precision ``beta`` (``σ_y² Σ_w⁻¹`` in the
   thesis's notation). Its ``tune`` uses type-II maximum likelihood
-  (:mod:`onlinejax.linear.evidence`) where the thesis grid-searched ``σ_y`` on
+  (:mod:`onlinejax.learners.linear.evidence`) where the thesis grid-searched ``σ_y`` on
   the window's *training* residuals — a criterion that always prefers the
   least regularisation.
 * Windowed variants give the asymptotic prediction bounds of eq. 4.17; the
   forgetting variants give the ad-hoc 3-learner ensemble bounds of 5.4.1.1
   (:func:`adhoc_bounds`).
 * ``features=ThesisFeatures(mapped=True)`` applies the thesis's feature-space
-  mapping (:func:`~onlinejax.linear.features.thesis_features`);
+  mapping (:func:`~onlinejax.learners.linear.features.thesis_features`);
   ``ThesisFeatures(intercept=True)`` adds the constant feature the thesis code lacked.
 
 The ad-hoc bounds alone (``floor="none"``) are by construction about ±0.5
 noise standard deviations wide, far below a nominal 95 % (see
 :func:`adhoc_bounds`); the default floor at the base learner's recursive
 residuals and, for the windowed variants, the one-step floor of
-:func:`~onlinejax.linear.windowed_bayes_linreg` bring the intervals to their
+:func:`~onlinejax.learners.linear.windowed_bayes_linreg` bring the intervals to their
 nominal level when the model fits.
 
 The ad-hoc learner in one place: :class:`AdHocState`, :func:`adhoc_init`,
 :func:`adhoc_learn_one`, :func:`adhoc_predict_one`; :func:`adhoc_bounds`
 binds them to a learner. The other factories configure
-:func:`~onlinejax.linear.bayes_linreg` and
-:func:`~onlinejax.linear.windowed_bayes_linreg`.
+:func:`~onlinejax.learners.linear.bayes_linreg` and
+:func:`~onlinejax.learners.linear.windowed_bayes_linreg`.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.checks import check_bool, check_record
-from ..core.base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
+from ...core.checks import check_bool, check_record
+from ...core.base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
                     learnable, make_learner, normal_quantile, state_dtype)
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
@@ -78,7 +78,7 @@ class ThesisFeatures(NamedTuple):
     """The features a thesis learner sees: an immutable, hashable record of two bools (default: the raw inputs).
 
     Attributes:
-      mapped: apply the thesis's feature-space mapping (:func:`~onlinejax.linear.features.thesis_features`;
+      mapped: apply the thesis's feature-space mapping (:func:`~onlinejax.learners.linear.features.thesis_features`;
         default False).
       intercept: append the constant feature the thesis code lacked (default False).
     """
@@ -352,7 +352,7 @@ def _thesis_windowed(options: WindowedOptions, model: WindowedOptions, name: str
 
     A record built from scratch (``WindowedOptions(capacity=128)``) would silently carry the generic
     learner's ``bounds="bayes"`` (and evidence tuning for the MLE model): start from the model's record
-    (``name._replace(...)``) or use :func:`~onlinejax.linear.windowed_bayes_linreg`.
+    (``name._replace(...)``) or use :func:`~onlinejax.learners.linear.windowed_bayes_linreg`.
     """
     check_record(options, WindowedOptions, "options")
     for field in ("bounds", "tune_evidence"):
@@ -371,17 +371,17 @@ def bayesian_mle_windowed(n_features: int, window: int, *, k=MLE_K, features: Th
     Nothing of the model is tuned (thesis 5.4.1.5): ``tune`` only re-standardises
     the features on the window and rebuilds the factor, keeping the prior
     ``kI`` on the raw weights and ``beta = 1`` (``tune_evidence=False`` of
-    :class:`~onlinejax.linear.WindowedOptions`). Without it the float32
+    :class:`~onlinejax.learners.linear.WindowedOptions`). Without it the float32
     factor of the raw mapped features (inputs of scale 50–100: features
     spanning 1–10⁴) loses all precision.
 
     Args:
       n_features: ``d``.
       window: the default window length (``init(window=)``; see
-        :func:`~onlinejax.linear.windowed_bayes_linreg`).
+        :func:`~onlinejax.learners.linear.windowed_bayes_linreg`).
       k: initial ``XXᵀ = kI`` scale (thesis: 10⁴), i.e. prior precision ``1/k``.
       features: :class:`ThesisFeatures` (module doc).
-      options: the windowed learner's :class:`~onlinejax.linear.WindowedOptions`, as a whole
+      options: the windowed learner's :class:`~onlinejax.learners.linear.WindowedOptions`, as a whole
         (default :data:`MLE_WINDOWED`, the thesis's model; change a field with
         ``MLE_WINDOWED._replace(capacity=128)``, which keeps the others).
       dtype: default floating dtype.
