@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/bocpd_runs.py [--streams 16] [--n 3000] [--seed 7]
 
-:func:`onlinejax.changepoint.bocpd` keeps the ``R`` most probable run-length hypotheses
+:func:`onlinejax.wrappers.changepoint.bocpd` keeps the ``R`` most probable run-length hypotheses
 (``lax.top_k``), not the ``R`` shortest, so ``R`` need not cover the expected run length
 ``1/h``. Streams: 2-d linear regression whose weights jump 3-14 times at random items (the
 first after item 50), in two settings: clear changes (weights N(0, 2²), noise sd 0.5) and

@@ -169,7 +169,7 @@ def grid(a):
     --xla_force_host_platform_device_count=2`` both CPU cores), so the time includes the
     metrics. ``--grid-tune off`` learns every item with fixed hyperparameters instead.
     """
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
     from onlinejax.data import StreamGroup, abrupt_drift_stream
     from onlinejax.evaluation import run_grid
 

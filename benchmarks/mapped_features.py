@@ -30,10 +30,10 @@ from _machine import describe  # noqa: E402
 
 def makers() -> dict:
     from onlinejax import calibrated, zoo
-    from onlinejax.adaptive import MachineOptions, adaptive
+    from onlinejax.wrappers.adaptive import MachineOptions, adaptive
     from onlinejax.learners.linear import (MAP_WINDOWED, ThesisFeatures, bayesian_map_forgetting, bayesian_map_windowed,
                                   map_features, thesis_features)
-    from onlinejax.standardize import StandardizeOptions
+    from onlinejax.wrappers.standardize import StandardizeOptions
 
     W, F = zoo.RECOMMENDED_WINDOW, zoo.RECOMMENDED_WARMUP
 

@@ -7,7 +7,7 @@ given raw, or as River's ``preprocessing.StandardScaler`` hands them to the
 next step of a pipeline when it learns (its running statistics including the
 item). The models are Bayesian linear regression with an intercept, run by
 progressive validation; MAE from the third item. The target is given raw, or
-standardised with running statistics as ``onlinejax.standardize`` does
+standardised with running statistics as ``onlinejax.wrappers.standardize`` does
 (predicted with the statistics before the item, learned with them after it,
 the prediction mapped back). Printed: MAE per input form and target form;
 the library's default learner and its standardiser in both input forms; the

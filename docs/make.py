@@ -50,7 +50,7 @@ def _namedtuples_home(module_names) -> None:
             new = getattr(obj, "__new__", None)
             if (isinstance(obj, type) and issubclass(obj, tuple) and hasattr(obj, "_fields")
                     and getattr(new, "__module__", "").startswith("namedtuple_")):
-                new.__module__ = obj.__module__  # re-exported classes too (onlinejax.combination)
+                new.__module__ = obj.__module__  # re-exported classes too (onlinejax.wrappers.combination)
 
 
 NAMES_PAGE = ROOT / "docs" / "public_names.md"

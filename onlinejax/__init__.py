@@ -14,13 +14,13 @@ them (``docs/README.md``).
 
 .. include:: ../docs/metrics.md
 """
-from . import core, data, evaluation, learners
+from . import core, data, evaluation, learners, wrappers
 from .learners import linear
 from .core.base import Learner, Prediction, StudentTPrediction, default_float_dtype
-from .baseline import climatology
-from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
-from .changepoint import bocpd
-from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
+from .wrappers.baseline import climatology
+from .wrappers.calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
+from .wrappers.changepoint import bocpd
+from .wrappers.combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .learners.linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
                      adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
                      bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
@@ -29,8 +29,8 @@ from .learners.linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState
 from .learners.linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
                      WindowedOptions)
 from .core.schedule import TunePlan
-from .standardize import standardize
-from .hedge import with_climatology
+from .wrappers.standardize import standardize
+from .wrappers.hedge import with_climatology
 from .core.student_mixture import StudentTMixture
 from .evaluation import tune_prequential
 from .core.stateful import StatefulLearner
@@ -58,8 +58,7 @@ __all__ = [
     "default_float_dtype", "tune_prequential", "TunePlan",
     # states
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
-    # the public modules (the rest, e.g. linalg and batching, are internal); the module
-    # onlinejax.standardize is documented under its name, which the package binds to the function
-    "core", "learners", "adapters", "adaptive", "adaptive_state", "baseline", "calibration", "changepoint",
-    "combination", "data", "detectors", "evaluation", "gp", "hedge", "linear", "plots", "zoo",
+    # the public modules, by layer (each layer package lists its public modules; the rest, e.g. core.linalg and
+    # core.batching, are internal); the learners' linear and gp are bound here too
+    "core", "learners", "wrappers", "evaluation", "data", "adapters", "linear", "gp", "plots", "zoo",
 ]

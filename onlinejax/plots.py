@@ -139,8 +139,8 @@ def plot_phases(error, modes, path=None, *, names=("cold start", "stable", "high
 
     Args:
       error: ``[n]`` per-item errors (e.g. squared); shown as a sliding mean over ``window`` items.
-      modes: ``[n]`` int phase of each item (:func:`onlinejax.adaptive.record_mode`,
-        ``0..len(names)-1``, see :data:`onlinejax.adaptive.MODES`).
+      modes: ``[n]`` int phase of each item (:func:`onlinejax.wrappers.adaptive.record_mode`,
+        ``0..len(names)-1``, see :data:`onlinejax.wrappers.adaptive.MODES`).
       names: label of each phase.
     """
     plt = _plt()

@@ -2,10 +2,10 @@
 
 Thesis 6.2.1. Names follow the thesis (``BayesianMLEForgettingMapped_FF0.05``,
 ``GPRegressionOLSMean_WS64``, ``KernelRegression_WS96``, ...). The windowed
-learners run inside the thesis's state machine (:func:`onlinejax.adaptive.adaptive`:
+learners run inside the thesis's state machine (:func:`onlinejax.wrappers.adaptive.adaptive`:
 cold start, stable, high error, tune); the forgetting learners learn every
 item. Batch learners (``*Batch_TS32`` …) learn their first ``TS`` items once
-(:func:`onlinejax.baseline.train_once`) and are scored from item ``TS`` on.
+(:func:`onlinejax.wrappers.baseline.train_once`) and are scored from item ``TS`` on.
 
 Configurations that differ only in values their state starts from share a
 compiled program (``GridLearner.program``): the three GP means at one
@@ -26,12 +26,12 @@ Recommended configurations
 The thesis's configurations are kept as they are, for reproduction. The
 recommended ones (names ``Recommended<Family>``, stable across versions)
 wrap one learner per family so that it can be used on raw data:
-:func:`onlinejax.standardize.standardize` (inputs and targets of any scale
+:func:`onlinejax.wrappers.standardize.standardize` (inputs and targets of any scale
 and offset; the windowed learners' statistics are those of the first
 :data:`RECOMMENDED_WARMUP` items, then fixed, so that a model kept for
 hundreds of items is read in the coordinates it was fitted in; an intercept
 wherever the thesis's learner had none, since centred targets need one)
-inside :func:`onlinejax.calibration.conformal` (quantile
+inside :func:`onlinejax.wrappers.calibration.conformal` (quantile
 tracking after variance recalibration: the 95 % interval's long-run
 coverage is guaranteed), returning a Student-t with 4 degrees of freedom
 around that interval, so a surprise costs a few nats of log score, not
@@ -39,14 +39,14 @@ millions. The linear ones (the windowed and forgetting learners and BOCPD's
 runs) see the thesis's features of the raw inputs, standardised, and the
 standardised inputs' odd log and square root (:func:`both_maps`). On short
 or signal-free series, wrap one in
-:func:`onlinejax.hedge.with_climatology` (not done by default: it costs
+:func:`onlinejax.wrappers.hedge.with_climatology` (not done by default: it costs
 compile time and the first items' MSE; ``benchmarks/RESULTS.md``, "Short
 real series").
 ``RecommendedCombination`` mixes the five calibrated members (the four
 above and ``RecommendedRandomFeatureGP``, below) with the default combination
 rule and calibrates the mixture the same way (:func:`calibrate_combination`).
 ``RecommendedBOCPD`` (family ``BOCPD``, not a member of the combination) is
-Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
+Bayesian online changepoint detection (:func:`onlinejax.wrappers.changepoint.bocpd`)
 over runs that learn their noise, level and slope (a Normal-inverse-gamma
 linear model on those features, forgetting slowly), calibrated the same
 way: besides following a slow drift it keeps 16 run-length hypotheses and
@@ -62,11 +62,11 @@ from __future__ import annotations
 import functools
 from functools import partial
 
-from .adaptive import MachineOptions, adaptive
-from .baseline import climatology, train_once
-from .calibration import calibrated, calibrated_combination
-from .changepoint import bocpd
-from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
+from .wrappers.adaptive import MachineOptions, adaptive
+from .wrappers.baseline import climatology, train_once
+from .wrappers.calibration import calibrated, calibrated_combination
+from .wrappers.changepoint import bocpd
+from .wrappers.combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .learners.gp import GPWindowOptions, gp_window
 from .learners.gp.kernels import as_kernel, linear
 from .learners.gp.likelihood import MEANS
@@ -78,7 +78,7 @@ from .learners.linear.bayes import forgetting_from_thesis
 from .learners.linear.random_features import random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .core.schedule import TunePlan
-from .standardize_state import StandardizeOptions
+from .wrappers.standardize_state import StandardizeOptions
 
 __all__ = [
     "THESIS_WINDOWS",
@@ -272,7 +272,7 @@ RECOMMENDED_WARMUP = 32
 RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WARMUP)
 
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
-#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
+#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 #: The recommended GP's kernel: squared exponential (ARD) plus a linear term ``σ_lin² xᵀx'/d`` on the standardised
@@ -287,14 +287,14 @@ RECOMMENDED_KERNEL = as_kernel("se") + linear()
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
 #: The windowed recommended learners' state machine learns on after a learning phase in which the input
-#: moved on fewer than this many of its items (:class:`~onlinejax.adaptive.MachineOptions`'s ``min_moves``): a
+#: moved on fewer than this many of its items (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s ``min_moves``): a
 #: window of a few distinct inputs (rows repeated in runs of about ``W/8`` items or more) is not frozen.
 RECOMMENDED_MIN_MOVES = 8
 
 
 #: The windowed recommended learners learn a stable item whose standardised input lies more than this
 #: (in standard deviations) beyond every input learned, the second such item in a row
-#: (:class:`~onlinejax.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
+#: (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
 #: of a W-item window per item, while a slow creep to a new low (a river's recession, 1e-4 sd per item)
 #: is no extrapolation.
 RECOMMENDED_FOLLOW_MARGIN = 0.01
@@ -324,7 +324,7 @@ def both_maps(n_inputs: int, wrap, make_linear):
     ``map_features(thesis_features(d), wrap(map_features(odd, make_linear(m))))``: the
     thesis's features (:func:`~onlinejax.learners.linear.thesis_features`) are computed from the raw
     inputs, where the log and square root mean log-linear and square-root growth, then
-    standardised by ``wrap`` (e.g. :func:`~onlinejax.calibration.calibrated`); behind it
+    standardised by ``wrap`` (e.g. :func:`~onlinejax.wrappers.calibration.calibrated`); behind it
     :func:`~onlinejax.learners.linear.odd_features` appends the standardised inputs' odd log and
     square root, which turn sharply at the inputs' centre (the map of standardised inputs
     the recommended learners used alone before; ``benchmarks/RESULTS.md``, "Where the
@@ -343,7 +343,7 @@ def both_maps(n_inputs: int, wrap, make_linear):
 
 def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 1000, forgetting: float = 0.995,
                       trend: float = 50.0, noise_var: float = 0.1):
-    """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
+    """``RecommendedBOCPD``: :func:`~onlinejax.wrappers.changepoint.bocpd` over runs that learn, calibrated.
 
     Each run-length hypothesis is a Normal-inverse-gamma linear regression
     (:func:`~onlinejax.learners.linear.nig_linreg`) on the recommended linear learners' features
@@ -433,7 +433,7 @@ def _recommended() -> list[GridLearner]:
 
 def calibrate_combination(learner):
     """``RecommendedCombination``'s outer wrapper: the mixture's moments calibrated as :func:`calibrated` does
-    (no standardisation: its members are standardised already; :func:`~onlinejax.calibration.calibrated_combination`),
+    (no standardisation: its members are standardised already; :func:`~onlinejax.wrappers.calibration.calibrated_combination`),
     a Student-t output."""
     return calibrated_combination(learner, 0.95, df=4.0)
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
+from onlinejax.wrappers.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
                                 adaptive, record_mode, step_one)
 from onlinejax.core.schedule import TunePlan
-from onlinejax.detectors import bocpd_detector, cusum, frozen
-from onlinejax.adaptive import init as adaptive_init
+from onlinejax.wrappers.detectors import bocpd_detector, cusum, frozen
+from onlinejax.wrappers.adaptive import init as adaptive_init
 from onlinejax.core.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
@@ -365,7 +365,7 @@ def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
     refused."""
     import importlib
 
-    adaptive_mod = importlib.import_module("onlinejax.adaptive")
+    adaptive_mod = importlib.import_module("onlinejax.wrappers.adaptive")
 
     assert adaptive_mod._default_tune_batch() == (1 if jax.default_backend() == "cpu" else None)
     monkeypatch.setattr(adaptive_mod.jax, "default_backend", lambda: "gpu")

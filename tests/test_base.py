@@ -77,7 +77,7 @@ def test_prediction_cdfs_match_scipy():
     from scipy import stats
 
     from onlinejax.core.base import StudentTPrediction
-    from onlinejax.combination import mixture_prediction
+    from onlinejax.wrappers.combination import mixture_prediction
 
     dt = jnp.zeros(()).dtype
     y = np.array([-2.0, 0.3, 4.0])
@@ -154,7 +154,7 @@ def test_finite_items_too_large_to_square_are_skipped(name):
     """|x| beyond sqrt(max float) used to overflow xᵀx and leave the linear states NaN for good."""
     import onlinejax as oj
     from onlinejax.learners import gp
-    from onlinejax.calibration import calibrated_bayes_linreg
+    from onlinejax.wrappers.calibration import calibrated_bayes_linreg
     from onlinejax.learners.kernel_regression import kernel_regression
     from onlinejax.learners.linear.thesis import bayesian_mle_forgetting
 
@@ -176,9 +176,9 @@ def test_building_a_learner_again_reuses_its_compiled_programs():
     argument types, wrappers and lists count; arrays build afresh; a bad argument still raises."""
     import onlinejax as oj
     from onlinejax import zoo
-    from onlinejax.combination import combine, ewa_squared_error
+    from onlinejax.wrappers.combination import combine, ewa_squared_error
     from onlinejax.evaluation import progressive_validation
-    from onlinejax.standardize import standardize
+    from onlinejax.wrappers.standardize import standardize
 
     a, b = oj.bayes_linreg(2, alpha=0.5), oj.bayes_linreg(2, alpha=0.5)
     assert a is b and standardize(a) is standardize(b)
@@ -213,7 +213,7 @@ def test_reprs_are_readable():
     import onlinejax as oj
     from onlinejax.evaluation import metrics as M, progressive_validation
     from onlinejax.learners.kernel_regression import kernel_regression
-    from onlinejax.standardize import standardize
+    from onlinejax.wrappers.standardize import standardize
 
     L = oj.windowed_bayes_linreg(3, 16, intercept=True)
     assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with evict, tune)"
@@ -281,7 +281,7 @@ def test_learners_trace_their_matrix_products_in_full_precision():
     precision (TF32 for float32 on NVIDIA GPUs), also inside a user's jit, in derivatives (jvp; the GP's
     tune differentiates in reverse mode) and under a user's lower-precision context."""
     from onlinejax import bayes_linreg
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
     from onlinejax.learners.gp import gp_window
 
     highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
@@ -493,11 +493,11 @@ def _same_tree(a, b):
 def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
     """Each wrapper's tune / downdate / evict is the inner learner's on the inner state, the rest kept."""
     import onlinejax as oj
-    from onlinejax.adaptive import adaptive
-    from onlinejax.calibration import recalibrate
-    from onlinejax.hedge import with_climatology
+    from onlinejax.wrappers.adaptive import adaptive
+    from onlinejax.wrappers.calibration import recalibrate
+    from onlinejax.wrappers.hedge import with_climatology
     from onlinejax.learners.linear import intercept_features, map_features
-    from onlinejax.standardize import standardize
+    from onlinejax.wrappers.standardize import standardize
 
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
     for inner in (oj.gp.gp_window(2, 8), oj.windowed_bayes_linreg(2, 8)):
@@ -525,7 +525,7 @@ def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
 
 def test_a_calibrated_downdate_undoes_learn(rng):
     """recalibrate(bayes_linreg): downdating the last items gives the posterior of the first, calibrators kept."""
-    from onlinejax.calibration import recalibrate
+    from onlinejax.wrappers.calibration import recalibrate
     from onlinejax.learners.linear import bayes_linreg
 
     alpha, beta = 0.5, 2.0

@@ -6,7 +6,7 @@ import pytest
 from scipy import integrate, stats
 
 from onlinejax.core.base import StudentTPrediction
-from onlinejax.baseline import ClimatologyState, climatology, climatology_init, climatology_learn, climatology_predict
+from onlinejax.wrappers.baseline import ClimatologyState, climatology, climatology_init, climatology_learn, climatology_predict
 from onlinejax.evaluation import progressive_validation
 from conftest import DTYPE, X64, tol
 

@@ -6,16 +6,16 @@ import pytest
 from scipy import stats
 from scipy.special import ndtri
 
-from onlinejax.adaptive import AdaptiveState, adaptive
+from onlinejax.wrappers.adaptive import AdaptiveState, adaptive
 from onlinejax.core.base import Prediction, make_learner
-from onlinejax.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
+from onlinejax.wrappers.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
                                    RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
                                    ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
                                    correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
                                    recalibration_init, recalibration_update, step_one, upper_normal_quantile)
-from onlinejax.calibration import ACIOptions, QuantileOptions
-from onlinejax.calibration import init as calibrated_init
-from onlinejax.combination import combine
+from onlinejax.wrappers.calibration import ACIOptions, QuantileOptions
+from onlinejax.wrappers.calibration import init as calibrated_init
+from onlinejax.wrappers.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.evaluation.delayed import ANSWER, schedule_from_delays
 from onlinejax.evaluation.metrics import item_quantities

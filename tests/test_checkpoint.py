@@ -17,8 +17,8 @@ pytestmark = pytest.mark.float32_only  # resuming is bitwise in either dtype; ch
 
 SETUP = """
 import jax, jax.numpy as jnp, numpy as np
-from onlinejax.adaptive import adaptive
-from onlinejax.combination import combine, fixed_share, mean_correction
+from onlinejax.wrappers.adaptive import adaptive
+from onlinejax.wrappers.combination import combine, fixed_share, mean_correction
 from onlinejax.evaluation.metrics import prequential
 from onlinejax.learners.kernel_regression import kernel_regression
 from onlinejax.learners.linear import bayes_linreg

@@ -67,7 +67,7 @@ def test_public_modules_export_only_what_they_define_or_re_export():
     for name in onlinejax.__all__:
         importlib.import_module(f"onlinejax.{name}") if not hasattr(onlinejax, name) else None
     for mod_name in ("onlinejax", "onlinejax.learners.linear", "onlinejax.evaluation", "onlinejax.learners.gp", "onlinejax.data",
-                     "onlinejax.calibration", "onlinejax.core.base", "onlinejax.adaptive", "onlinejax.standardize"):
+                     "onlinejax.wrappers.calibration", "onlinejax.core.base", "onlinejax.wrappers.adaptive", "onlinejax.wrappers.standardize"):
         mod = importlib.import_module(mod_name)
         assert len(set(mod.__all__)) == len(mod.__all__), mod_name
         for n in mod.__all__:

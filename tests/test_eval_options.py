@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.combination import fixed_share
+from onlinejax.wrappers.combination import fixed_share
 from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GradientOptions, GridLayout, GridLearnerOptions, ItemWeights, PrequentialScoring,
                                   ReplayOptions, Scoring, SplitOptions, StreamsOptions, compare_evaluations,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from onlinejax import zoo
-from onlinejax.adaptive import adaptive
-from onlinejax.baseline import train_once
+from onlinejax.wrappers.adaptive import adaptive
+from onlinejax.wrappers.baseline import train_once
 from onlinejax.data import StreamGroup, stratified_names, thesis_grid
 from onlinejax.evaluation import (GridLayout, GridLearner, ReplayOptions, Scoring, progressive_validation,
                                   registered_learners, run_grid)
@@ -374,7 +374,7 @@ SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from onlinejax.data import thesis_grid, stratified_names
     from onlinejax.evaluation import GridLayout, GridLearner, run_grid
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
     from onlinejax.learners.kernel_regression import kernel_regression
     from onlinejax.learners.linear import bayes_linreg
     assert len(jax.devices()) == 4, jax.devices()
@@ -409,7 +409,7 @@ def test_sharded_equals_unsharded_on_four_host_devices():
 @pytest.mark.slow
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     """Rows added from kept member predictions equal run_grid on the combination learner itself."""
-    from onlinejax.combination import combine, fixed_share, mean_correction
+    from onlinejax.wrappers.combination import combine, fixed_share, mean_correction
     from onlinejax.evaluation import replay_combination
 
     mc = mean_correction(0.99, 50.0)
@@ -485,10 +485,10 @@ def test_use_cpu_cores_sets_host_devices_before_jax_starts():
 def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
     """replay_combination(wrap=...) equals run_grid on the wrapped combination itself, and mixes hedged members'
     learners, not their hedges (as the recommended combination does): a hedged Student-t output."""
-    from onlinejax.calibration import conformal
-    from onlinejax.combination import combine, ewa_squared_error
+    from onlinejax.wrappers.calibration import conformal
+    from onlinejax.wrappers.combination import combine, ewa_squared_error
     from onlinejax.evaluation import replay_combination
-    from onlinejax.hedge import with_climatology
+    from onlinejax.wrappers.hedge import with_climatology
 
     wrap = lambda l: with_climatology(conformal(l, 0.9, method="quantile", recalibrate=0.99, df=4.0),  # noqa: E731
                                       keep_mean=True)

@@ -296,7 +296,7 @@ def test_tune_on_repeated_inputs_keeps_cusum_alive(rng):
     """Issue 23: inputs constant over blocks of 100 items (targets 2.7·x + noise): the tune after the
     cold start made every later point "far", the predictions summed the window's targets (1900 of
     2000 errors > 3) and the variance cap gave z² ≈ 0, so CUSUM never alarmed."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
 
     n, W = 2000, 64
     x = np.repeat(rng.uniform(0, 1, n // 100), 100)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from onlinejax.calibration import calibrated
+from onlinejax.wrappers.calibration import calibrated
 from onlinejax.learners.linear import NIGPrior, RandomFeatureModels
-from onlinejax.standardize import StandardizeOptions
+from onlinejax.wrappers.standardize import StandardizeOptions
 from onlinejax.learners.linear.random_features import _members, random_feature_gp
 from conftest import tol
 

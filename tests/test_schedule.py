@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from onlinejax import TunePlan, calibrated, combine, ewa_squared_error, standardize
-from onlinejax.adaptive import adaptive
+from onlinejax.wrappers.adaptive import adaptive
 from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GridLearner, Scoring, delayed_progressive_validation, evaluate_streams,
                                   progressive_validation, run_grid, schedule_from_delays)

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.adaptive import adaptive
+from onlinejax.wrappers.adaptive import adaptive
 from onlinejax.evaluation import (ItemWeights, StreamsOptions, evaluate_streams, prequential, progressive_validation,
                                   stable_mask)
 from onlinejax.evaluation.metrics import score

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import adaptive
+from onlinejax.wrappers.adaptive import adaptive
 from onlinejax.core.base import normal_quantile
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation

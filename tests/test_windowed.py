@@ -291,7 +291,7 @@ def test_variance_after_a_drift_follows_the_new_errors(rng):
     mixing old and new items) was far below the new errors: |z| up to 69 and a mean log density of -248 over the
     window after the drift (evidence-tuned learner in the state machine). The floor at the recursive residuals of
     the items learned since the tune widens the intervals while the window changes."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
 
     c, W = 400, 64
     X, Y = _drift_stream(rng, c=c)

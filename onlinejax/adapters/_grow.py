@@ -45,9 +45,9 @@ def _grow_linear(s, d_old: int, k: int):
 
 
 def _grow(s, d_old: int, k: int):
-    from ..calibration import CalibratedState
+    from ..wrappers.calibration import CalibratedState
     from ..learners.linear.bayes import BayesLinRegState
-    from ..standardize import StandardizeState
+    from ..wrappers.standardize import StandardizeState
 
     if isinstance(s, BayesLinRegState):
         return _grow_linear(s, d_old, k)

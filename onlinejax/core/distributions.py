@@ -3,7 +3,7 @@
 Each is a ``NamedTuple`` of arrays, so a batch of predictions scans and
 vmaps leaf by leaf, with its moments, a central ``interval`` and the scores
 ``cdf``, ``log_prob`` and ``crps`` in closed forms that stay finite for a
-point mass. The mixtures (:class:`onlinejax.combination.MixturePrediction`,
+point mass. The mixtures (:class:`onlinejax.wrappers.combination.MixturePrediction`,
 :class:`onlinejax.core.student_mixture.StudentTMixture`) duck-type them. This
 module imports no learner: the Student-t's special functions come from
 :mod:`onlinejax.core.special`.
@@ -109,11 +109,11 @@ class Prediction(NamedTuple):
 class StudentTPrediction(NamedTuple):
     """A Student-t predictive distribution ``μ + s·T_ν`` (location, scale, degrees of freedom ``ν > 0``).
 
-    The calibration wrappers return it (:func:`onlinejax.calibration.conformal`
+    The calibration wrappers return it (:func:`onlinejax.wrappers.calibration.conformal`
     with ``df=``): a heavy-tailed predictive whose log density at a residual
     of ``z`` scales falls like ``-(ν+1) log|z|`` instead of ``-z²/2``, so one
     surprise (a discontinuity, a drift) costs tens of nats, not millions.
-    :func:`onlinejax.baseline.climatology` returns it with ``ν = n - 1``.
+    :func:`onlinejax.wrappers.baseline.climatology` returns it with ``ν = n - 1``.
 
     Every ``ν > 0`` is valid and large ``ν`` (the Gaussian limit, up to
     ``1/ε`` and beyond) is computed without cancellation; the moments and

@@ -31,7 +31,7 @@ class GridLearner(NamedTuple):
       family: group for summaries, e.g. ``"GPRegression"``.
       make: ``make(n_features) -> Learner`` (called once per input dimension).
       score_from: items before this index are not scored (a batch baseline's
-        training set; see :func:`onlinejax.baseline.train_once`).
+        training set; see :func:`onlinejax.wrappers.baseline.train_once`).
       hyper: optional ``{init_kwarg: [H] values}``; each value becomes its own
         row (``name[kwarg=value]``, or ``labels[h]``), vmapped inside the same program.
       labels: optional row labels for the ``H`` values of ``hyper``.
@@ -75,7 +75,7 @@ class GridLearnerOptions(NamedTuple):
 
     Attributes:
       score_from: items before this index are not scored (an int >= 0, default 0; a batch
-        baseline's training set, :func:`onlinejax.baseline.train_once`).
+        baseline's training set, :func:`onlinejax.wrappers.baseline.train_once`).
       program: ``None`` (default) or a key shared by configurations that build the same learner up to
         their ``init_kwargs``: the grid runner compiles one program per stream shape for all of them.
       vmap_bytes: ``None`` (default: the runner's) or an int >= 1 overriding the grid runner's

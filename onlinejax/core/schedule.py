@@ -1,6 +1,6 @@
 """When a learner's tunes run: a plan that belongs to the runner, not to the learner.
 
-A state machine (:func:`~onlinejax.adaptive.adaptive`) decides *that* its
+A state machine (:func:`~onlinejax.wrappers.adaptive.adaptive`) decides *that* its
 inner learner needs a tune (a learning phase ended); a :class:`TunePlan`
 decides *when* and *how* it runs:
 
@@ -157,7 +157,7 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
     Every learner built by a public factory records its call
     (``Learner.factory_call``); the learners inside it (a wrapper's inner
     learner, a combination's members) are rebuilt first, and every
-    :func:`~onlinejax.adaptive.adaptive` call gets the plan's fields that are
+    :func:`~onlinejax.wrappers.adaptive.adaptive` call gets the plan's fields that are
     set over its own ``tune_plan`` (:meth:`TunePlan.over`). Learners without
     a state machine, machines that already follow the plan, and everything
     when ``plan`` is ``None`` or sets nothing come back unchanged; so do
@@ -178,7 +178,7 @@ def with_tune_plan(learner: Learner, plan: Optional[TunePlan]) -> Learner:
 
     Example:
       >>> from onlinejax import standardize
-      >>> from onlinejax.adaptive import adaptive
+      >>> from onlinejax.wrappers.adaptive import adaptive
       >>> from onlinejax.learners.kernel_regression import kernel_regression
       >>> lrn = standardize(adaptive(kernel_regression(2, 32), 32))
       >>> with_tune_plan(lrn, TunePlan(every=8)).description

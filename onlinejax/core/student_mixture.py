@@ -1,6 +1,6 @@
 """A finite mixture of Student-t predictive distributions: moments, exact quantiles, log density and CRPS.
 
-``p(y) = Σ_m w_m t_{ν_m}(y; μ_m, s_m)``. :func:`onlinejax.hedge.with_climatology`
+``p(y) = Σ_m w_m t_{ν_m}(y; μ_m, s_m)``. :func:`onlinejax.wrappers.hedge.with_climatology`
 returns it (a learner's Student-t predictive mixed with the climatology's).
 :class:`StudentTMixture` duck-types :class:`~onlinejax.core.base.Prediction`
 (``mean``, ``var``, ``std``, ``interval``, ``cdf``, ``log_prob``, ``crps``),
@@ -114,7 +114,7 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     ``μ_m ± s_m·B`` holds those, with ``B = tan(π(p - ½))`` for ``ν >= 1`` (the
     Cauchy's quantile, ``p = max(q, 1 - q)``) and ``max(tan(π(p - ½)), 1/(2(1 - p)))^{1/ν}``
     for a heavier tail (its tail ``P(T > t) ≈ ½ t^{-ν}`` as ``ν → 0``). It is halved
-    ``nmant + 66`` times (as :func:`~onlinejax.combination.mixture_quantile`
+    ``nmant + 66`` times (as :func:`~onlinejax.wrappers.combination.mixture_quantile`
     does), enough for a bracket 2⁶⁴ times wider than the answer. Several
     ``q`` share one bisection (one CDF call site in the compiled program).
 

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.base import learnable
-from ..baseline import recorded
-from ..combination import replay
+from ..wrappers.baseline import recorded
+from ..wrappers.combination import replay
 from .grid_plan import streams_sharding
 from .grid_result import ROW_METRICS, GridResult
 from .metrics import stable_mask
@@ -59,9 +59,9 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
                        family: str = "Combination") -> GridResult:
     """Add rows for a combination of already-evaluated members, from their kept predictions.
 
-    The members of :func:`onlinejax.combination.combine` learn the same
+    The members of :func:`onlinejax.wrappers.combination.combine` learn the same
     whatever the weights, so the combination's predictions follow from the
-    members' (:func:`onlinejax.combination.replay`, tested equal to the
+    members' (:func:`onlinejax.wrappers.combination.replay`, tested equal to the
     learner) without compiling or running the members again. Rows get the
     same metrics as :func:`~onlinejax.evaluation.run_grid`'s; ``atpi`` is the members' summed
     ``atpi`` plus the replay's own time per item.
@@ -71,9 +71,9 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
         that has rows for every name in ``members``.
       streams: the stream groups ``result`` was computed on.
       name: row label; members: member row labels (order = weight order);
-      rule: a :class:`onlinejax.combination.WeightRule`.
+      rule: a :class:`onlinejax.wrappers.combination.WeightRule`.
       options: :class:`~onlinejax.evaluation.options.ReplayOptions`: the rest of the combination
-        (``recalibrate``, ``correct``, ``after_spread`` as in :func:`~onlinejax.combination.combine`)
+        (``recalibrate``, ``correct``, ``after_spread`` as in :func:`~onlinejax.wrappers.combination.combine`)
         and an optional ``wrap`` of it (default: ``combine``'s defaults, unwrapped).
       scoring: :class:`~onlinejax.evaluation.options.Scoring` as in :func:`~onlinejax.evaluation.run_grid`
         (use the same ``level`` and ``stable_window``; a replay is progressive: ``delay`` must be ``None``).

@@ -32,7 +32,7 @@ class GridResult(NamedTuple):
     ``{(row learner label, stream name): (mean [n], var [n], pit [n], inner mean [n], inner var [n])}``
     NumPy arrays (:data:`~onlinejax.evaluation.streams.KEPT`); ``pit`` is the prediction's own CDF at the target (Gaussian, Student-t
     or mixture); the inner moments are those of the learner inside a climatology hedge
-    (:func:`~onlinejax.hedge.inner_prediction`), which :func:`~onlinejax.evaluation.replay_combination` mixes, else the
+    (:func:`~onlinejax.wrappers.hedge.inner_prediction`), which :func:`~onlinejax.evaluation.replay_combination` mixes, else the
     prediction's own.
     ``tune_plan``: the :class:`~onlinejax.core.schedule.TunePlan` the rows ran under (checked, ``batch="auto"``
     read from the devices), or ``None`` (each configuration as it was built).

@@ -162,17 +162,17 @@ class ItemWeights(NamedTuple):
 class ReplayOptions(NamedTuple):
     """The combination that :func:`~onlinejax.evaluation.replay_combination` replays (``options=``), besides its rule.
 
-    The defaults are :func:`~onlinejax.combination.combine`'s.
+    The defaults are :func:`~onlinejax.wrappers.combination.combine`'s.
 
     Attributes:
       recalibrate: ``None`` (default) or the decay of the members' running variance
-        recalibration, as :func:`~onlinejax.combination.combine`'s ``recalibrate``.
-      correct: ``None`` (default) or a :class:`~onlinejax.combination.MeanCorrection`, as
-        :func:`~onlinejax.combination.combine`'s ``correct``.
-      after_spread: as :func:`~onlinejax.combination.combine`'s ``after_spread`` (default False).
+        recalibration, as :func:`~onlinejax.wrappers.combination.combine`'s ``recalibrate``.
+      correct: ``None`` (default) or a :class:`~onlinejax.wrappers.combination.MeanCorrection`, as
+        :func:`~onlinejax.wrappers.combination.combine`'s ``correct``.
+      after_spread: as :func:`~onlinejax.wrappers.combination.combine`'s ``after_spread`` (default False).
       wrap: ``None`` (default) or a wrapper of the combination learner, e.g.
         ``lambda l: conformal(l, df=4.0)``: it is replayed over the combination's replayed
-        predictions (:func:`onlinejax.baseline.recorded`).
+        predictions (:func:`onlinejax.wrappers.baseline.recorded`).
     """
 
     recalibrate: Optional[float] = None

@@ -151,7 +151,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
         counts the others whose prediction was not finite).
       record: optional static function ``record(state) -> pytree`` evaluated on
         the state after each item (e.g. ``lambda s: s.mode`` for
-        :func:`onlinejax.adaptive.adaptive`, or a combination's weights); pass
+        :func:`onlinejax.wrappers.adaptive.adaptive`, or a combination's weights); pass
         the same function object to avoid recompiling.
       tune_plan: optional :class:`~onlinejax.core.schedule.TunePlan`: when the
         state machines inside ``learner`` run their tunes (:func:`~onlinejax.core.schedule.with_tune_plan`;
@@ -171,7 +171,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
       (2, True)
 
     A learner with a :class:`~onlinejax.core.base.DeferredStep` (``learner.deferred``,
-    e.g. :func:`~onlinejax.adaptive.adaptive`'s tunes) runs, when no
+    e.g. :func:`~onlinejax.wrappers.adaptive.adaptive`'s tunes) runs, when no
     ``record`` is asked for and the call is not vmapped, as item loops with
     the rare part applied between them: the same results as scanning
     ``learner.step``, without the rare part's branch in the per-item loop.

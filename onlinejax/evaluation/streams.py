@@ -27,7 +27,7 @@ import numpy as np
 
 from ..core.checks import check_record
 from ..core.base import Learner, Prediction, default_float_dtype, is_concrete, tree_repr
-from ..hedge import inner_prediction
+from ..wrappers.hedge import inner_prediction
 from ..core.schedule import TunePlan, with_tune_plan
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
@@ -69,7 +69,7 @@ class StreamsResult(NamedTuple):
 
 
 #: The per-item moments a program keeps with ``keep_predictions`` (besides the prediction itself), in this
-#: order; ``inner_*`` are the learner's inside a climatology hedge (:func:`~onlinejax.hedge.inner_prediction`).
+#: order; ``inner_*`` are the learner's inside a climatology hedge (:func:`~onlinejax.wrappers.hedge.inner_prediction`).
 KEPT = ("mean", "var", "pit", "inner_mean", "inner_var")
 
 def _scalar(a: np.ndarray):
@@ -322,7 +322,7 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
         progressive validation, ``k >= 1`` for every label ``k`` items late.
       keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]``, ``"inner_mean"`` and
         ``"inner_var"`` (those of the learner inside a climatology hedge,
-        :func:`~onlinejax.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
+        :func:`~onlinejax.wrappers.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
         ``"prediction"``, the predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
       width: as in :func:`predictions_program`.
     """

@@ -29,7 +29,7 @@ never feeds a NaN into the part of the computation it discards).
 Integer-valued hyperparameters (a window length) and static options cannot
 be tuned this way: their gradient is zero or undefined. Nor can learners whose
 step runs a ``while_loop`` or :func:`~onlinejax.core.batching.cond_if_any` on
-differentiated values (:func:`~onlinejax.adaptive.adaptive`): JAX cannot
+differentiated values (:func:`~onlinejax.wrappers.adaptive.adaptive`): JAX cannot
 reverse-differentiate them. (The forgetting model's windup guard runs one
 on values it does not differentiate, :func:`onlinejax.core.linalg.cap_variance`.)
 """

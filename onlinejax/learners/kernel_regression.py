@@ -67,7 +67,7 @@ No information: the window's climatology
 The bounds grow without limit where the window has no points (``f̂(x) → 0``).
 The predictive variance is capped by what predicting ``m̂(x)`` would cost
 with no local information, the window's climatology (its targets' Gaussian,
-as :func:`onlinejax.baseline.climatology`): ``V(x) = c_n s_y² + (ȳ - m̂(x))²``,
+as :func:`onlinejax.wrappers.baseline.climatology`): ``V(x) = c_n s_y² + (ȳ - m̂(x))²``,
 ``s_y²`` the targets' sample variance (same floor as ``σ̂²``) and
 ``c_n = (1 + 1/n) r_ν`` the plug-in Student-t predictive of a Gaussian
 sample (``ν = n - 1``): ``(1 + 1/n)`` for the mean's uncertainty and

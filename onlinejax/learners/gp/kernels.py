@@ -494,6 +494,6 @@ def linear() -> Kernel:
     Through the origin, weights' prior ``N(0, σ_f²/d · I)``. In a sum, ``as_kernel("se") + linear()``, a
     linear trend the window integrates over rather than fits like an OLS mean (which extrapolates wildly once
     ``d`` is a sizeable share of the window), its amplitude tuned with the rest. No hyperparameters of its
-    own (``p.extra == ()``); meant for inputs of unit scale (behind :func:`~onlinejax.standardize.standardize`).
+    own (``p.extra == ()``); meant for inputs of unit scale (behind :func:`~onlinejax.wrappers.standardize.standardize`).
     """
     return _Linear()

@@ -427,7 +427,7 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
       MAP, see :func:`tune_hyperparameters`) and rebuilds the factor once.
       ``step`` and ``learn`` never change the hyperparameters: they stay at
       ``init``'s values until ``tune`` is called. To tune when the stream
-      asks for it, wrap the learner in :func:`onlinejax.adaptive.adaptive`
+      asks for it, wrap the learner in :func:`onlinejax.wrappers.adaptive.adaptive`
       (a tune at the start and after each drift alarm); to tune on a fixed
       schedule in your own ``jit``/``vmap``, call ``tune`` between blocks of
       items (``docs/getting_started.md``, "A GP in your own jit").

@@ -18,7 +18,7 @@ relative to ``b``'s increments: from there ``a`` and ``b`` are both scaled back 
 errors over the last ``2a_max`` items (float32 keeps it to about 0.4 % over any stream) and the
 degrees of freedom stay at ``2a_max``. In float64 the stop (2⁴⁴) is never reached. Unlike :func:`~onlinejax.learners.linear.bayes_linreg`
 (a fixed noise precision ``β``) the noise level is learned, and a model that has seen few
-items predicts heavy tails: what a run of :func:`~onlinejax.changepoint.bocpd` needs so that a
+items predicts heavy tails: what a run of :func:`~onlinejax.wrappers.changepoint.bocpd` needs so that a
 young run neither claims a tight noise level nor reads its first surprise as a change.
 
 Options (static presence):
@@ -40,7 +40,7 @@ Options (static presence):
   local linear trend's transition; Durbin & Koopman 2012 §3.2), so the clock never grows and
   float32 keeps its precision over any stream. The predictions equal those of the features
   ``[x, 1, t/τ]``. With forgetting: a local linear trend. Inside
-  :func:`~onlinejax.changepoint.bocpd` every run starts its clock at its own start.
+  :func:`~onlinejax.wrappers.changepoint.bocpd` every run starts its clock at its own start.
 
 An item that cannot be learned (a non-finite ``x`` or ``y``: a gap) is not absorbed, but time
 passes: the level follows the slope and forgetting applies (``n_skipped`` counts it).

@@ -309,7 +309,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
 
     ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
     averaged by their discounted evidence (module doc). Meant for inputs and
-    targets of unit spread: wrap it in :func:`onlinejax.calibration.calibrated`
+    targets of unit spread: wrap it in :func:`onlinejax.wrappers.calibration.calibrated`
     with a warm-up (the frequencies are fixed, so the coordinates must be too).
 
     Args:
@@ -328,7 +328,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
 
     Example::
 
-        from onlinejax.calibration import CALIBRATED_STANDARDIZATION, calibrated
+        from onlinejax.wrappers.calibration import CALIBRATED_STANDARDIZATION, calibrated
         # raw data: standardise (statistics of the first 32 items, then fixed), calibrate
         learner = calibrated(random_feature_gp(2), standardization=CALIBRATED_STANDARDIZATION._replace(warmup=32))
         state = learner.init()

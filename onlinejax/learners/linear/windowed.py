@@ -57,7 +57,7 @@ the last ``tune`` (the last one to two windows of them): the one-step error
 of an item scored before it was learned, which for a correct model has the
 same mean as the noise variance (Brown, Durbin & Evans 1975, JRSS B 37:149).
 A ``tune`` refits the window and clears it, so in the thesis's state machine
-(:func:`onlinejax.adaptive.adaptive`) it acts in the cold-start and
+(:func:`onlinejax.wrappers.adaptive.adaptive`) it acts in the cold-start and
 high-error phases, where the window is changing. The items the bounds still
 miss badly are the first (the prior's prediction) and those that a model
 frozen in a stable phase predicts at a change, before the alarm.

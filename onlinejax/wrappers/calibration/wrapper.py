@@ -1,6 +1,6 @@
 """The calibrated learner's parts: its state, static options and per-item functions.
 
-Wrappers (:func:`~onlinejax.calibration.recalibrate`, :func:`~onlinejax.calibration.conformal`) return a
+Wrappers (:func:`~onlinejax.wrappers.calibration.recalibrate`, :func:`~onlinejax.wrappers.calibration.conformal`) return a
 :class:`~onlinejax.core.base.Learner` whose state is a :class:`CalibratedState`
 (the inner learner's state and the calibrators'). ``step`` predicts once
 (one inner prediction), corrects it and updates the calibrators and the
@@ -15,8 +15,8 @@ finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
 information" value), leave the calibrators unchanged (``n_skipped`` counts
 them); an abstaining prediction is returned as it is.
 
-The first items (:func:`~onlinejax.calibration.calibrated`, whose inner learner is a
-:func:`~onlinejax.standardize.standardize`). Until the standardisation has
+The first items (:func:`~onlinejax.wrappers.calibration.calibrated`, whose inner learner is a
+:func:`~onlinejax.wrappers.standardize.standardize`). Until the standardisation has
 the targets' scale (two distinct targets; again after it starts afresh) its
 predictions are in a guessed unit, and a residual measured in that unit says
 nothing about the learner's calibration: the calibrators leave such items
@@ -25,10 +25,10 @@ prior set the variance scale 113 times too wide, decaying over ~100 items). Such
 prediction's variance is at least the residuals' running level
 ``exp(L - E[log χ²₁])`` of the recalibrator, which is in the targets' units
 and outlives the statistics. A wrapper over learners that standardise
-inside (a combination of :func:`~onlinejax.calibration.calibrated` members,
+inside (a combination of :func:`~onlinejax.wrappers.calibration.calibrated` members,
 ``ConformalOptions.after_spread``) leaves out the labels before the targets
 differ, the same condition on a stream's start, tracked from the labels
-(:class:`~onlinejax.scaler.SpreadState`).
+(:class:`~onlinejax.wrappers.scaler.SpreadState`).
 
 The wrappers' anatomy: :class:`CalibratedState`, the static
 :class:`RecalibrationOptions` / :class:`ConformalOptions`, :func:`init`,
@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
+from ...core.base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
 from ..scaler import SpreadState, spread_init, spread_update, target_scale_known
 from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale
@@ -59,18 +59,18 @@ __all__ = ["CalibratedState", "RecalibrationOptions", "ConformalOptions", "init"
 
 
 class CalibratedState(NamedTuple):
-    """State of :func:`~onlinejax.calibration.recalibrate` / :func:`~onlinejax.calibration.conformal`.
+    """State of :func:`~onlinejax.wrappers.calibration.recalibrate` / :func:`~onlinejax.wrappers.calibration.conformal`.
 
     Attributes:
       inner: the wrapped learner's state.
-      recalibration: :class:`~onlinejax.calibration.RecalibrationState`, or ``None`` without recalibration.
-      conformal: :class:`~onlinejax.calibration.ACIState` / :class:`~onlinejax.calibration.QuantileState`, or ``None``.
+      recalibration: :class:`~onlinejax.wrappers.calibration.RecalibrationState`, or ``None`` without recalibration.
+      conformal: :class:`~onlinejax.wrappers.calibration.ACIState` / :class:`~onlinejax.wrappers.calibration.QuantileState`, or ``None``.
       n_skipped: ``[]`` int32 labels the calibrators did not use (non-finite
         item or prediction, or an abstaining prediction).
       t_ratio: ``[]`` ``Φ⁻¹(1 - α/2) / t_ν(1 - α/2)``, the scale of the
         Student-t output per Gaussian standard deviation (``None`` for a
         Gaussian output).
-      targets: :class:`~onlinejax.scaler.SpreadState` of the labels (``None``
+      targets: :class:`~onlinejax.wrappers.scaler.SpreadState` of the labels (``None``
         without ``ConformalOptions.after_spread``).
     """
 
@@ -83,10 +83,10 @@ class CalibratedState(NamedTuple):
 
 
 class RecalibrationOptions(NamedTuple):
-    """Static options of the variance recalibrator in a wrapper (see :func:`~onlinejax.calibration.recalibrate`).
+    """Static options of the variance recalibrator in a wrapper (see :func:`~onlinejax.wrappers.calibration.recalibrate`).
 
     Attributes:
-      decay: the default ``ρ``; clip: :data:`~onlinejax.calibration.RECALIBRATION_CLIP`'s role;
+      decay: the default ``ρ``; clip: :data:`~onlinejax.wrappers.calibration.RECALIBRATION_CLIP`'s role;
       max_scale: ``s`` stays in ``[1/max_scale, max_scale]``;
       error_cap: ``None`` or the cap's multiple of the mean squared error.
     """
@@ -98,7 +98,7 @@ class RecalibrationOptions(NamedTuple):
 
 
 class ConformalOptions(NamedTuple):
-    """Static options of the conformal calibrator in a wrapper (see :func:`~onlinejax.calibration.conformal`).
+    """Static options of the conformal calibrator in a wrapper (see :func:`~onlinejax.wrappers.calibration.conformal`).
 
     Attributes:
       method: ``"aci"`` or ``"quantile"``; level, gamma, lr: the defaults of
@@ -107,7 +107,7 @@ class ConformalOptions(NamedTuple):
         ``K_I``; saturation: the default ``C_sat``; max_scale: ``c²``'s clip;
         df: ``None`` (Gaussian output) or the Student-t output's ``ν``.
       standardized: the inner learner is a
-        :func:`~onlinejax.standardize.standardize` whose predictions before it
+        :func:`~onlinejax.wrappers.standardize.standardize` whose predictions before it
         has the targets' scale the calibrators leave out (module doc, "The
         first items").
       after_spread: the inner learner's members standardise inside: the
@@ -135,10 +135,10 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
     Args:
       learner: the wrapped learner; recal, conf: the options, or ``None`` for
         a wrapper without that calibrator (static).
-      recalibration: ``None`` or a dict overriding :func:`~onlinejax.calibration.recalibration_init`'s
+      recalibration: ``None`` or a dict overriding :func:`~onlinejax.wrappers.calibration.recalibration_init`'s
         ``decay`` (arrays vmap).
-      conformal: ``None`` or a dict overriding :func:`~onlinejax.calibration.aci_init`'s ``level`` /
-        ``gamma`` or :func:`~onlinejax.calibration.quantile_init`'s ``level`` / ``lr`` / ``gain`` / ``saturation``.
+      conformal: ``None`` or a dict overriding :func:`~onlinejax.wrappers.calibration.aci_init`'s ``level`` /
+        ``gamma`` or :func:`~onlinejax.wrappers.calibration.quantile_init`'s ``level`` / ``lr`` / ``gain`` / ``saturation``.
       **inner_kwargs: passed on to ``learner.init``.
     Raises:
       ValueError: an override for a calibrator the wrapper does not have.
@@ -168,12 +168,12 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
 
 def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
             pred: Prediction) -> tuple[Prediction, Array, Array]:
-    """Scale the inner prediction: ``N(μ, c_t² σ²)`` (:mod:`onlinejax.calibration`).
+    """Scale the inner prediction: ``N(μ, c_t² σ²)`` (:mod:`onlinejax.wrappers.calibration`).
 
-    ``c_t²`` is the recalibrated scale ``s_{t-1}`` (:func:`~onlinejax.calibration.recalibrated_variance`)
-    times the conformal multiplier (:func:`~onlinejax.calibration.aci_var_scale` or
-    :func:`~onlinejax.calibration.quantile_var_scale`). A prediction that is not informative
-    (:func:`~onlinejax.calibration.is_informative`) is returned as it is; an overflow is capped at
+    ``c_t²`` is the recalibrated scale ``s_{t-1}`` (:func:`~onlinejax.wrappers.calibration.recalibrated_variance`)
+    times the conformal multiplier (:func:`~onlinejax.wrappers.calibration.aci_var_scale` or
+    :func:`~onlinejax.wrappers.calibration.quantile_var_scale`). A prediction that is not informative
+    (:func:`~onlinejax.wrappers.calibration.is_informative`) is returned as it is; an overflow is capped at
     ``finfo.max``, an underflow keeps the learner's own variance.
 
     Args:
@@ -231,10 +231,10 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
            x: Array, y: Array, pred: Prediction):
     """Correct ``pred``, then update the calibrators with the label ``y``.
 
-    Recalibration: :func:`~onlinejax.calibration.recalibration_update` on the unscaled ``N(μ, σ²)``.
-    ACI (Gibbs & Candès 2021, eq. 2): :func:`~onlinejax.calibration.aci_update` with ``err_t`` the
-    miss of the returned interval (:func:`~onlinejax.calibration.interval_miss`). Quantile tracking
-    (Angelopoulos, Candès & Tibshirani 2023, Sec. 2): :func:`~onlinejax.calibration.quantile_update`
+    Recalibration: :func:`~onlinejax.wrappers.calibration.recalibration_update` on the unscaled ``N(μ, σ²)``.
+    ACI (Gibbs & Candès 2021, eq. 2): :func:`~onlinejax.wrappers.calibration.aci_update` with ``err_t`` the
+    miss of the returned interval (:func:`~onlinejax.wrappers.calibration.interval_miss`). Quantile tracking
+    (Angelopoulos, Candès & Tibshirani 2023, Sec. 2): :func:`~onlinejax.wrappers.calibration.quantile_update`
     with the score ``|y - μ|/σ`` (``σ`` recalibrated).
 
     Args:
@@ -294,7 +294,7 @@ def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOpt
     is the state the prediction was issued from and neither the variance cap
     nor the floor was active (then the recalibration's own floor is
     inverted as a scale). An issued variance of no information (not
-    informative, :func:`~onlinejax.calibration.is_informative`) is the inner one as it was.
+    informative, :func:`~onlinejax.wrappers.calibration.is_informative`) is the inner one as it was.
 
     Returns:
       ``(inner prediction, corrected Gaussian, its variance before the
@@ -326,7 +326,7 @@ def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[Confo
     one. Probed with :func:`correct` itself: a variance 0.1 % smaller comes
     out 0.1 % smaller unless a floor or cap binds (a variance within 0.1 % of
     one counts as binding: predicting it again costs time, not exactness).
-    An issued variance of no information (:func:`~onlinejax.calibration.is_informative`) may come
+    An issued variance of no information (:func:`~onlinejax.wrappers.calibration.is_informative`) may come
     from an informative one through the overflow cap: not exact either.
 
     Args:

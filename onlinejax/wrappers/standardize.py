@@ -36,7 +36,7 @@ streams whose scale keeps moving. This is what River's
 too.
 
 A learner that stops learning (the state machine of
-:func:`~onlinejax.adaptive.adaptive` keeps a window's fit while the stream is
+:func:`~onlinejax.wrappers.adaptive.adaptive` keeps a window's fit while the stream is
 stable) is hurt by moving statistics: its model stays in the coordinates of
 its time while predictions are mapped back with today's, and after a drift
 the targets' running mean moves for hundreds of items. ``warmup=F`` takes
@@ -74,18 +74,18 @@ within :data:`DRIFT_STEP` standard deviations of the one before: after
 (``keep=K``: a window learner's whole window), and the inner learner is
 refitted on the kept items within the new range.
 
-The module's anatomy: the statistics are in :mod:`onlinejax.scaler`
-(:class:`~onlinejax.scaler.ScalerState`, :func:`~onlinejax.scaler.scaler_init`,
-:func:`~onlinejax.scaler.scaler_update`, :func:`~onlinejax.scaler.scales`,
-:func:`~onlinejax.scaler.to_inner`); the wrapper's
-:class:`~onlinejax.standardize_state.StandardizeState`, its static
-:class:`~onlinejax.standardize_state.StandardizeOptions` and its plain steps
-(:func:`~onlinejax.standardize_state.inner_coordinates`,
-:func:`~onlinejax.standardize_state.init`,
-:func:`~onlinejax.standardize_state.predict_one`,
-:func:`~onlinejax.standardize_state.refit`,
-:func:`~onlinejax.standardize_state.restart`) in
-:mod:`onlinejax.standardize_state`; here the thresholds (:data:`SHIFT_Z`,
+The module's anatomy: the statistics are in :mod:`onlinejax.wrappers.scaler`
+(:class:`~onlinejax.wrappers.scaler.ScalerState`, :func:`~onlinejax.wrappers.scaler.scaler_init`,
+:func:`~onlinejax.wrappers.scaler.scaler_update`, :func:`~onlinejax.wrappers.scaler.scales`,
+:func:`~onlinejax.wrappers.scaler.to_inner`); the wrapper's
+:class:`~onlinejax.wrappers.standardize_state.StandardizeState`, its static
+:class:`~onlinejax.wrappers.standardize_state.StandardizeOptions` and its plain steps
+(:func:`~onlinejax.wrappers.standardize_state.inner_coordinates`,
+:func:`~onlinejax.wrappers.standardize_state.init`,
+:func:`~onlinejax.wrappers.standardize_state.predict_one`,
+:func:`~onlinejax.wrappers.standardize_state.refit`,
+:func:`~onlinejax.wrappers.standardize_state.restart`) in
+:mod:`onlinejax.wrappers.standardize_state`; here the thresholds (:data:`SHIFT_Z`,
 :data:`SHIFT_RUN`, :data:`OUTLIER_Z`, :data:`OUTLIER_RUN`, :data:`DRIFT_STEP`,
 :data:`DRIFT_RUN`, :data:`GATE_MIN`), :func:`learn_one`, :func:`update_one`
 with its input runs, :func:`rebase` and :func:`standardize`. Each step
@@ -99,15 +99,15 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .core.checks import check_record
-from .core.batching import cond_if_any
-from .core.base import Learner, LearnerCores, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
+from ..core.checks import check_record
+from ..core.batching import cond_if_any
+from ..core.base import Learner, LearnerCores, Prediction, describe_factory, keep_if, learnable, make_learner, pass_through
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
 from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, predict_one, refit,
                                 restart)
-from .core.window import ring_push
+from ..core.window import ring_push
 
 Array = jax.Array
 
@@ -158,12 +158,12 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     the range, a covariate shift) from the last ``F`` items, all of them
     after it (:func:`_after_jump`); after a drift (``drifted``: an input that
     left the range step by step, a trend) from every item kept. The inner
-    learner is then :func:`~onlinejax.standardize_state.refit` from its
+    learner is then :func:`~onlinejax.wrappers.standardize_state.refit` from its
     initial state on the kept items within the new range (those before a
     jump lie beyond it), and also tuned, as its
     hyperparameters were those of the old coordinates. An inner state with a
     ``tune_pending`` flag (the state machine of
-    :func:`~onlinejax.adaptive.adaptive`) tunes on its next item (its own
+    :func:`~onlinejax.wrappers.adaptive.adaptive`) tunes on its next item (its own
     tune: a program holds one copy of it), another inner learner with a
     ``tune`` is tuned now. One function for every case, so that a program
     holds one copy of the refit.
@@ -227,13 +227,13 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     inflate the targets' scale and be fitted for good); the
     :data:`OUTLIER_RUN`-th such target in a row is a level shift, and the
     statistics and the learner start again
-    (:func:`~onlinejax.standardize_state.restart`) from the next item. With
+    (:func:`~onlinejax.wrappers.standardize_state.restart`) from the next item. With
     ``warmup=F`` the item is also stored (while the statistics take it, then
     every item not withheld, in a ring buffer of the last ``K``, ``keep``),
     and on the ``F``-th item the inner learner is
-    :func:`~onlinejax.standardize_state.refit` (through
+    :func:`~onlinejax.wrappers.standardize_state.refit` (through
     :func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``), or the
-    warm-up starts again (:func:`~onlinejax.standardize_state.restart`,
+    warm-up starts again (:func:`~onlinejax.wrappers.standardize_state.restart`,
     module doc) when its targets had no spread. A run of items with one input outside
     the statistics' range (:func:`_input_runs`) starts the statistics and
     the inner learner again after :data:`SHIFT_RUN` items, or with a
@@ -407,7 +407,7 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
           drift, module doc). Every
           item the inner learner holds is then in the same coordinates. Use it
           for a learner that stops learning for long stretches (the state
-          machine of :func:`~onlinejax.adaptive.adaptive` while stable, a batch
+          machine of :func:`~onlinejax.wrappers.adaptive.adaptive` while stable, a batch
           learner) or keeps a window: with moving statistics its model, fitted
           in the coordinates of its time, would be read in today's (after a
           drift the targets' running mean moves for hundreds of items, and so

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from ..core.base import check_in_range, check_positive, default_float_dtype, is_concrete, normal_quantile
+from ...core.base import check_in_range, check_positive, default_float_dtype, is_concrete, normal_quantile
 from .recalibration import _mask
 
 Array = jax.Array

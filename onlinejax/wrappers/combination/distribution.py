@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
-from ..core.base import check_in_range, normal_quantile
+from ...core.base import check_in_range, normal_quantile
 from ..calibration import is_informative
 
 Array = jax.Array
@@ -43,7 +43,7 @@ class MixturePrediction(NamedTuple):
         total variance; noise included as in the members').
       log_weights: ``[..., M]`` normalised log-weights (``logsumexp = 0``).
       means: ``[..., M]`` component means: the members' predictive means, all
-        moved by the same shift when a :func:`~onlinejax.combination.mean_correction` is on.
+        moved by the same shift when a :func:`~onlinejax.wrappers.combination.mean_correction` is on.
       vars: ``[..., M]`` member predictive variances.
     """
 
@@ -201,7 +201,7 @@ def mixture_crps(weights: Array, means: Array, vars: Array, y: Array) -> Array:
     ``CRPS = Σ_i w_i E|X_i - y| - ½ Σ_ij w_i w_j E|X_i - X_j|`` (the kernel
     form ``E|X - y| - ½ E|X - X'|`` of the CRPS, Gneiting & Raftery 2007) with
     ``X_i - X_j ~ N(μ_i - μ_j, σ²_i + σ²_j)``: a quadratic in the weights, so
-    :func:`~onlinejax.combination.stacking` can descend its gradient.
+    :func:`~onlinejax.wrappers.combination.stacking` can descend its gradient.
 
     Args:
       weights, means, vars: ``[M]``; y: ``[]``.

@@ -17,12 +17,12 @@ Every item's outcome is kept in ``state.last`` (``COLD_START``, ``STABLE``,
 which its tune runs) so plots can shade the phases:
 ``progressive_validation(..., record=record_mode)``.
 
-The module's anatomy: the machine's types are in :mod:`onlinejax.adaptive_state`
+The module's anatomy: the machine's types are in :mod:`onlinejax.wrappers.adaptive_state`
 (:class:`AdaptiveState`, the static :class:`AdaptiveOptions`, :func:`init` /
-:func:`~onlinejax.adaptive_state.wrap_state`) and its drift detectors in
-:mod:`onlinejax.detectors` (:class:`DetectorState`, and the detectors as
-values: :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen`,
-:func:`~onlinejax.detectors.bocpd_detector`); this module re-exports the state
+:func:`~onlinejax.wrappers.adaptive_state.wrap_state`) and its drift detectors in
+:mod:`onlinejax.wrappers.detectors` (:class:`DetectorState`, and the detectors as
+values: :func:`~onlinejax.wrappers.detectors.cusum`, :func:`~onlinejax.wrappers.detectors.frozen`,
+:func:`~onlinejax.wrappers.detectors.bocpd_detector`); this module re-exports the state
 types and runs the machine: :func:`update_one` and :func:`step_one` (one item
 through the machine); :func:`learn_one` and
 :func:`predict_one`; the factory :func:`adaptive` binds
@@ -40,7 +40,7 @@ value that carries its own options and its own ``init`` and ``update``:
 ``cusum()`` (the default, a relative CUSUM on the standardised squared
 residuals), ``frozen()`` (the thesis's frozen-reference rule) or
 ``bocpd_detector()`` (Bayesian online changepoint detection on the
-residuals' scale), all of :mod:`onlinejax.detectors`, which describes each.
+residuals' scale), all of :mod:`onlinejax.wrappers.detectors`, which describes each.
 
 The CUSUM and BOCPD detectors are relative to the phase's own errors, so a window that is
 wrong from the start (learned on a stuck sensor's constant run, or around an
@@ -82,14 +82,14 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .core.checks import check_record
+from ..core.checks import check_record
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
                              MachineOptions, init, record_mode, wrap_state)
-from .core.base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
+from ..core.base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
                    make_learner, pass_through)
-from .core.batching import cond_if_any
+from ..core.batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
-from .core.schedule import TunePlan
+from ..core.schedule import TunePlan
 
 Array = jax.Array
 
@@ -299,11 +299,11 @@ def predict_one(learner: Learner, s: AdaptiveState, x: Array) -> Prediction:
 
 
 def _check_detector(detector) -> None:
-    """A TypeError unless ``detector`` is a :class:`~onlinejax.detectors.Detector` (a name such as ``"cusum"``
+    """A TypeError unless ``detector`` is a :class:`~onlinejax.wrappers.detectors.Detector` (a name such as ``"cusum"``
     says which factory to call)."""
     if not isinstance(detector, Detector):
-        raise TypeError(f"detector: expected a detector value, e.g. onlinejax.detectors.cusum(...), "
-                        f"onlinejax.detectors.frozen(...) or onlinejax.detectors.bocpd_detector(...), got {detector!r}")
+        raise TypeError(f"detector: expected a detector value, e.g. onlinejax.wrappers.detectors.cusum(...), "
+                        f"onlinejax.wrappers.detectors.frozen(...) or onlinejax.wrappers.detectors.bocpd_detector(...), got {detector!r}")
 
 
 #: The machine's own schedule (a :class:`~onlinejax.core.schedule.TunePlan` field left at ``None`` reads it): the
@@ -340,11 +340,11 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
       learner: the windowed learner (``tune`` is used when it has one).
       window: its window ``W``: the default length of the cold-start and
         high-error phases (``init(window=)`` overrides it; it lives in the state).
-      detector: the drift detector, a value of :mod:`onlinejax.detectors` that
-        carries its options: :func:`~onlinejax.detectors.cusum` (default
+      detector: the drift detector, a value of :mod:`onlinejax.wrappers.detectors` that
+        carries its options: :func:`~onlinejax.wrappers.detectors.cusum` (default
         ``cusum()``: standardised, relative CUSUM, with a one-item ``shock``
-        alarm), :func:`~onlinejax.detectors.frozen` (the thesis's
-        frozen-reference rule) or :func:`~onlinejax.detectors.bocpd_detector`
+        alarm), :func:`~onlinejax.wrappers.detectors.frozen` (the thesis's
+        frozen-reference rule) or :func:`~onlinejax.wrappers.detectors.bocpd_detector`
         (Bayesian online changepoint detection on the residuals' scale); see the module doc.
       tune: call the learner's ``tune`` at the end of each learning phase.
       tune_plan: when the tunes run, a :class:`~onlinejax.core.schedule.TunePlan`
@@ -387,7 +387,7 @@ def adaptive(learner: Learner, window: int, *, detector: Detector = CusumDetecto
       phase length, for learners whose window is an init value, e.g.
       :func:`~onlinejax.learners.linear.windowed_bayes_linreg` with ``capacity``), ``predict`` =
       the inner learner's, and ``learn`` / ``step`` running the state machine (:func:`step_one`; a non-finite item
-      only counts in ``n_skipped``); see :func:`~onlinejax.adaptive_state.wrap_state`, :func:`record_mode`.
+      only counts in ``n_skipped``); see :func:`~onlinejax.wrappers.adaptive_state.wrap_state`, :func:`record_mode`.
     Raises:
       ValueError: naming the bad value (``window``, ``tune_plan.every``, ``options.min_moves``, ...).
       TypeError: ``detector``, ``tune_plan`` or ``options`` of the wrong type, or

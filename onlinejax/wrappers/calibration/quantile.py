@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import check_in_range, check_int, check_positive, default_float_dtype, is_concrete
+from ...core.base import check_in_range, check_int, check_positive, default_float_dtype, is_concrete
 from .aci import _two_sided_quantile
 from .recalibration import _mask
 

@@ -1,4 +1,4 @@
-"""The drift detectors of the state machine (:func:`~onlinejax.adaptive.adaptive`'s ``detector=``).
+"""The drift detectors of the state machine (:func:`~onlinejax.wrappers.adaptive.adaptive`'s ``detector=``).
 
 A detector is a value: a small immutable record (a frozen dataclass, equal
 and hashable by its options, as the machine's static options must be) built
@@ -44,10 +44,10 @@ constant factor is handled too. The first ``reference_items`` stable items only
 estimate the mean.
 
 ``detector=bocpd_detector()`` replaces the CUSUM by Bayesian online changepoint
-detection (Adams & MacKay 2007; :mod:`onlinejax.changepoint`) on the same
+detection (Adams & MacKay 2007; :mod:`onlinejax.wrappers.changepoint`) on the same
 standardised residuals: each of 16 run-length hypotheses has its own
 inverse-gamma posterior of the residuals' variance
-(:func:`~onlinejax.changepoint.scale_runs_update`), and the machine alarms
+(:func:`~onlinejax.wrappers.changepoint.scale_runs_update`), and the machine alarms
 when the posterior probability that the variance changed between
 :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items ago exceeds ½ (after
 ``reference_items`` items; ``hazard`` is the prior probability of a change per item):
@@ -64,7 +64,7 @@ import jax
 import jax.numpy as jnp
 
 from .changepoint import ScaleRunsState, recent_change_probability, scale_runs_init, scale_runs_update
-from .core.checks import check_in_range, check_int, check_positive
+from ..core.checks import check_in_range, check_int, check_positive
 
 Array = jax.Array
 
@@ -86,7 +86,7 @@ class DetectorState(NamedTuple):
         started from a pseudo-observation of 1 (the calibrated value).
       cusum: ``[]`` the statistic ``g`` (:func:`cusum`; 0 for the other detectors).
       runs: :func:`bocpd_detector`'s run-length posterior
-        (:class:`~onlinejax.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
+        (:class:`~onlinejax.wrappers.changepoint.ScaleRunsState`, ``R =`` :data:`DETECTOR_RUNS`); ``None`` otherwise.
       losing: ``[]`` the weighted share of the phase's items on which the
         learner lost to both naive forecasts (``MachineOptions.naive_alarm``; 0 otherwise).
     """
@@ -210,7 +210,7 @@ class BOCPDDetector(Detector):
         return _fresh_detector(dtype, DETECTOR_RUNS)
 
     def update(self, det, z2, abs_err, reference):
-        """The runs' posterior takes ``z²`` (:func:`~onlinejax.changepoint.scale_runs_update`); alarm once
+        """The runs' posterior takes ``z²`` (:func:`~onlinejax.wrappers.changepoint.scale_runs_update`); alarm once
         ``reference_items`` items passed when a change between :data:`PERSIST_ITEMS` and :data:`RECENT_ITEMS` items
         ago has posterior probability above ½, or when ``z²/mean(z²) > shock``."""
         r, warm, shocked = _relative(det, z2, self.reference_items, self.ratio_clip, self.shock)
@@ -249,7 +249,7 @@ def cusum(threshold: float = 20.0, drift: float = 0.5, reference_items: int = 20
         to alarm; a frozen model scores each of them, and after a jump each
         can cost thousands of nats of log score.
     Returns:
-      A :class:`CusumDetector` for :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+      A :class:`CusumDetector` for :func:`~onlinejax.wrappers.adaptive.adaptive`'s ``detector=``.
 
     Example::
 
@@ -272,7 +272,7 @@ def frozen(factor: float = 3.0) -> FrozenDetector:
     Args:
       factor: the multiple of the reference error (> 0).
     Returns:
-      A :class:`FrozenDetector` for :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+      A :class:`FrozenDetector` for :func:`~onlinejax.wrappers.adaptive.adaptive`'s ``detector=``.
     """
     check_positive(factor, "factor")
     return FrozenDetector(float(factor))
@@ -290,7 +290,7 @@ def bocpd_detector(hazard: float = 1 / 250, reference_items: int = 20, ratio_cli
         ``z²`` (> 1), as :func:`cusum`'s.
     Returns:
       A :class:`BOCPDDetector` (:data:`DETECTOR_RUNS` run-length hypotheses) for
-      :func:`~onlinejax.adaptive.adaptive`'s ``detector=``.
+      :func:`~onlinejax.wrappers.adaptive.adaptive`'s ``detector=``.
     """
     check_in_range(hazard, "hazard", 0.0, 1.0, hi_open=True)
     reference_items, ratio_clip, shock = _checked_relative(reference_items, ratio_clip, shock)

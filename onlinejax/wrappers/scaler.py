@@ -1,6 +1,6 @@
 """Running statistics of a stream's inputs and targets, and the coordinates they define.
 
-The statistics of :func:`~onlinejax.standardize.standardize`: a
+The statistics of :func:`~onlinejax.wrappers.standardize.standardize`: a
 :class:`ScalerState` of running means and variances (a weighted Welford
 update, :func:`~onlinejax.core.base.welford_update`), started by
 :func:`scaler_init`, updated by :func:`scaler_update` and optionally fixed
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from .core.base import check_in_range, check_int, default_float_dtype, keep_if, learnable, welford_update
+from ..core.base import check_in_range, check_int, default_float_dtype, keep_if, learnable, welford_update
 
 Array = jax.Array
 
@@ -171,7 +171,7 @@ def _clipped(xt: Array, clip: float | None) -> Array:
 def _cleared(sc: ScalerState) -> ScalerState:
     """No item counted; ``decay``, ``freeze_after`` and the targets' mean kept.
 
-    The targets' mean is what :func:`~onlinejax.standardize_state.restart` centres the next prediction on.
+    The targets' mean is what :func:`~onlinejax.wrappers.standardize_state.restart` centres the next prediction on.
     """
     return jax.tree_util.tree_map(jnp.zeros_like, sc)._replace(decay=sc.decay, freeze_after=sc.freeze_after,
                                                                y_mean=sc.y_mean)

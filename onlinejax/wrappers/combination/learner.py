@@ -5,8 +5,8 @@ For an item ``(x, y)``, :func:`step_one`
 1. asks every member for its predictive ``N(μ_m, σ²_m)`` *before* any member
    learns ``y`` (so the weights never see a label they were fitted on),
 2. returns the mixture ``p(y|x) = Σ_m w_m N(y; μ_m, σ²_m)`` as a
-   :class:`~onlinejax.combination.MixturePrediction` (shifted by the
-   :func:`~onlinejax.combination.mean_correction` when one is on),
+   :class:`~onlinejax.wrappers.combination.MixturePrediction` (shifted by the
+   :func:`~onlinejax.wrappers.combination.mean_correction` when one is on),
 3. scores each member by its log predictive density ``ℓ_m = log N(y; μ_m, σ²_m)``
    and updates the log-weights with the chosen weight rule (:func:`mix_step`),
 4. lets every member learn ``(x, y)`` through its own ``step``.
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
+from ...core.base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
                     make_learner, state_dtype)
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
@@ -71,9 +71,9 @@ class MixState(NamedTuple):
       sq_err: ``[M]`` each member's exponentially weighted mean squared error
         ``E_m`` (decay ``ρ``; ``inf`` before its first error and always
         without recalibration), which caps its recalibrated variance.
-      correction: :class:`~onlinejax.combination.MeanCorrectionState`, or
+      correction: :class:`~onlinejax.wrappers.combination.MeanCorrectionState`, or
         ``None`` without a mean correction.
-      targets: :class:`~onlinejax.scaler.SpreadState`: whether the labels so
+      targets: :class:`~onlinejax.wrappers.scaler.SpreadState`: whether the labels so
         far differ (the recalibration waits for it), or ``None`` (it does not wait).
     """
 
@@ -95,7 +95,7 @@ def mix_init(rule: WeightRule, n_members: int, dtype, prior=None, correct: Optio
              after_spread: bool = False, **rule_params) -> MixState:
     """Initial :class:`MixState`: uniform weights or ``prior`` (``[M]``, >= 0, positive sum).
 
-    ``correct``: optional :func:`~onlinejax.combination.mean_correction` configuration; ``after_spread``
+    ``correct``: optional :func:`~onlinejax.wrappers.combination.mean_correction` configuration; ``after_spread``
     (static): the recalibration waits until the labels differ (:func:`combine`).
     """
     M = check_int(n_members, "n_members", 1)
@@ -123,7 +123,7 @@ def _mixture(ms: MixState, means: Array, vars: Array) -> tuple[MixturePrediction
 
 
 def _scaled_vars(ms: MixState, means: Array, vars: Array) -> Array:
-    """Recalibrated member variances ``min(c_m σ²_m, 25 E_m)`` (:func:`onlinejax.calibration.capped_variance`)."""
+    """Recalibrated member variances ``min(c_m σ²_m, 25 E_m)`` (:func:`onlinejax.wrappers.calibration.capped_variance`)."""
     # E_m = 0 (exact so far) or inf (no error seen, or no recalibration) leaves the variance uncapped
     v = capped_variance(vars, ms.var_scale, ms.sq_err, RECALIBRATION_VAR_CAP)
     # an abstaining member keeps its "no information" variance whatever its scale
@@ -145,7 +145,7 @@ def _log_scores(pred0: MixturePrediction, means: Array, v: Array, y: Array) -> A
 
 
 def _recalibrated(ms: MixState, recalibrate: float, means: Array, vars: Array, y: Array) -> tuple[Array, Array]:
-    """``(var_scale, sq_err)`` after ``y``: :mod:`onlinejax.calibration`'s shared step at the weight ``1 - ρ``."""
+    """``(var_scale, sq_err)`` after ``y``: :mod:`onlinejax.wrappers.calibration`'s shared step at the weight ``1 - ρ``."""
     dt = means.dtype
     # the squared error enters clipped relative to c_m (RECALIBRATION_CLIP), so one wild miss of a
     # collapsed variance multiplies c_m by at most ρ + 25(1 - ρ) instead of resetting it
@@ -206,7 +206,7 @@ def replay(rule: WeightRule, means: Array, vars: Array, Y: Array, *, recalibrate
     rule tried on them at the cost of the weighting alone.
 
     Args:
-      rule: a :class:`~onlinejax.combination.WeightRule`; means, vars:
+      rule: a :class:`~onlinejax.wrappers.combination.WeightRule`; means, vars:
         ``[n, M]`` members' predictions of ``Y: [n]``, each made before its
         label was learned.
       recalibrate, prior, correct, after_spread, rule_params: as in :func:`combine`.
@@ -357,7 +357,7 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
     Args:
       learners: the members (a static tuple; they may have different state
         types, but the same ``n_features`` and floating dtype).
-      weighting: a :class:`~onlinejax.combination.WeightRule`; default
+      weighting: a :class:`~onlinejax.wrappers.combination.WeightRule`; default
         ``ewa_squared_error(0.95, 1.0)``, which weighs the members by the
         recent squared error of their means (what SMSE scores) rather than by
         their stated variances (``benchmarks/combination.py`` compares the rules).
@@ -367,19 +367,19 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
         ``(y - μ_m)²/σ²_m`` (about ``1/(1-ρ)`` items), so an over- or
         under-confident member is scored (and mixed) for the accuracy of its
         mean rather than penalised for its stated variance. Each squared
-        error enters clipped at ``25 c_m`` (:data:`~onlinejax.calibration.RECALIBRATION_CLIP`),
+        error enters clipped at ``25 c_m`` (:data:`~onlinejax.wrappers.calibration.RECALIBRATION_CLIP`),
         and the recalibrated variance is capped at 25 times the member's own
         exponentially weighted mean squared error
-        (:data:`~onlinejax.calibration.RECALIBRATION_VAR_CAP`): members whose
+        (:data:`~onlinejax.wrappers.calibration.RECALIBRATION_VAR_CAP`): members whose
         stated variances are erratic (ad-hoc bounds collapsing to ~0, kernel
         regression far from its window) would otherwise blow the mixture's
         intervals up for hundreds of items after one wild miss.
-      correct: ``None`` (default) or :func:`~onlinejax.combination.mean_correction`
+      correct: ``None`` (default) or :func:`~onlinejax.wrappers.combination.mean_correction`
         ``(λ, τ, κ)``: the mixture is shifted by an online ridge regression of
         its residual on the members' deviations from its mean (linear stacking
         of the means, shrunk towards the rule's weights).
       after_spread: the members standardise their targets inside
-        (:func:`~onlinejax.calibration.calibrated`): the recalibration leaves
+        (:func:`~onlinejax.wrappers.calibration.calibrated`): the recalibration leaves
         out the labels before the labels differ, as the members' own
         calibrators do, since their variances had no target scale (static).
         Members in the targets' unit from the start (a prior's miss is
@@ -390,7 +390,7 @@ def combine(learners: Sequence[Learner], weighting: Optional[WeightRule] = None,
       for each member's ``init``; ``prior`` optional ``[M]`` initial weights
       (uniform by default); ``dtype`` is passed to every member; ``rule_params`` override the rule's array
       parameters (``forgetting=``, ``rate=``). ``predict`` returns a
-      :class:`~onlinejax.combination.MixturePrediction`; ``step`` predicts, scores, reweights, then
+      :class:`~onlinejax.wrappers.combination.MixturePrediction`; ``step`` predicts, scores, reweights, then
       lets every member learn (:func:`step_one`); ``tune`` tunes the members that can.
     """
     members = _checked_members(learners)

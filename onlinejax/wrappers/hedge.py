@@ -5,7 +5,7 @@
     ``p(y | x) = w_t p_learner(y | x) + (1 - w_t) p_clim(y)``
 
 of the wrapped learner's Student-t predictive and the climatology's
-(:func:`~onlinejax.baseline.climatology_predict`, the Student-t posterior
+(:func:`~onlinejax.wrappers.baseline.climatology_predict`, the Student-t posterior
 predictive of a Gaussian with unknown mean and variance). The weights are
 Bayes' posterior over the two forecasters with a switching share ``α_t``
 (Herbster & Warmuth 1998, fixed share; the decreasing rate ``α_t = 1/t`` of
@@ -40,10 +40,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .core.base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
+from ..core.base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
                    make_learner, pass_through, state_dtype)
 from .baseline import ClimatologyState, climatology_init, climatology_learn, climatology_predict
-from .core.student_mixture import StudentTMixture
+from ..core.student_mixture import StudentTMixture
 
 Array = jax.Array
 
@@ -58,7 +58,7 @@ class HedgedState(NamedTuple):
 
     Attributes:
       inner: the wrapped learner's state.
-      clim: the climatology's running statistics (:class:`~onlinejax.baseline.ClimatologyState`).
+      clim: the climatology's running statistics (:class:`~onlinejax.wrappers.baseline.ClimatologyState`).
       log_weights: ``[2]`` normalised log-weights of (learner, climatology) for the next item.
       n_mixed: ``[]`` items scored since the climatology joined (the share is ``1/(n_mixed + 1)``).
     """
@@ -166,7 +166,7 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
 
     Args:
       learner: a learner whose prediction is a :class:`~onlinejax.core.base.StudentTPrediction`
-        or a :class:`~onlinejax.core.base.Prediction` (e.g. :func:`~onlinejax.calibration.calibrated`).
+        or a :class:`~onlinejax.core.base.Prediction` (e.g. :func:`~onlinejax.wrappers.calibration.calibrated`).
       keep_mean: centre the climatology's component on the learner's mean, with the
         climatology's spread around that mean (:func:`predict_one`): the prediction's mean,
         and so its MSE, is the learner's, and only its spread is hedged. The default mixes

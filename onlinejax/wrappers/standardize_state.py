@@ -1,13 +1,13 @@
-"""The state, options and plain steps of :func:`~onlinejax.standardize.standardize`.
+"""The state, options and plain steps of :func:`~onlinejax.wrappers.standardize.standardize`.
 
 :class:`StandardizeState` and the static :class:`StandardizeOptions`; the
 steps that only move between the raw and the inner learner's coordinates:
 :func:`inner_coordinates`, :func:`init` and :func:`predict_one`; and
 the inner learner's two fresh starts, :func:`refit` on the items kept and
 :func:`restart`. The steps take the inner learner (and the options) as leading
-arguments that :func:`~onlinejax.standardize.standardize` binds. The update,
+arguments that :func:`~onlinejax.wrappers.standardize.standardize` binds. The update,
 with its outlier gate, shift and drift runs and rebase, is in
-:mod:`onlinejax.standardize`.
+:mod:`onlinejax.wrappers.standardize`.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .core.checks import changed_fields, check_bool
-from .core.base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
+from ..core.checks import changed_fields, check_bool
+from ..core.base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
                    state_dtype)
 from .scaler import ScalerState, _cleared, _clipped, scaler_init, scales, to_inner
-from .core.window import ring_init
+from ..core.window import ring_init
 
 Array = jax.Array
 
@@ -28,14 +28,14 @@ __all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init"
 
 
 class StandardizeState(NamedTuple):
-    """State of :func:`~onlinejax.standardize.standardize`.
+    """State of :func:`~onlinejax.wrappers.standardize.standardize`.
 
     Attributes:
       inner: the wrapped learner's state.
-      scaler: the running statistics (:class:`~onlinejax.standardize.ScalerState`).
+      scaler: the running statistics (:class:`~onlinejax.wrappers.standardize.ScalerState`).
       initial: the inner learner's initial state (refitted from at the end
-        of the warm-up and by :func:`~onlinejax.standardize.rebase`;
-        restarted from, :mod:`onlinejax.standardize`'s module doc).
+        of the warm-up and by :func:`~onlinejax.wrappers.standardize.rebase`;
+        restarted from, :mod:`onlinejax.wrappers.standardize`'s module doc).
       kept: with ``warmup=F``: a :class:`~onlinejax.core.window.RingBuffer` of
         capacity ``K`` (``keep``, default ``F``), the raw items of the warm-up,
         then the last ``K`` items stored; else ``None``.
@@ -45,16 +45,16 @@ class StandardizeState(NamedTuple):
       far_run: ``[]`` int32 targets in a row far from the targets' mean.
       n_withheld: ``[]`` int32 outlying targets withheld from the statistics and the learner.
       spread_items: ``[d]`` int32 per input, items in a row on which its
-        statistics had a spread (at most :data:`~onlinejax.standardize.SHIFT_RUN`).
+        statistics had a spread (at most :data:`~onlinejax.wrappers.standardize.SHIFT_RUN`).
       shifting: ``[d]`` bool per input, its current run outside the range
         began once it had had a spread for
-        :data:`~onlinejax.standardize.SHIFT_RUN` items: a covariate shift
+        :data:`~onlinejax.wrappers.standardize.SHIFT_RUN` items: a covariate shift
         (without a warm-up, its items are held out of its statistics and
         the run can start them again), not an input that has just appeared.
       last_x: ``[d]`` the last finite item's input.
       drifting: ``[d]`` bool per input, with ``warmup``: its current run
         outside the statistics' range is a drift, every item of it within
-        :data:`~onlinejax.standardize.DRIFT_STEP` standard deviations of the
+        :data:`~onlinejax.wrappers.standardize.DRIFT_STEP` standard deviations of the
         item before (a trending input), not a jump.
     """
 
@@ -72,11 +72,11 @@ class StandardizeState(NamedTuple):
 
 
 class StandardizeOptions(NamedTuple):
-    """The standardisation's options as one value (:func:`~onlinejax.standardize.standardize`'s ``options=``).
+    """The standardisation's options as one value (:func:`~onlinejax.wrappers.standardize.standardize`'s ``options=``).
 
     An immutable record: equal records compare and hash equal, so wrappers built with equal options are
     the same learner; the ``repr`` shows the fields that differ from the defaults.
-    :func:`~onlinejax.calibration.calibrated` passes its ``standardization=`` record on as it is (its
+    :func:`~onlinejax.wrappers.calibration.calibrated` passes its ``standardization=`` record on as it is (its
     default clips at 5). :meth:`checked` gives the form the wrapper runs with (``keep`` resolved).
 
     Attributes:
@@ -89,7 +89,7 @@ class StandardizeOptions(NamedTuple):
         feature of 10⁶.
       warmup: ``None`` (default: the statistics of every item so far), or ``F >= 1`` (static): the
         statistics of the first ``F`` finite items, then fixed, and the inner learner refitted on
-        those items in the fixed coordinates (:func:`~onlinejax.standardize.standardize`).
+        those items in the fixed coordinates (:func:`~onlinejax.wrappers.standardize.standardize`).
       scale_inputs: ``True`` (default); ``False``: the inputs come standardised already by
         statistics that move (River's ``preprocessing.StandardScaler`` in front) and reach the inner
         learner as given (clipped at ``clip``); only the target is standardised.
@@ -144,7 +144,7 @@ class StandardizeOptions(NamedTuple):
 
 
 def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: Array | None = None):
-    """:func:`~onlinejax.standardize.to_inner` under ``options``: ``scale_inputs=False`` standardises only the target.
+    """:func:`~onlinejax.wrappers.standardize.to_inner` under ``options``: ``scale_inputs=False`` standardises only the target.
 
     The inputs then reach the inner learner as given, clipped at ``options.clip``.
 
@@ -159,7 +159,7 @@ def inner_coordinates(options: StandardizeOptions, s: ScalerState, x: Array, y: 
 
 
 def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_kwargs) -> StandardizeState:
-    """No item seen: ``learner.init(**inner_kwargs)`` and :func:`~onlinejax.standardize.scaler_init`.
+    """No item seen: ``learner.init(**inner_kwargs)`` and :func:`~onlinejax.wrappers.standardize.scaler_init`.
 
     Args:
       learner: the inner learner; options: :class:`StandardizeOptions` (static).
@@ -203,7 +203,7 @@ def restart(s: StandardizeState) -> StandardizeState:
 
     The counters (``n_withheld``) are kept, and so is the targets' mean: with
     no item counted it is what the next prediction is centred on (the last
-    level rather than 0; after a level shift :func:`~onlinejax.standardize.update_one` sets it to
+    level rather than 0; after a level shift :func:`~onlinejax.wrappers.standardize.update_one` sets it to
     the shift's latest target), and the next item replaces it.
     """
     sc = _cleared(s.scaler)

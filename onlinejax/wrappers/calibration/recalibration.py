@@ -2,7 +2,7 @@
 
 Pure ``init`` / ``update`` functions over a NamedTuple state, usable on their own
 (:func:`recalibration_init`, :func:`recalibration_update`, :func:`recalibrated_variance`), the
-constants that tune them, and the plain step shared with :func:`onlinejax.combination.combine`
+constants that tune them, and the plain step shared with :func:`onlinejax.wrappers.combination.combine`
 (:func:`is_informative`, :func:`scale_update`, :func:`sq_err_update`, :func:`capped_variance`).
 
 For ``y ~ N(μ, kσ²)`` the standardised squared residual ``z² = (y - μ)²/σ²``
@@ -54,7 +54,7 @@ both (all in ``O(1)`` state):
 
 ``s`` stays in ``[1/max_scale, max_scale]`` (``1e12``: a last resort that
 keeps the state finite; the floor binds first).
-:func:`onlinejax.combination.combine` recalibrates its members with the
+:func:`onlinejax.wrappers.combination.combine` recalibrates its members with the
 plain step (:func:`scale_update`, :func:`sq_err_update`,
 :func:`capped_variance`) at a constant weight ``1 - ρ`` (the stationary
 value of ``1/n_t``, i.e. a prior weight of ``1/(1-ρ)`` items), and caps each
@@ -68,7 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import check_in_range, default_float_dtype, keep_if
+from ...core.base import check_in_range, default_float_dtype, keep_if
 
 Array = jax.Array
 
@@ -77,7 +77,7 @@ __all__ = ["RecalibrationState", "recalibration_init", "recalibration_update", "
 
 #: Recalibration: one standardised squared error moves the scale ``s`` by at most this multiple of ``s``.
 RECALIBRATION_CLIP = 25.0
-#: Recalibration in :func:`~onlinejax.combination.combine`: a member's variance is at most this
+#: Recalibration in :func:`~onlinejax.wrappers.combination.combine`: a member's variance is at most this
 #: multiple of its recent mean squared error.
 RECALIBRATION_VAR_CAP = 25.0
 #: ``E[log χ²₁] = ψ(1/2) + log 2``: the mean log squared score of a calibrated Gaussian, converting the

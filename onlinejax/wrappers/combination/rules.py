@@ -18,7 +18,7 @@ and sum to 1 in float32 however extreme the members' scores:
 * :func:`stacking` — online stacking: convex weights moved by projected
   gradient steps (an optax optimiser, then Euclidean projection on the
   simplex, ``optax.projections.projection_simplex``) on the mixture's CRPS
-  (closed form, :func:`~onlinejax.combination.mixture_crps`) or log score of
+  (closed form, :func:`~onlinejax.wrappers.combination.mixture_crps`) or log score of
   each new item; a constant step size tracks the recent items.
 
 ``ℓ_m`` is member ``m``'s log predictive density of the new label.
@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.base import check_in_range, check_int, check_positive, reuse_equal_calls
+from ...core.base import check_in_range, check_int, check_positive, reuse_equal_calls
 from ..calibration import is_informative
 from .distribution import mixture_crps, mixture_prediction
 
@@ -183,7 +183,7 @@ def ewa_squared_error(forgetting: float = 0.95, eta: float = 1.0) -> WeightRule:
     squared error of the item; an abstaining member (the "no information"
     variance) is charged the squared error of the mixture of the others, so
     abstaining neither costs nor earns weight (as in
-    :func:`~onlinejax.combination.combine`). Once the discounted count ``N``
+    :func:`~onlinejax.wrappers.combination.combine`). Once the discounted count ``N``
     reaches ``min(10, 1/(2(1-γ)))`` and a member's ``e_m`` is positive, its
     charge is at most ``CHARGE_CLIP · e_m``: one
     target far off (a sensor's spike) that every member misses multiplies
@@ -237,7 +237,7 @@ def stacking(score: str = "crps", optimizer=None, steps: int = 1) -> WeightRule:
 
     Args:
       score: ``"crps"`` (mixture CRPS, closed form,
-        :func:`~onlinejax.combination.mixture_crps`) or ``"log"`` (negative
+        :func:`~onlinejax.wrappers.combination.mixture_crps`) or ``"log"`` (negative
         mixture log density). For weights that aim at the squared error of the
         mean use :func:`ewa_squared_error`: a squared-error score here, with
         Adam's per-coordinate step, can random-walk onto a poor member.

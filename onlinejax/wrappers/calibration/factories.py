@@ -1,9 +1,9 @@
 """The calibration wrappers' factories: :func:`recalibrate`, :func:`conformal` and the recipe :func:`calibrated`.
 
 Each checks its arguments into the static
-:class:`~onlinejax.calibration.RecalibrationOptions` / :class:`~onlinejax.calibration.ConformalOptions`
+:class:`~onlinejax.wrappers.calibration.RecalibrationOptions` / :class:`~onlinejax.wrappers.calibration.ConformalOptions`
 and binds them, with the inner learner, to the per-item functions of
-:mod:`onlinejax.calibration.wrapper`. :func:`calibrated_bayes_linreg` is the adapters' default learner.
+:mod:`onlinejax.wrappers.calibration.wrapper`. :func:`calibrated_bayes_linreg` is the adapters' default learner.
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import inspect
 from functools import partial
 from typing import NamedTuple, Optional
 
-from ..core.checks import check_record, changed_fields
-from ..core.base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
+from ...core.checks import check_record, changed_fields
+from ...core.base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
                     pass_through)
-from ..learners.linear.bayes import bayes_linreg, reexpress
+from ...learners.linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
@@ -30,7 +30,7 @@ METHODS = ("aci", "quantile")
 class ACIOptions(NamedTuple):
     """Adaptive conformal inference's step as one value (:func:`conformal`'s ``aci=``, ``method="aci"``).
 
-    An immutable, hashable record (:mod:`~onlinejax.calibration.aci`); the ``repr`` shows the fields
+    An immutable, hashable record (:mod:`~onlinejax.wrappers.calibration.aci`); the ``repr`` shows the fields
     that differ from the defaults. ``init(conformal={"gamma": ...})`` overrides the step as an array.
 
     Attributes:
@@ -55,7 +55,7 @@ class ACIOptions(NamedTuple):
 class QuantileOptions(NamedTuple):
     """Quantile tracking's step as one value (:func:`conformal`'s and :func:`calibrated`'s ``quantile=``).
 
-    An immutable, hashable record (:mod:`~onlinejax.calibration.quantile`); the ``repr`` shows the fields
+    An immutable, hashable record (:mod:`~onlinejax.wrappers.calibration.quantile`); the ``repr`` shows the fields
     that differ from the defaults. ``init(conformal={...})`` overrides ``lr``, ``gain`` and
     ``saturation`` as arrays.
 
@@ -130,7 +130,7 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
     """Wrap ``learner`` so its predictive variance is multiplied by a running mean of its ``z²``.
 
     The prediction is ``N(μ, s_{t-1} σ²)`` with ``s`` the exponentially weighted
-    mean of ``z² = (y - μ)²/σ²`` (:mod:`~onlinejax.calibration.recalibration`), kept
+    mean of ``z² = (y - μ)²/σ²`` (:mod:`~onlinejax.wrappers.calibration.recalibration`), kept
     near a fast robust estimate of the scale and above a floor relative to the
     residuals' level. It makes the mean ``z²`` of the returned predictions
     about 1 over the last ``~1/(1 - decay)`` labels; it carries no coverage
@@ -145,9 +145,9 @@ def recalibrate(learner: Learner, decay: float = 0.99, *, clip: float = RECALIBR
         floor binds first, wide enough for a learner whose variance is ``10⁹`` times too large).
       error_cap: ``None``, or cap the variance at ``error_cap`` times the
         exponentially weighted mean squared error, as the combination does
-        (:data:`~onlinejax.calibration.RECALIBRATION_VAR_CAP`; static).
+        (:data:`~onlinejax.wrappers.calibration.RECALIBRATION_VAR_CAP`; static).
     Returns:
-      A learner over :class:`~onlinejax.calibration.CalibratedState` with ``init(recalibration=None,
+      A learner over :class:`~onlinejax.wrappers.calibration.CalibratedState` with ``init(recalibration=None,
       **inner_kwargs)`` (``inner_kwargs`` go to ``learner.init``), ``tune``,
       ``downdate`` and ``evict`` of the inner learner when it has them (the
       recalibrator itself is neither tuned nor downdated).
@@ -163,7 +163,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci
               recalibrate: Optional[float] = None, df: Optional[float] = None) -> Learner:
     """Wrap ``learner`` in an online conformal calibrator: ``N(μ, c_t² σ²)``, long-run coverage at ``level``.
 
-    Only ``level`` carries the guarantee (:mod:`onlinejax.calibration`, "Guarantees"); other
+    Only ``level`` carries the guarantee (:mod:`onlinejax.wrappers.calibration`, "Guarantees"); other
     levels of the returned Gaussian, its density and CRPS extrapolate from it.
     ``step`` corrects the inner learner's prediction made before learning ``y``
     (one inner ``step``); with delayed labels the calibrator learns when the
@@ -199,7 +199,7 @@ def conformal(learner: Learner, level: float = 0.95, method: str = "aci", *, aci
         discontinuity, the first items after a drift) cannot dominate a
         stream's log score.
     Returns:
-      A learner over :class:`~onlinejax.calibration.CalibratedState` with ``init(conformal=None,
+      A learner over :class:`~onlinejax.wrappers.calibration.CalibratedState` with ``init(conformal=None,
       recalibration=None, **inner_kwargs)``: ``conformal`` overrides
       ``level``/``gamma`` (ACI) or ``level``/``lr``/``gain``/``saturation``
       (quantile) as arrays, so they vmap. ``tune``, ``downdate`` and ``evict``
@@ -262,7 +262,7 @@ def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4
 
     ``conformal(standardize(learner, options=standardization), level, method="quantile",
     quantile=quantile, recalibrate=recalibrate, df=df)``: inputs and targets standardised online
-    (:func:`onlinejax.standardize.standardize`, by default inputs clipped at 5
+    (:func:`onlinejax.wrappers.standardize.standardize`, by default inputs clipped at 5
     standard deviations), the variance recalibrated by its running ``z²``,
     the ``level`` interval's coverage held by quantile tracking, and a
     Student-t output with ``df`` degrees of freedom around that interval.
@@ -275,8 +275,8 @@ def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4
       recalibrate: the recalibration's decay ``ρ`` in (0, 1).
       quantile: the quantile tracker's step, a :class:`QuantileOptions` (:func:`conformal`).
       standardization: the standardisation's options, a
-        :class:`~onlinejax.standardize.StandardizeOptions` passed on to
-        :func:`~onlinejax.standardize.standardize` (default
+        :class:`~onlinejax.wrappers.standardize.StandardizeOptions` passed on to
+        :func:`~onlinejax.wrappers.standardize.standardize` (default
         :data:`CALIBRATED_STANDARDIZATION`, ``StandardizeOptions(clip=5.0)``): ``warmup=F`` for a
         learner that stops learning while stable, ``keep=`` a window learner's window,
         ``scale_inputs=False`` behind River's scaler, ``reexpress=`` the learner's change of
@@ -306,13 +306,13 @@ def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optiona
     """:func:`calibrated` without the standardisation, for a learner whose members are each :func:`calibrated`.
 
     ``conformal(learner, level, method="quantile", recalibrate=recalibrate,
-    df=df)`` (e.g. over :func:`onlinejax.combination.combine` of calibrated
+    df=df)`` (e.g. over :func:`onlinejax.wrappers.combination.combine` of calibrated
     members), except that the calibrators leave out the labels before the
     targets differ, as the members' own calibrators do: the members'
     predictions before had no target scale, and a residual measured in their
     guessed unit (two targets near 1000 against a unit prior) would set the
     variance scale a hundred times too wide for a hundred items
-    (:mod:`onlinejax.calibration.wrapper`, "The first items").
+    (:mod:`onlinejax.wrappers.calibration.wrapper`, "The first items").
 
     Args:
       learner: the learner to calibrate (its members standardised).
@@ -354,18 +354,18 @@ def calibrated_bayes_linreg(n_features: int, *, forgetting: Optional[float] = No
       alpha, beta: prior and noise precision on the standardised scale.
       level: the calibrated level.
       standardization: the standardisation's options, a
-        :class:`~onlinejax.standardize.StandardizeOptions` passed on to :func:`calibrated`. By default
+        :class:`~onlinejax.wrappers.standardize.StandardizeOptions` passed on to :func:`calibrated`. By default
         :data:`CARRIED_STANDARDIZATION`: statistics that keep moving, the posterior carried into
         their new coordinates. ``CALIBRATED_STANDARDIZATION._replace(warmup=F)``: the first ``F``
         items' statistics, then fixed and rebased only after a covariate shift
-        (:func:`~onlinejax.standardize.standardize`); fixed ones cost it on a stream whose first
+        (:func:`~onlinejax.wrappers.standardize.standardize`); fixed ones cost it on a stream whose first
         items are not representative (time 0 for every chick in River's ChickWeights).
         ``CALIBRATED_STANDARDIZATION._replace(scale_inputs=False)``: inputs standardised upstream by
         moving statistics; the River adapter builds it so when it sees a scaler in front
         (:class:`~onlinejax.adapters.river.RiverRegressor`).
     Raises:
       ValueError: naming the argument or the field (``standardization.warmup: ...``).
-      TypeError: ``standardization`` not a :class:`~onlinejax.standardize.StandardizeOptions`.
+      TypeError: ``standardization`` not a :class:`~onlinejax.wrappers.standardize.StandardizeOptions`.
     """
     return calibrated(bayes_linreg(n_features, alpha=alpha, beta=beta, forgetting=forgetting, intercept=True),
                       level, standardization=standardization)

@@ -14,7 +14,7 @@ probability of a change at any item):
 
   of the prior's predictive (a change now) and each run's predictive, with
   ``w_r = P(r_{t-1} = r | data)``; every component is the inner learner's
-  predictive; the result is a :class:`~onlinejax.combination.MixturePrediction`
+  predictive; the result is a :class:`~onlinejax.wrappers.combination.MixturePrediction`
   of Gaussians (moment-matched when the inner predictive is neither Gaussian nor
   Student-t) or, for Student-t runs, a :class:`~onlinejax.core.student_mixture.StudentTMixture`
   — uncertainty that widens at a change instead of a hard reset.
@@ -45,10 +45,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
+from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
                    make_learner, state_dtype)
 from .combination.distribution import MixturePrediction, mixture_prediction
-from .core.student_mixture import StudentTMixture
+from ..core.student_mixture import StudentTMixture
 
 Array = jax.Array
 
@@ -222,7 +222,7 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
       A learner with ``init(hazard=, **inner_init_kwargs)``, whose ``predict`` returns a
       :class:`~onlinejax.core.student_mixture.StudentTMixture` of the runs' predictives when they are
       Student-t (:func:`~onlinejax.learners.linear.nig_linreg`; its CRPS sums quadratures over the ``O(R²)``
-      pairs of runs), else a :class:`~onlinejax.combination.MixturePrediction` of Gaussians. Non-finite
+      pairs of runs), else a :class:`~onlinejax.wrappers.combination.MixturePrediction` of Gaussians. Non-finite
       items are skipped
       (``n_skipped``); record the changepoint probabilities with
       ``progressive_validation(..., record=changepoint_probability)``.

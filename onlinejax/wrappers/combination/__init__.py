@@ -11,18 +11,18 @@ the mixture ``p(y|x) = Σ_m w_m N(y; μ_m, σ²_m)`` of the members' predictions
 made before the label, then moves the weights by a weight rule and lets every
 member learn. The package's modules, each importing only those before it:
 
-* :mod:`~onlinejax.combination.distribution` — :class:`MixturePrediction`
+* :mod:`~onlinejax.wrappers.combination.distribution` — :class:`MixturePrediction`
   (exact moments, quantiles, log density and CRPS of the mixture),
   :func:`mixture_prediction`, :func:`mixture_quantile`, :func:`mixture_crps`;
-* :mod:`~onlinejax.combination.rules` — the weight rules :func:`bma`,
+* :mod:`~onlinejax.wrappers.combination.rules` — the weight rules :func:`bma`,
   :func:`fixed_share`, :func:`ewa_squared_error`, :func:`stacking`
   (:class:`WeightRule` records of pure ``init``/``update`` functions);
-* :mod:`~onlinejax.combination.correction` — :func:`mean_correction`, an
+* :mod:`~onlinejax.wrappers.combination.correction` — :func:`mean_correction`, an
   online ridge regression of the mixture's residual on the members'
   deviations (linear stacking of the means, Breiman 1996), which can beat
   every member where their errors cancel, while the weight rules can at best
   follow the best one;
-* :mod:`~onlinejax.combination.learner` — :func:`combine`, its pure step
+* :mod:`~onlinejax.wrappers.combination.learner` — :func:`combine`, its pure step
   functions and :func:`replay` (the same weighting run on recorded member
   predictions).
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core.base import check_in_range, check_positive, keep_if
+from ...core.base import check_in_range, check_positive, keep_if
 from .distribution import MixturePrediction
 
 Array = jax.Array
@@ -77,7 +77,7 @@ def mean_correction(forgetting: float = 0.99, ridge: float = 100.0, max_shift: f
     the rule's mixture while the mean still gains where members' errors
     cancel. For the same reason the regression learns each residual clipped
     to 25 standard deviations of the rule's mixture
-    (:func:`~onlinejax.combination.mix_step`): one spike in the targets is
+    (:func:`~onlinejax.wrappers.combination.mix_step`): one spike in the targets is
     not a pattern of the members' errors.
 
     Args:

@@ -1,15 +1,15 @@
-"""The state machine's types (:func:`~onlinejax.adaptive.adaptive`): its phases, state and options.
+"""The state machine's types (:func:`~onlinejax.wrappers.adaptive.adaptive`): its phases, state and options.
 
 This module holds the phase codes (``COLD_START``, ``STABLE``, ``HIGH_ERROR``,
 ``TUNE``; :data:`MODES` names them), the machine's state
 (:class:`AdaptiveState`, with the drift detector's
-:class:`~onlinejax.detectors.DetectorState`), its behavioural switches as
+:class:`~onlinejax.wrappers.detectors.DetectorState`), its behavioural switches as
 one value (:class:`MachineOptions`, the factory's ``options=``), the static
 options it runs with (:class:`AdaptiveOptions`: those switches checked, with
-the drift detector, a :class:`~onlinejax.detectors.Detector` value, and the
+the drift detector, a :class:`~onlinejax.wrappers.detectors.Detector` value, and the
 tunes' schedule), and the fresh cold-start state (:func:`init`,
 :func:`wrap_state`); :func:`record_mode` reads an item's phase.
-:mod:`onlinejax.adaptive` runs the machine and re-exports these names.
+:mod:`onlinejax.wrappers.adaptive` runs the machine and re-exports these names.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from .core.checks import changed_fields, check_bool
-from .core.base import Learner, check_in_range, check_int, state_dtype
+from ..core.checks import changed_fields, check_bool
+from ..core.base import Learner, check_in_range, check_int, state_dtype
 from .detectors import CusumDetector, Detector, DetectorState
 
 Array = jax.Array
@@ -32,7 +32,7 @@ MODES = ("cold_start", "stable", "high_error", "tune")
 
 
 class AdaptiveState(NamedTuple):
-    """State of :func:`~onlinejax.adaptive.adaptive`.
+    """State of :func:`~onlinejax.wrappers.adaptive.adaptive`.
 
     Attributes:
       inner: the wrapped learner's state.
@@ -40,14 +40,14 @@ class AdaptiveState(NamedTuple):
       last: ``[]`` int32 what happened on the last item (one of the four ``MODES``).
       n_phase: ``[]`` int32 items learned in the current cold-start / high-error phase.
       phase_length: ``[]`` int32 the length of those phases (the window ``W``).
-      detector: :class:`~onlinejax.detectors.DetectorState`.
+      detector: :class:`~onlinejax.wrappers.detectors.DetectorState`.
       phase_abs_err, phase_n: ``[]`` sum of ``|e|`` and count over the current learning phase.
       reference: ``[]`` mean ``|e|`` of the last learning phase (the thesis rule's frozen reference).
       n_learned, n_tunes, n_alarms, n_seen, n_skipped: ``[]`` int32 counters.
       tune_pending: ``[]`` bool: a tune waits for the next item whose count
         ``n_seen`` is a multiple of ``tune_every`` (a learning phase ended
         between two; a wrapper that refitted the inner learner may set it,
-        see :func:`~onlinejax.standardize.rebase`; without ``tune_unmoved``
+        see :func:`~onlinejax.wrappers.standardize.rebase`; without ``tune_unmoved``
         such a tune also waits until the window moved on ``min_moves`` items
         of its phase or settled).
       naive_mean, last_y: ``[]`` the naive forecasts of the next target (the
@@ -86,7 +86,7 @@ class AdaptiveState(NamedTuple):
 
 
 class MachineOptions(NamedTuple):
-    """The state machine's behavioural switches as one value (:func:`~onlinejax.adaptive.adaptive`'s ``options=``).
+    """The state machine's behavioural switches as one value (:func:`~onlinejax.wrappers.adaptive.adaptive`'s ``options=``).
 
     An immutable record; the defaults are the thesis's machine.
 
@@ -100,7 +100,7 @@ class MachineOptions(NamedTuple):
         still schedules the tunes).
       naive_alarm: ``None`` (default: the thesis's machine), or a share in (0, 1): also alarm when, over
         the recent stable items, the share on which the learner's squared error exceeds both naive
-        forecasts' (the targets' running mean and the last target) exceeds it (:mod:`onlinejax.adaptive`'s
+        forecasts' (the targets' running mean and the last target) exceeds it (:mod:`onlinejax.wrappers.adaptive`'s
         module doc). A scale-free test that replaces a window that is wrong from its start, which the
         relative detectors cannot see.
       learn_shock: ``True`` (default, the thesis's rule): the item that raised an alarm is the first item
@@ -120,7 +120,7 @@ class MachineOptions(NamedTuple):
         ``False``: it does not, and the inner learner keeps the hyperparameters it has (a GP's marginal
         likelihood cannot place a lengthscale on a window of one or two distinct inputs).
       follow_inputs: ``None`` (default: the thesis's machine), or a margin ``m >= 0`` in the inner
-        learner's input units (standard deviations behind :func:`~onlinejax.calibration.calibrated`): a
+        learner's input units (standard deviations behind :func:`~onlinejax.wrappers.calibration.calibrated`): a
         stable machine learns an item on which an input lies more than ``m`` outside the range of the
         values of that input it learned, as it did on the item before. A trending input leaves a frozen
         window's range a little more with every item, so the window would extrapolate ever further until
@@ -167,16 +167,16 @@ class MachineOptions(NamedTuple):
 
 
 class AdaptiveOptions(NamedTuple):
-    """The static options :func:`~onlinejax.adaptive.adaptive`'s machine runs with (Python values).
+    """The static options :func:`~onlinejax.wrappers.adaptive.adaptive`'s machine runs with (Python values).
 
     The factory builds them from its arguments: the detector, ``tune``, the
     :class:`~onlinejax.core.schedule.TunePlan` resolved (``tune_batch``, ``tune_every``) and the checked
     :class:`MachineOptions`, whose fields read as this record's own (``options.naive_alarm``).
 
     Attributes:
-      detector: the drift detector (:class:`~onlinejax.detectors.Detector`, a value with its own options:
-        :func:`~onlinejax.detectors.cusum`, :func:`~onlinejax.detectors.frozen` or
-        :func:`~onlinejax.detectors.bocpd_detector`).
+      detector: the drift detector (:class:`~onlinejax.wrappers.detectors.Detector`, a value with its own options:
+        :func:`~onlinejax.wrappers.detectors.cusum`, :func:`~onlinejax.wrappers.detectors.frozen` or
+        :func:`~onlinejax.wrappers.detectors.bocpd_detector`).
       tune: call the inner learner's ``tune`` at the end of each learning phase.
       tune_batch: under ``vmap``, tune this many streams at a time (``None``: all).
       defer_tune: count the tune at a phase's end but leave it to the caller
@@ -209,7 +209,7 @@ def wrap_state(inner_state, phase_length, detector: Detector = CusumDetector(), 
     """A fresh :class:`AdaptiveState` (cold start) around an inner learner's state.
 
     ``phase_length``: the cold-start / high-error phase length (the window ``W``; ``[]`` int).
-    ``detector``: the drift detector (:class:`~onlinejax.detectors.Detector`, static), whose ``init`` gives the
+    ``detector``: the drift detector (:class:`~onlinejax.wrappers.detectors.Detector`, static), whose ``init`` gives the
     detector's state.
     ``n_features``: the input width ``d`` (static).
     """

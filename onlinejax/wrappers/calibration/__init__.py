@@ -14,27 +14,27 @@ describe one and the same distribution.
 Calibrators (pure ``init`` / ``update`` functions over NamedTuple states, usable on their own) and the
 wrappers built from them, one module each, each importing only those before it:
 
-* :mod:`onlinejax.calibration.recalibration`: variance recalibration (:func:`recalibration_init`,
+* :mod:`onlinejax.wrappers.calibration.recalibration`: variance recalibration (:func:`recalibration_init`,
   :func:`recalibration_update`, :func:`recalibrated_variance`), a running mean of the standardised
   squared residuals kept near robust log-scale estimates and above a floor relative to the residuals'
-  level, and the plain step :func:`onlinejax.combination.combine` recalibrates its members with.
-* :mod:`onlinejax.calibration.aci`: adaptive conformal inference (:func:`aci_init`, :func:`aci_update`,
+  level, and the plain step :func:`onlinejax.wrappers.combination.combine` recalibrates its members with.
+* :mod:`onlinejax.wrappers.calibration.aci`: adaptive conformal inference (:func:`aci_init`, :func:`aci_update`,
   :func:`aci_var_scale`; Gibbs & Candès 2021), the tabulated two-sided Gaussian quantile
   :func:`upper_normal_quantile` and the interval miss :func:`interval_miss`.
-* :mod:`onlinejax.calibration.quantile`: quantile tracking (:func:`quantile_init`,
+* :mod:`onlinejax.wrappers.calibration.quantile`: quantile tracking (:func:`quantile_init`,
   :func:`quantile_update`; the "P" and optional "I" controller of conformal PID control,
   Angelopoulos, Candès & Tibshirani 2023).
-* :mod:`onlinejax.calibration.wrapper`: the wrapped learner's state :class:`CalibratedState`, its static
+* :mod:`onlinejax.wrappers.calibration.wrapper`: the wrapped learner's state :class:`CalibratedState`, its static
   :class:`RecalibrationOptions` / :class:`ConformalOptions` and per-item functions (:func:`init`,
   :func:`correct`, :func:`update`, :func:`step_one`, :func:`update_one`, ...), and how the first items
   of a standardised learner are left out.
-* :mod:`onlinejax.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal` (the
+* :mod:`onlinejax.wrappers.calibration.factories`: the wrappers :func:`recalibrate` and :func:`conformal` (the
   conformal steps' options as values: :class:`ACIOptions`, :class:`QuantileOptions`), the
   recipe :func:`calibrated` (standardise, then calibrate), :func:`calibrated_combination` (the same over
   standardised members) and :func:`calibrated_bayes_linreg` (its standardisation
   :data:`CARRIED_STANDARDIZATION`).
 
-Every name of these modules is importable from :mod:`onlinejax.calibration` itself.
+Every name of these modules is importable from :mod:`onlinejax.wrappers.calibration` itself.
 
 Guarantees. For ACI the update telescopes, ``α_{T+1} = α_1 + γ Σ_t (α - err_t)``,
 so ``|mean err - α| = |α_1 - α_{T+1}|/(γT)``; while ``α_t`` stays in
@@ -61,7 +61,7 @@ from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, c
 from .factories import (CALIBRATED_STANDARDIZATION, CARRIED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions,
                         calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
 
-# the rest of the modules' names, importable from here as before the split (onlinejax.combination uses some)
+# the rest of the modules' names, importable from here as before the split (onlinejax.wrappers.combination uses some)
 from .recalibration import LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_CLIP, RECALIBRATION_FAST  # noqa: F401
 from .recalibration import RECALIBRATION_FLOOR, RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP  # noqa: F401
 from .recalibration import RECALIBRATION_VAR_CAP, Array, _level_floor, _mask  # noqa: F401

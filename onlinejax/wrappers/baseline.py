@@ -31,9 +31,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .core.base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
+from ..core.base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
                    describe_factory, keep_if, make_learner, welford_update)
-from .core.batching import cond_if_any
+from ..core.batching import cond_if_any
 
 __all__ = [
     "TrainOnceState",
