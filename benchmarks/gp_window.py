@@ -171,7 +171,7 @@ def grid(a):
     """
     from onlinejax.wrappers.adaptive import adaptive
     from onlinejax.data import StreamGroup, abrupt_drift_stream
-    from onlinejax.evaluation import run_grid
+    from onlinejax.runner import run_grid
 
     S, n, d, W = a.streams, a.grid_n, 2, 64
     keys = jax.random.split(jax.random.PRNGKey(0), S)

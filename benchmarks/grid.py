@@ -61,7 +61,8 @@ def main():
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
     from onlinejax import TunePlan, zoo
-    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid, use_cpu_cores
+    from onlinejax.evaluation import enable_compilation_cache, registered_learners, use_cpu_cores
+    from onlinejax.runner import run_grid
 
     zoo.register_all()
 

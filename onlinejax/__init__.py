@@ -14,7 +14,7 @@ them (``docs/README.md``).
 
 .. include:: ../docs/metrics.md
 """
-from . import core, data, evaluation, learners, wrappers
+from . import core, data, evaluation, learners, runner, wrappers
 from .learners import linear
 from .core.base import Learner, Prediction, StudentTPrediction, default_float_dtype
 from .wrappers.baseline import climatology
@@ -60,5 +60,5 @@ __all__ = [
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
     # the public modules, by layer (each layer package lists its public modules; the rest, e.g. core.linalg and
     # core.batching, are internal); the learners' linear and gp are bound here too
-    "core", "learners", "wrappers", "evaluation", "data", "adapters", "linear", "gp", "plots", "zoo",
+    "core", "learners", "wrappers", "evaluation", "runner", "data", "adapters", "linear", "gp", "plots", "zoo",
 ]

@@ -6,7 +6,7 @@ vmapped in one compiled program per learner, prints a table of MAE / RMSE /
 95 % interval coverage per learner (mean over streams) and writes a PNG of
 the running MAE. ``grid`` runs registered learner configurations (default:
 one per family) on a stratified sample of the thesis's 576-stream grid (or
-``--full``) with :func:`onlinejax.evaluation.run_grid` and prints a
+``--full``) with :func:`onlinejax.runner.run_grid` and prints a
 per-family SMSE / SMSE-ST / ICR / SAIW / MLPD / CRPS / log-score skill / ATPI
 summary (thesis Fig. 6.4, with proper scores); ``--thesis`` runs the thesis's
 configurations instead of the recommended ones.
@@ -116,7 +116,8 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
     ``tune_every > 1``: the runner's :class:`~onlinejax.core.schedule.TunePlan` ``(every=tune_every)``.
     """
     from .data import grid_names, parse_name, stratified_names, thesis_grid
-    from .evaluation import ReplayOptions, registered_learners, replay_combination, run_grid
+    from .evaluation import ReplayOptions, registered_learners
+    from .runner import replay_combination, run_grid
     from .core.schedule import TunePlan
     from . import zoo
 

@@ -180,7 +180,7 @@ METRIC_LABELS = {
 
 def plot_grid_summary(summary, path=None, *, by: str = "family", metrics=("smse", "icr"),
                       title="Grid summary (mean over streams)", level: float = 0.95):
-    """Bars of :meth:`onlinejax.evaluation.GridResult.summary` rows, one panel per metric.
+    """Bars of :meth:`onlinejax.runner.GridResult.summary` rows, one panel per metric.
 
     Args:
       summary: the summary's rows (a list of dicts) or its ``pandas.DataFrame``.

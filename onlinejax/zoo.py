@@ -235,7 +235,7 @@ def combination_learners() -> list[GridLearner]:
 
 #: The thesis's small set (``python -m onlinejax grid --thesis``): one configuration per family
 #: (window 64), few enough that compiling them stays short. The command adds :data:`DEFAULT_COMBINATION` of four of them by
-#: replaying their predictions (:func:`onlinejax.evaluation.replay_combination`).
+#: replaying their predictions (:func:`onlinejax.runner.replay_combination`).
 DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPWindowedMapped_WS64", "GPRegressionOLSMean_WS64",
                  "KernelRegression_WS64", "BayesianMLEBatchMapped_TS64")
 

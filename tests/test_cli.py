@@ -250,7 +250,8 @@ def test_run_grid_progress_bars(capsys):
 
     from onlinejax import zoo
     from onlinejax.data import stratified_names, thesis_grid
-    from onlinejax.evaluation import registered_learners, run_grid
+    from onlinejax.evaluation import registered_learners
+    from onlinejax.runner import run_grid
 
     zoo.register_all()
     groups = thesis_grid(jax.random.key(0), stratified_names(1, size=60, seed=0)[:2])

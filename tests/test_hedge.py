@@ -199,7 +199,7 @@ def test_run_grid_keeps_the_hedged_learners_own_moments_for_the_replay():
     """``GridResult.predictions``: a hedged row keeps the mixture's moments and its learner's (the replay mixes
     those); an unhedged row keeps its own twice."""
     from onlinejax.data import thesis_grid
-    from onlinejax.evaluation import run_grid
+    from onlinejax.runner import run_grid
     from onlinejax.wrappers.hedge import HedgedPrediction
     from onlinejax.core.registry import GridLearner
 

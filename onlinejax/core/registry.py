@@ -24,7 +24,7 @@ __all__ = [
 
 
 class GridLearner(NamedTuple):
-    """A learner configuration for the grid runner (:func:`onlinejax.evaluation.run_grid`).
+    """A learner configuration for the grid runner (:func:`onlinejax.runner.run_grid`).
 
     Attributes:
       name: row label, e.g. ``"GPRegressionOLSMean_WS64"``.

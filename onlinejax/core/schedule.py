@@ -17,7 +17,7 @@ decides *when* and *how* it runs:
 The runners (:func:`~onlinejax.evaluation.progressive_validation`,
 :func:`~onlinejax.evaluation.delayed_progressive_validation`,
 :func:`~onlinejax.evaluation.evaluate_streams`,
-:func:`~onlinejax.evaluation.run_grid`) take ``tune_plan=`` and apply it to
+:func:`~onlinejax.runner.run_grid`) take ``tune_plan=`` and apply it to
 every state machine inside the learners they run, through
 :func:`with_tune_plan`; a configuration therefore keeps its name and its
 results whatever the device, and a runner chooses the schedule without
@@ -52,7 +52,7 @@ class TunePlan(NamedTuple):
         that need a tune are tuned this many at a time (``"all"``: the
         whole batch whenever any stream tunes; ``"auto"``: 1 on a CPU, ``"all"``
         on accelerators, read from JAX's default backend, or by
-        :func:`~onlinejax.evaluation.run_grid` from its devices). The results do not depend on it.
+        :func:`~onlinejax.runner.run_grid` from its devices). The results do not depend on it.
       split: bool: offer the runner the machine's step with the tune taken
         out of the per-item loop (``Learner.deferred``); used by progressive
         validation of one stream. The results do not depend on it.

@@ -1,8 +1,8 @@
 """The evaluation entry points' options as values: small immutable records, each checked once.
 
-:class:`Scoring` and :class:`GridLayout` (:func:`~onlinejax.evaluation.run_grid`),
+:class:`Scoring` and :class:`GridLayout` (:func:`~onlinejax.runner.run_grid`),
 :class:`StreamsOptions` and :class:`ItemWeights` (:func:`~onlinejax.evaluation.evaluate_streams`),
-:class:`ReplayOptions` (:func:`~onlinejax.evaluation.replay_combination`) and :class:`SplitOptions`
+:class:`ReplayOptions` (:func:`~onlinejax.runner.replay_combination`) and :class:`SplitOptions`
 (:func:`~onlinejax.evaluation.compare_evaluations`). In the style of optax and blackjax, each is passed as
 one value (``run_grid(learners, streams, layout=GridLayout(chunk_size=64))``),
 checked once by its ``checked`` method (a ``ValueError`` naming
@@ -39,7 +39,7 @@ def _level(value, name: str) -> float:
 
 
 class Scoring(NamedTuple):
-    """How a grid's rows are scored (:func:`~onlinejax.evaluation.run_grid`'s ``scoring=``): Python values.
+    """How a grid's rows are scored (:func:`~onlinejax.runner.run_grid`'s ``scoring=``): Python values.
 
     The defaults are progressive validation scored at a 95 % central interval,
     with the ``*_st`` metrics leaving out 128 items after the start and after each drift.
@@ -65,7 +65,7 @@ class Scoring(NamedTuple):
 
 
 class GridLayout(NamedTuple):
-    """How :func:`~onlinejax.evaluation.run_grid` places its work (``layout=``): not what it computes.
+    """How :func:`~onlinejax.runner.run_grid` places its work (``layout=``): not what it computes.
 
     Every field changes how the streams are cut, vmapped, sharded and compiled;
     the table is the same to rounding whatever the layout (with the same
@@ -160,7 +160,7 @@ class ItemWeights(NamedTuple):
 
 
 class ReplayOptions(NamedTuple):
-    """The combination that :func:`~onlinejax.evaluation.replay_combination` replays (``options=``), besides its rule.
+    """The combination that :func:`~onlinejax.runner.replay_combination` replays (``options=``), besides its rule.
 
     The defaults are :func:`~onlinejax.wrappers.combination.combine`'s.
 

@@ -1,6 +1,6 @@
 """One learner over many streams and a batch of hyperparameters, in one flat ``vmap``.
 
-This is the layer that :func:`~onlinejax.evaluation.run_grid`, the command
+This is the layer that :func:`~onlinejax.runner.run_grid`, the command
 line's drift run, the notebooks and the README call: ``S`` streams ``X: [S,
 n, d]``, ``Y: [S, n]`` times ``H`` hyperparameter settings become ``S·H``
 independent (stream, setting) pairs under a *single* ``vmap`` of

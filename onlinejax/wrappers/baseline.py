@@ -250,7 +250,7 @@ def recorded(n_features: int = 1) -> Learner:
     ``init(mean=[n], var=[n])`` holds the recording; each ``learn`` moves to the
     next item (the inputs are ignored). Wrapping it replays a wrapper over a
     learner whose predictions were kept, e.g. a calibrator over a
-    combination's replayed mixture (:func:`onlinejax.evaluation.replay_combination`),
+    combination's replayed mixture (:func:`onlinejax.runner.replay_combination`),
     without running the learner again.
     """
     d = check_int(n_features, "n_features", 1)

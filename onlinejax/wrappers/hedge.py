@@ -75,7 +75,7 @@ class HedgedPrediction(StudentTMixture):
     Scored as the mixture it is; :attr:`learner` is the wrapped learner's own
     prediction (its first component), e.g. for a combination of hedged
     learners that mixes the learners, not their hedges
-    (:func:`~onlinejax.evaluation.replay_combination`).
+    (:func:`~onlinejax.runner.replay_combination`).
     """
 
     __slots__ = ()

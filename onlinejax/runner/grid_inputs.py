@@ -1,6 +1,6 @@
 """The grid runner's inputs: the learner configurations and stream groups checked, configurations folded into programs.
 
-:func:`~onlinejax.evaluation.run_grid` takes :class:`~onlinejax.core.registry.GridLearner` s
+:func:`~onlinejax.runner.run_grid` takes :class:`~onlinejax.core.registry.GridLearner` s
 (or a mapping of makers) and :class:`~onlinejax.data.StreamGroup` s; configurations
 that share a ``GridLearner.program`` (or differ only in ``init_kwargs``) become one
 hyper-grid learner, compiled once, whose rows keep their own labels.

@@ -76,9 +76,9 @@ from .grid_plan import (_ACCELERATOR_CHUNK_BYTES, _CPU_CHUNK_BYTES, _CPU_VMAP_BY
                         _state_bytes, _tune_plan_for, _vmap_width)
 from .grid_replay import replay_combination
 from .grid_result import ROW_METRICS, GridResult
-from .options import GridLayout, Scoring, checked_record
-from .runtime import one_blas_thread
-from .streams import KEPT
+from ..evaluation.options import GridLayout, Scoring, checked_record
+from ..evaluation.runtime import one_blas_thread
+from ..evaluation.streams import KEPT
 
 __all__ = ["GridResult", "run_grid", "replay_combination", "Scoring", "GridLayout"]
 

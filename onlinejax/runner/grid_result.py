@@ -1,8 +1,8 @@
 """The grid runner's table: :class:`GridResult`, its rows, summaries, CSV and relative metrics.
 
 :data:`ROW_METRICS` names the metric columns every row of
-:func:`~onlinejax.evaluation.run_grid` and
-:func:`~onlinejax.evaluation.replay_combination` carries.
+:func:`~onlinejax.runner.run_grid` and
+:func:`~onlinejax.runner.replay_combination` carries.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from ..core.schedule import TunePlan
-from .metrics import METRICS
+from ..evaluation.metrics import METRICS
 
 #: Metrics of every row (``*_st`` are the same over stable items).
 ROW_METRICS = METRICS + ("skill", "mlpd_clim", "mlpd_from", "n_nonfinite") + tuple(
@@ -32,7 +32,7 @@ class GridResult(NamedTuple):
     ``{(row learner label, stream name): (mean [n], var [n], pit [n], inner mean [n], inner var [n])}``
     NumPy arrays (:data:`~onlinejax.evaluation.streams.KEPT`); ``pit`` is the prediction's own CDF at the target (Gaussian, Student-t
     or mixture); the inner moments are those of the learner inside a climatology hedge
-    (:func:`~onlinejax.wrappers.hedge.inner_prediction`), which :func:`~onlinejax.evaluation.replay_combination` mixes, else the
+    (:func:`~onlinejax.wrappers.hedge.inner_prediction`), which :func:`~onlinejax.runner.replay_combination` mixes, else the
     prediction's own.
     ``tune_plan``: the :class:`~onlinejax.core.schedule.TunePlan` the rows ran under (checked, ``batch="auto"``
     read from the devices), or ``None`` (each configuration as it was built).

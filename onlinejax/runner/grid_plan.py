@@ -1,6 +1,6 @@
 """The grid runner's plan: devices and mesh, vmap widths and chunk sizes, tune plans, and each program's build.
 
-``_Plan`` holds :func:`~onlinejax.evaluation.run_grid`'s fixed options and the
+``_Plan`` holds :func:`~onlinejax.runner.run_grid`'s fixed options and the
 host-side data every program shares (metric weights, chunks placed on the
 devices, the all-gather over several processes); ``_Plan.build`` traces, lowers
 and compiles one configuration for one stream shape into a ``_Program``. The
@@ -23,8 +23,8 @@ from ..core.base import Learner, check_int, tree_nbytes
 from ..core.registry import GridLearner
 from ..core.schedule import TunePlan, checked_plan, with_tune_plan
 from .grid_inputs import _label
-from .metrics import stable_mask
-from .streams import compiled_scores, hyper_states, predictions_program
+from ..evaluation.metrics import stable_mask
+from ..evaluation.streams import compiled_scores, hyper_states, predictions_program
 
 
 def streams_sharding(devices) -> NamedSharding | None:
@@ -45,7 +45,7 @@ _ACCELERATOR_CHUNK_BYTES = 1 << 30
 
 
 def _all_cpu(devices) -> bool:
-    """Whether every device is a CPU (the byte limits of :func:`~onlinejax.evaluation.run_grid` then apply)."""
+    """Whether every device is a CPU (the byte limits of :func:`~onlinejax.runner.run_grid` then apply)."""
     return all(dv.platform == "cpu" for dv in devices)
 
 

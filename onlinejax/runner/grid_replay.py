@@ -13,10 +13,10 @@ from ..wrappers.baseline import recorded
 from ..wrappers.combination import replay
 from .grid_plan import streams_sharding
 from .grid_result import ROW_METRICS, GridResult
-from .metrics import stable_mask
-from .options import ReplayOptions, Scoring, checked_record
-from .progressive import progressive_validation
-from .streams import KEPT, compiled_scores
+from ..evaluation.metrics import stable_mask
+from ..evaluation.options import ReplayOptions, Scoring, checked_record
+from ..evaluation.progressive import progressive_validation
+from ..evaluation.streams import KEPT, compiled_scores
 
 __all__ = ["replay_combination"]
 
@@ -63,7 +63,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
     whatever the weights, so the combination's predictions follow from the
     members' (:func:`onlinejax.wrappers.combination.replay`, tested equal to the
     learner) without compiling or running the members again. Rows get the
-    same metrics as :func:`~onlinejax.evaluation.run_grid`'s; ``atpi`` is the members' summed
+    same metrics as :func:`~onlinejax.runner.run_grid`'s; ``atpi`` is the members' summed
     ``atpi`` plus the replay's own time per item.
 
     Args:
@@ -75,7 +75,7 @@ def replay_combination(result: GridResult, streams, name: str, members: Sequence
       options: :class:`~onlinejax.evaluation.options.ReplayOptions`: the rest of the combination
         (``recalibrate``, ``correct``, ``after_spread`` as in :func:`~onlinejax.wrappers.combination.combine`)
         and an optional ``wrap`` of it (default: ``combine``'s defaults, unwrapped).
-      scoring: :class:`~onlinejax.evaluation.options.Scoring` as in :func:`~onlinejax.evaluation.run_grid`
+      scoring: :class:`~onlinejax.evaluation.options.Scoring` as in :func:`~onlinejax.runner.run_grid`
         (use the same ``level`` and ``stable_window``; a replay is progressive: ``delay`` must be ``None``).
       family: the rows' family label (default ``"Combination"``).
     Returns:
