@@ -1,5 +1,5 @@
-"""The code's shape: imports flow one way (no cycle, lazy imports included), functions stay short, modules
-have at most 500 lines and learner factories take their options as records."""
+"""The code's shape: imports flow one way (no cycle, lazy imports included) and down the layer folders, functions
+stay short, modules have at most 500 lines and learner factories take their options as records."""
 import ast
 import importlib
 import inspect
@@ -59,6 +59,26 @@ def test_the_import_graph_has_no_cycle():
 
     for m in sorted(graph):
         visit(m)
+
+
+LAYERS = ("core", "data", "learners", "wrappers", "evaluation", "runner")  # ARCHITECTURE.md, bottom up; the rest is top
+LATE_VERSION_READS = {("onlinejax.core.checkpoint", "onlinejax")}  # reads onlinejax.__version__ inside a function
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+
+def test_imports_follow_the_layer_folders():
+    """A module imports only from its own layer's folder and the folders below it (``core/`` < ``data/`` <
+    ``learners/`` < ``wrappers/`` < ``evaluation/`` < ``runner/`` < the top: the package, ``zoo``, ``plots``,
+    ``adapters/``, ``__main__``), function-level imports included."""
+    mods = _modules()
+    assert {m.split(".")[1] for m in mods if m.count(".") >= 1} >= set(LAYERS)
+    upward = [f"{m} -> {d}" for m, p in sorted(mods.items()) for d in sorted(_imports(m, p, mods))
+              if _layer(d) > _layer(m) and (m, d) not in LATE_VERSION_READS]
+    assert not upward, upward
 
 
 def _code_lines(fn: ast.FunctionDef, lines: list) -> int:
