@@ -32,7 +32,7 @@ def makers() -> dict:
     from onlinejax import calibrated, zoo
     from onlinejax.wrappers.adaptive import MachineOptions, adaptive
     from onlinejax.learners.linear import (MAP_WINDOWED, ThesisFeatures, bayesian_map_forgetting, bayesian_map_windowed,
-                                  map_features, thesis_features)
+                                           map_features, thesis_features)
     from onlinejax.wrappers.standardize import StandardizeOptions
 
     W, F = zoo.RECOMMENDED_WINDOW, zoo.RECOMMENDED_WARMUP

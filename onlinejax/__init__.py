@@ -22,12 +22,12 @@ from .wrappers.calibration import calibrated, calibrated_bayes_linreg, conformal
 from .wrappers.changepoint import bocpd
 from .wrappers.combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .learners.linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
-                     adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
-                     bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
-                     forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
-                     nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
+                              adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
+                              bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
+                              forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
+                              nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
 from .learners.linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
-                     WindowedOptions)
+                              WindowedOptions)
 from .core.schedule import TunePlan
 from .wrappers.standardize import standardize
 from .wrappers.hedge import with_climatology

@@ -72,8 +72,8 @@ from .learners.gp.kernels import as_kernel, linear
 from .learners.gp.likelihood import MEANS
 from .learners.kernel_regression import kernel_regression
 from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
-                     bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
-                     odd_features, thesis_features)
+                              bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
+                              odd_features, thesis_features)
 from .learners.linear.bayes import forgetting_from_thesis
 from .learners.linear.random_features import random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register

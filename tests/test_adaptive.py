@@ -5,7 +5,7 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.wrappers.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
-                                adaptive, record_mode, step_one)
+                                         adaptive, record_mode, step_one)
 from onlinejax.core.schedule import TunePlan
 from onlinejax.wrappers.detectors import bocpd_detector, cusum, frozen
 from onlinejax.wrappers.adaptive import init as adaptive_init

@@ -9,10 +9,10 @@ from scipy.special import ndtri
 from onlinejax.wrappers.adaptive import AdaptiveState, adaptive
 from onlinejax.core.base import Prediction, make_learner
 from onlinejax.wrappers.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
-                                   RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
-                                   ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
-                                   correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
-                                   recalibration_init, recalibration_update, step_one, upper_normal_quantile)
+                                            RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
+                                            ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
+                                            correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
+                                            recalibration_init, recalibration_update, step_one, upper_normal_quantile)
 from onlinejax.wrappers.calibration import ACIOptions, QuantileOptions
 from onlinejax.wrappers.calibration import init as calibrated_init
 from onlinejax.wrappers.combination import combine

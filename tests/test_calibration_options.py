@@ -13,7 +13,7 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.wrappers.calibration import (CALIBRATED_STANDARDIZATION, RECALIBRATION_CLIP, ACIOptions, ConformalOptions,
-                                   QuantileOptions, RecalibrationOptions, calibrated, conformal)
+                                            QuantileOptions, RecalibrationOptions, calibrated, conformal)
 from onlinejax.wrappers.calibration.factories import _calibrated, _conformal_options
 from onlinejax.learners.linear import bayes_linreg
 from onlinejax.wrappers.standardize import StandardizeOptions, standardize

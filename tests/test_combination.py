@@ -6,8 +6,8 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from onlinejax.wrappers.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
-                                   mixture_crps, mixture_prediction,
-                                   mixture_quantile, replay, stacking)
+                                            mixture_crps, mixture_prediction,
+                                            mixture_quantile, replay, stacking)
 from onlinejax.core.base import learnable
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.learners.kernel_regression import kernel_regression

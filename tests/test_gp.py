@@ -7,7 +7,7 @@ from scipy import optimize
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
 from onlinejax.learners.gp import (GPHyper, GPParams, GPTuneOptions, GPWindowOptions, gp_params, gp_window, latent,
-                          log_marginal_likelihood, noise_var, signal_var, tune_hyperparameters)
+                                   log_marginal_likelihood, noise_var, signal_var, tune_hyperparameters)
 from onlinejax.learners.gp.kernels import KERNELS, gram, noise_floor_rel
 from onlinejax.learners.gp.window import NOISE_FLOOR, _restart_starts, tune_window, window_scale
 from conftest import DTYPE, X64, tol

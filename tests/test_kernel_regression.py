@@ -8,7 +8,7 @@ import pytest
 import onlinejax as oj
 from onlinejax.learners import kernel_regression as kr
 from onlinejax.learners.kernel_regression import (THESIS_ALPHAS, KernelRegressionOptions, kernel_regression, loo_cv_scores,
-                                         residual_variance, window_sums)
+                                                  residual_variance, window_sums)
 from onlinejax.evaluation.progressive import progressive_validation
 from conftest import DTYPE, X64, tol
 from reference import nw_loo_cv, nw_window_reference, rel_err

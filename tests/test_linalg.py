@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from onlinejax.core.linalg import (exclusive_row_prefix, inv_chol_append, inv_chol_drop_first, inv_chol_slide,
-                              lower_triangular_inverse, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1)
+                                   lower_triangular_inverse, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1)
 from conftest import tol
 from reference import rel_err
 

@@ -7,7 +7,7 @@ import pytest
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
 from onlinejax.wrappers.standardize import (StandardizeOptions, learn_one, predict_one, scaler_init, scaler_update, scales,
-                                   standardize, to_inner)
+                                            standardize, to_inner)
 from onlinejax.wrappers.standardize import init as standardize_init
 from conftest import DTYPE, X64, tol
 

@@ -135,7 +135,7 @@ import numpy as np
 
 from ..core.checks import check_record
 from ..core.base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
-                   keep_if, make_learner)
+                         keep_if, make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
                                       residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)

@@ -86,7 +86,7 @@ from ..core.checks import check_record
 from .adaptive_state import (COLD_START, HIGH_ERROR, MODES, STABLE, TUNE, AdaptiveOptions, AdaptiveState,
                              MachineOptions, init, record_mode, wrap_state)
 from ..core.base import (DeferredStep, Learner, LearnerCores, Prediction, check_int, describe_factory, keep_if,
-                   make_learner, pass_through)
+                         make_learner, pass_through)
 from ..core.batching import cond_if_any
 from .detectors import PERSIST_ITEMS, RECENT_ITEMS, CusumDetector, Detector, DetectorState
 from ..core.schedule import TunePlan

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core.base import (Learner, Prediction, StudentTPrediction, check_int, check_positive, default_float_dtype,
-                   describe_factory, keep_if, make_learner, welford_update)
+                         describe_factory, keep_if, make_learner, welford_update)
 from ..core.batching import cond_if_any
 
 __all__ = [

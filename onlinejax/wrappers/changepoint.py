@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, describe_factory, keep_if,
-                   make_learner, state_dtype)
+                         make_learner, state_dtype)
 from .combination.distribution import MixturePrediction, mixture_prediction
 from ..core.student_mixture import StudentTMixture
 

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core.base import (Learner, LearnerCores, Prediction, StudentTPrediction, describe_factory, keep_if, learnable,
-                   make_learner, pass_through, state_dtype)
+                         make_learner, pass_through, state_dtype)
 from .baseline import ClimatologyState, climatology_init, climatology_learn, climatology_predict
 from ..core.student_mixture import StudentTMixture
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from ..core.checks import changed_fields, check_bool
 from ..core.base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
-                   state_dtype)
+                         state_dtype)
 from .scaler import ScalerState, _cleared, _clipped, scaler_init, scales, to_inner
 from ..core.window import ring_init
 

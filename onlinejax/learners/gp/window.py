@@ -92,7 +92,7 @@ import jax.numpy as jnp
 
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, Prediction, check_int, default_float_dtype, describe_factory, keep_if,
-                    make_learner)
+                          make_learner)
 from ...core.linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,

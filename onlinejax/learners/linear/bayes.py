@@ -52,7 +52,7 @@ import jax.numpy as jnp
 
 from ...core.checks import check_bool, check_record
 from ...core.base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
-                    default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
+                          default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features

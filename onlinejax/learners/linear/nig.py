@@ -55,7 +55,7 @@ import jax.numpy as jnp
 
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
-                    default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
+                          default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
 from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array

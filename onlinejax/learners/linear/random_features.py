@@ -62,7 +62,7 @@ import numpy as np
 
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
-                    default_float_dtype, describe_factory, make_learner)
+                          default_float_dtype, describe_factory, make_learner)
 from ...core.linalg import variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
 from .nig import forget as _forget

@@ -32,7 +32,7 @@ import optax
 
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive, default_float_dtype,
-                    describe_factory, keep_if, learnable, make_learner)
+                          describe_factory, keep_if, learnable, make_learner)
 from .features import intercept_features, map_features
 
 Array = jax.Array

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from ...core.checks import check_bool, check_record
 from ...core.base import (Learner, Prediction, check_in_range, check_int, check_positive, describe_factory, keep_if,
-                    learnable, make_learner, normal_quantile, state_dtype)
+                          learnable, make_learner, normal_quantile, state_dtype)
 from .bayes import bayes_linreg, forgetting_from_thesis
 from .features import compose, intercept_features, map_features, thesis_features
 from .windowed import WindowedOptions, windowed_bayes_linreg

@@ -72,7 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core.base import (Learner, LearnerCores, Prediction, StaticOptions, check_int, check_positive, default_float_dtype,
-                    describe_factory, make_learner)
+                          describe_factory, make_learner)
 from ...core.linalg import prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 from ...core.window import RingBuffer, ring_init, ring_oldest, ring_pop_oldest, ring_push
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats

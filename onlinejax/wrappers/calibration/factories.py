@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional
 
 from ...core.checks import check_record, changed_fields
 from ...core.base import (Learner, LearnerCores, check_in_range, check_int, check_positive, describe_factory, make_learner,
-                    pass_through)
+                          pass_through)
 from ...learners.linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core.base import (Learner, LearnerCores, check_in_range, check_int, describe_factory, keep_if, learnable,
-                    make_learner, state_dtype)
+                          make_learner, state_dtype)
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP, capped_variance, scale_update, sq_err_update
 from .correction import MeanCorrection, MeanCorrectionState, correction_init, correction_update, deviations, shifted
 from ..calibration import is_informative
