@@ -165,7 +165,7 @@ def test_no_recompile_and_bad_arguments(rng):
         (lrn.step(s, np.array([0.7]), np.float64(2.0)), lrn.learn(s, [0.1], 3), lrn.tune(s)))) == 0
     with pytest.raises(ValueError, match="window"):
         adaptive(kernel_regression(1, 5), 0)
-    with pytest.raises(TypeError, match=r"detector: .*onlinejax\.detectors\.cusum"):
+    with pytest.raises(TypeError, match=r"detector: .*onlinejax\.wrappers\.detectors\.cusum"):
         adaptive(kernel_regression(1, 5), 5, detector="cusum")
     with pytest.raises(TypeError):  # the detector's options are the detector's, not the machine's
         adaptive(kernel_regression(1, 5), 5, threshold=20.0)
