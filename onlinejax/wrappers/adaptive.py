@@ -303,7 +303,8 @@ def _check_detector(detector) -> None:
     says which factory to call)."""
     if not isinstance(detector, Detector):
         raise TypeError(f"detector: expected a detector value, e.g. onlinejax.wrappers.detectors.cusum(...), "
-                        f"onlinejax.wrappers.detectors.frozen(...) or onlinejax.wrappers.detectors.bocpd_detector(...), got {detector!r}")
+                        f"onlinejax.wrappers.detectors.frozen(...) or "
+                        f"onlinejax.wrappers.detectors.bocpd_detector(...), got {detector!r}")
 
 
 #: The machine's own schedule (a :class:`~onlinejax.core.schedule.TunePlan` field left at ``None`` reads it): the
