@@ -2,12 +2,12 @@
 
 Run:  .venv/bin/python benchmarks/bocpd_runs.py [--streams 16] [--n 3000] [--seed 7]
 
-:func:`onlinejax.changepoint.bocpd` keeps the ``R`` most probable run-length hypotheses
+:func:`onlinejax.wrappers.changepoint.bocpd` keeps the ``R`` most probable run-length hypotheses
 (``lax.top_k``), not the ``R`` shortest, so ``R`` need not cover the expected run length
 ``1/h``. Streams: 2-d linear regression whose weights jump 3-14 times at random items (the
 first after item 50), in two settings: clear changes (weights N(0, 2²), noise sd 0.5) and
 noisy ones (weights N(0, 0.5²), noise sd 2, so the run-length posterior stays diffuse). The
-inner learner is :func:`~onlinejax.linear.bayes_linreg` with the noise precision of the
+inner learner is :func:`~onlinejax.learners.linear.bayes_linreg` with the noise precision of the
 setting; hazards 0.01 and 0.002. Printed per (setting, h, R): the mean log predictive density
 over the streams (nats per item), the median SMSE, the mean 95 % coverage and the wall time
 of the vmapped run after compiling.

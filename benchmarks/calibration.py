@@ -35,8 +35,9 @@ from _machine import describe  # noqa: E402
 import onlinejax as oj  # noqa: E402
 from onlinejax import zoo  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.evaluation import ReplayOptions, replay_combination, run_grid, use_cpu_cores  # noqa: E402
-from onlinejax.registry import REGISTRY  # noqa: E402
+from onlinejax.evaluation import ReplayOptions, use_cpu_cores  # noqa: E402
+from onlinejax.runner import replay_combination, run_grid  # noqa: E402
+from onlinejax.core.registry import REGISTRY  # noqa: E402
 from onlinejax.evaluation.metrics import log_score_skill, prequential, score  # noqa: E402
 
 zoo.register_all()  # the configurations are looked up by name

@@ -4,7 +4,7 @@ Run:  .venv/bin/python benchmarks/calibration_overhead.py [--n 100000] [--reps 1
 
 Progressive validation (predict, then learn) of ``bayes_linreg(8)`` in one
 jitted ``lax.scan`` over ``n`` items, bare and wrapped by
-``onlinejax.calibration`` (``conformal`` with ACI, the default; quantile
+``onlinejax.wrappers.calibration`` (``conformal`` with ACI, the default; quantile
 tracking; ``recalibrate``; ACI after recalibration). Variants are timed in
 interleaved rounds and the best round of each is kept, so a busy machine
 penalises them alike; compile time is excluded. Both wall-clock time and the
@@ -24,9 +24,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
-from onlinejax.calibration import conformal, recalibrate  # noqa: E402
+from onlinejax.wrappers.calibration import conformal, recalibrate  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.linear import bayes_linreg  # noqa: E402
+from onlinejax.learners.linear import bayes_linreg  # noqa: E402
 
 
 def stream(n, d=8, seed=0):

@@ -2,11 +2,11 @@
 
 Part A: River's annotated change-point series (``river.drift.datasets``, from TCPDBench), each
 standardised by its first 20 values. Detectors: River's ``ADWIN`` and ``PageHinkley`` on the
-values; onlinejax's CUSUM state machine (:func:`onlinejax.adaptive.adaptive` around a 32-item
+values; onlinejax's CUSUM state machine (:func:`onlinejax.wrappers.adaptive.adaptive` around a 32-item
 window of a constant-mean Bayesian linear model: an alarm is an item whose mode becomes high
-error); BOCPD (:func:`onlinejax.changepoint.bocpd` over a constant-mean Bayesian linear model:
+error); BOCPD (:func:`onlinejax.wrappers.changepoint.bocpd` over a constant-mean Bayesian linear model:
 an alarm where the most probable run length drops, placed at the run's start), and BOCPD over runs
-that learn their level, slope and noise (:func:`onlinejax.linear.nig_linreg` with a trend and
+that learn their level, slope and noise (:func:`onlinejax.learners.linear.nig_linreg` with a trend and
 forgetting 0.98). Scores: F1 with a
 margin of 5 items, averaged over the annotators (TCPDBench's "F1"), the mean delay from an
 annotated change to the first alarm within the next 10 items, and false alarms (alarms farther
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import onlinejax as oj
-from onlinejax.adaptive import HIGH_ERROR, adaptive, record_mode
-from onlinejax.changepoint import bocpd
+from onlinejax.wrappers.adaptive import HIGH_ERROR, adaptive, record_mode
+from onlinejax.wrappers.changepoint import bocpd
 from onlinejax.evaluation import progressive_validation
 
 from _machine import describe

@@ -13,7 +13,7 @@ Run:  .venv/bin/python benchmarks/combination.py [--per-cell 4] [--seed 1] [--cs
    and its 95 % interval coverage, moment-matched (what the library's metrics
    score) and exact mixture quantiles.
 3. The other registered weight rules on the same member predictions, by
-   :func:`onlinejax.combination.replay` (the members learn the same whatever
+   :func:`onlinejax.wrappers.combination.replay` (the members learn the same whatever
    the weights; replay is checked to equal the combination learner).
 """
 from __future__ import annotations
@@ -32,10 +32,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax import zoo  # noqa: E402
-from onlinejax.combination import replay  # noqa: E402
+from onlinejax.wrappers.combination import replay  # noqa: E402
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.registry import REGISTRY  # noqa: E402
+from onlinejax.core.registry import REGISTRY  # noqa: E402
 
 zoo.register_all()  # the configurations are looked up by name
 

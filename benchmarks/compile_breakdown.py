@@ -6,7 +6,7 @@ For the recommended GP (or kernel regression, or the forgetting linear learner) 
 each row traces, lowers and compiles ``lax.scan`` of ``step`` over 2,000 items (one stream,
 as the grid runs the GP) for the learner built up layer by layer, the way
 :mod:`onlinejax.zoo` builds it: the bare learner, its ``tune`` alone, the state machine
-(:func:`onlinejax.adaptive.adaptive`), ``standardize`` with and without the warm-up (whose
+(:func:`onlinejax.wrappers.adaptive.adaptive`), ``standardize`` with and without the warm-up (whose
 refit learns the warm-up items again with a second copy of the inner learner's code), and
 the whole ``calibrated`` stack; then the evaluation's per-item scores of the learner's
 prediction type. A layer's cost is its row minus the row below it. ``--opt-levels`` also
@@ -51,12 +51,12 @@ def scan_of_steps(learner):
 
 def layers(family: str) -> list:
     """``[(label, learner, what)]`` from the bare learner to the recommended stack (``what``: scan or tune)."""
-    from onlinejax.adaptive import MachineOptions, adaptive
-    from onlinejax.calibration import calibrated
-    from onlinejax.gp import gp_window
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import ThesisFeatures, bayesian_map_forgetting
-    from onlinejax.standardize import StandardizeOptions, standardize
+    from onlinejax.wrappers.adaptive import MachineOptions, adaptive
+    from onlinejax.wrappers.calibration import calibrated
+    from onlinejax.learners.gp import gp_window
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import ThesisFeatures, bayesian_map_forgetting
+    from onlinejax.wrappers.standardize import StandardizeOptions, standardize
     from onlinejax.zoo import (RECOMMENDED_NAIVE_ALARM, RECOMMENDED_WARMUP, RECOMMENDED_WINDOW, both_maps,
                                configurations)
 

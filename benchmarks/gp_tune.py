@@ -30,9 +30,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
-from onlinejax.gp.kernels import squared_exponential  # noqa: E402
-from onlinejax.gp.window import (LENGTHSCALE_PRIOR, NOISE_FLOOR, GPTuneOptions, gp_params,  # noqa: E402
-                                 params_to_excess, tune_hyperparameters, tune_objective, tune_window)
+from onlinejax.learners.gp.kernels import squared_exponential  # noqa: E402
+from onlinejax.learners.gp.window import (LENGTHSCALE_PRIOR, NOISE_FLOOR, GPTuneOptions, gp_params,  # noqa: E402
+                                          params_to_excess, tune_hyperparameters, tune_objective, tune_window)
 
 
 def windows(seed: int, W: int) -> dict:

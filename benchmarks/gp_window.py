@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.gp import GPHyper, GPTuneOptions, gp_window  # noqa: E402
+from onlinejax.learners.gp import GPHyper, GPTuneOptions, gp_window  # noqa: E402
 
 
 def stream(rng, n, d):
@@ -117,7 +117,7 @@ def check_grid(W, mean, every=10):
     floor included), in units of the stream's target standard deviation.
     """
     from onlinejax.data import thesis_grid
-    from onlinejax.gp.kernels import lengthscales, noise_var, signal_var
+    from onlinejax.learners.gp.params import lengthscales, noise_var, signal_var
 
     t0 = time.perf_counter()
     rows = []
@@ -169,9 +169,9 @@ def grid(a):
     --xla_force_host_platform_device_count=2`` both CPU cores), so the time includes the
     metrics. ``--grid-tune off`` learns every item with fixed hyperparameters instead.
     """
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
     from onlinejax.data import StreamGroup, abrupt_drift_stream
-    from onlinejax.evaluation import run_grid
+    from onlinejax.runner import run_grid
 
     S, n, d, W = a.streams, a.grid_n, 2, 64
     keys = jax.random.split(jax.random.PRNGKey(0), S)

@@ -61,7 +61,8 @@ def main():
     a = ap.parse_args()
     from onlinejax.data import grid_names, stratified_names, thesis_grid
     from onlinejax import TunePlan, zoo
-    from onlinejax.evaluation import enable_compilation_cache, registered_learners, run_grid, use_cpu_cores
+    from onlinejax.evaluation import enable_compilation_cache, registered_learners, use_cpu_cores
+    from onlinejax.runner import run_grid
 
     zoo.register_all()
 
@@ -121,9 +122,9 @@ def print_program_stages(res):
 
 #: windowed family -> (its state-machine configuration at W = 64, the bare learner's maker)
 def _bare_makers():
-    from onlinejax.gp import gp_window
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import MAP_WINDOWED, MLE_WINDOWED, bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.learners.gp import gp_window
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import MAP_WINDOWED, MLE_WINDOWED, bayesian_map_windowed, bayesian_mle_windowed
     from onlinejax.zoo import THESIS_WINDOWS
 
     cap = max(THESIS_WINDOWS)
@@ -138,7 +139,7 @@ def _bare_makers():
 
 
 def bare_learners():
-    from onlinejax.registry import GridLearnerOptions, grid_learner
+    from onlinejax.core.registry import GridLearnerOptions, grid_learner
 
     return [grid_learner(f"bare:{fam}_WS64", fam, make, options=GridLearnerOptions(vmap_bytes=vb))
             for fam, (_, make, vb) in _bare_makers().items()]

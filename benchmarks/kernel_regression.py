@@ -29,10 +29,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 from gp_window import stream  # noqa: E402  (the same sin stream as the GP benchmark)
 
-from onlinejax.adaptive import adaptive  # noqa: E402
+from onlinejax.wrappers.adaptive import adaptive  # noqa: E402
 from onlinejax.data.synthetic import abrupt_drift_stream  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.kernel_regression import kernel_regression  # noqa: E402
+from onlinejax.learners.kernel_regression import kernel_regression  # noqa: E402
 
 
 def numpy_loop(X, Y, W, n):

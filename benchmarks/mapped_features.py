@@ -4,7 +4,7 @@ Run:  .venv/bin/python benchmarks/mapped_features.py [--seeds 5,11] [--per-cell 
 
 "standardised": the recommended linear learners (``RecommendedForgettingLinear``, ``RecommendedWindowedLinear``)
 as they were before 2026-11-30, which standardised the inputs, then mapped them
-(:func:`onlinejax.linear.thesis_features`: the inputs, their squares and products, ``sign·log1p|·|`` and
+(:func:`onlinejax.learners.linear.thesis_features`: the inputs, their squares and products, ``sign·log1p|·|`` and
 ``sign·sqrt|·|``). The thesis maps the raw inputs, where log and square root mean the
 log-linear and square-root growth of positive inputs. "raw" here maps the raw inputs first and standardises
 the mapped features (``map_features(fm, calibrated(...))``), with everything else as recommended; "both"
@@ -30,10 +30,10 @@ from _machine import describe  # noqa: E402
 
 def makers() -> dict:
     from onlinejax import calibrated, zoo
-    from onlinejax.adaptive import MachineOptions, adaptive
-    from onlinejax.linear import (MAP_WINDOWED, ThesisFeatures, bayesian_map_forgetting, bayesian_map_windowed,
-                                  map_features, thesis_features)
-    from onlinejax.standardize import StandardizeOptions
+    from onlinejax.wrappers.adaptive import MachineOptions, adaptive
+    from onlinejax.learners.linear import (MAP_WINDOWED, ThesisFeatures, bayesian_map_forgetting, bayesian_map_windowed,
+                                           map_features, thesis_features)
+    from onlinejax.wrappers.standardize import StandardizeOptions
 
     W, F = zoo.RECOMMENDED_WINDOW, zoo.RECOMMENDED_WARMUP
 

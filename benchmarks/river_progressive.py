@@ -73,8 +73,8 @@ def _recorder_class():
 
 def windowed_linear(n_features: int):
     """``calibrated(windowed_bayes_linreg(d, 64, intercept=True))``: the default's recipe on a window of 64 items."""
-    from onlinejax.calibration import calibrated
-    from onlinejax.linear import windowed_bayes_linreg
+    from onlinejax.wrappers.calibration import calibrated
+    from onlinejax.learners.linear import windowed_bayes_linreg
 
     return calibrated(windowed_bayes_linreg(n_features, 64, intercept=True))
 

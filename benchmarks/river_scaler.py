@@ -7,7 +7,7 @@ given raw, or as River's ``preprocessing.StandardScaler`` hands them to the
 next step of a pipeline when it learns (its running statistics including the
 item). The models are Bayesian linear regression with an intercept, run by
 progressive validation; MAE from the third item. The target is given raw, or
-standardised with running statistics as ``onlinejax.standardize`` does
+standardised with running statistics as ``onlinejax.wrappers.standardize`` does
 (predicted with the statistics before the item, learned with them after it,
 the prediction mapped back). Printed: MAE per input form and target form;
 the library's default learner and its standardiser in both input forms; the
@@ -56,7 +56,7 @@ def mae(pred, Y) -> float:
 
 def linear_run(X, Y, running_target: bool) -> np.ndarray:
     """Bare BLR, one item at a time; with ``running_target`` the target standardised by running statistics."""
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg
 
     lrn = bayes_linreg(X.shape[1], intercept=True)
     predict, learn, s = jax.jit(lrn.predict), jax.jit(lrn.learn), lrn.init()
@@ -115,7 +115,7 @@ def main():
 
     import onlinejax as oj
     from onlinejax.evaluation import progressive_validation
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--adapter", action="store_true", help="also run the River adapter's rows (about 9 minutes on 2 cores: every model compiles)")

@@ -66,7 +66,7 @@ def hostile_kwargs(spec: str) -> tuple[str, dict]:
 def run(names, pathologies, n_items, seeds, d=2):
     import onlinejax as oj
     from onlinejax import zoo
-    from onlinejax.calibration import calibrated_bayes_linreg
+    from onlinejax.wrappers.calibration import calibrated_bayes_linreg
     from onlinejax.data import hostile_stream
 
     makers = {n: zoo.configurations()[n].make for n in names if n in zoo.configurations()}

@@ -12,7 +12,7 @@ climatology, a Student-t with ``n − 1`` degrees of freedom, location the runni
 climatology's mean), and the ratio of the learner's 95 % interval width to the climatology's
 (largest and median over the items). The issue's acceptance: skill > 0, coverage in [92, 97] %,
 MSE ratio ≤ 1.3, width ratio ≤ 3 from item 3. ``--hedge``: each learner wrapped in
-``onlinejax.hedge.with_climatology`` (``mean``: ``keep_mean=True``, only the spread hedged;
+``onlinejax.wrappers.hedge.with_climatology`` (``mean``: ``keep_mean=True``, only the spread hedged;
 ``full``: the means mixed too); a second row ``(inner)`` then scores the learner inside the hedge
 from the same run (the mixture's first component is its own prediction).
 """
@@ -63,7 +63,7 @@ def main(argv=None):
     ap.add_argument("--hedge", choices=("mean", "full"), default=None, help="wrap each learner in with_climatology")
     args = ap.parse_args(argv)
     from onlinejax import with_climatology, zoo
-    from onlinejax.hedge import HedgedPrediction
+    from onlinejax.wrappers.hedge import HedgedPrediction
     from onlinejax.evaluation import progressive_validation
 
     names = args.learners.split(",") if args.learners else [gl.name for gl in zoo.recommended_learners()]

@@ -36,11 +36,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
-from onlinejax.adaptive import STABLE, adaptive, record_mode  # noqa: E402
+from onlinejax.wrappers.adaptive import STABLE, adaptive, record_mode  # noqa: E402
 from onlinejax.data import stratified_names, thesis_grid  # noqa: E402
 from onlinejax.evaluation import progressive_validation  # noqa: E402
-from onlinejax.gp import gp_window  # noqa: E402
-from onlinejax.kernel_regression import kernel_regression  # noqa: E402
+from onlinejax.learners.gp import gp_window  # noqa: E402
+from onlinejax.learners.kernel_regression import kernel_regression  # noqa: E402
 
 
 def _trivial_tune(s):

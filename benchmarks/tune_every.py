@@ -30,10 +30,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 from onlinejax import TunePlan  # noqa: E402
-from onlinejax.adaptive import adaptive  # noqa: E402
+from onlinejax.wrappers.adaptive import adaptive  # noqa: E402
 from onlinejax.data import grid_names, parse_name, thesis_grid  # noqa: E402
-from onlinejax.evaluation import GridLayout, GridLearner, run_grid  # noqa: E402
-from onlinejax.gp import gp_window  # noqa: E402
+from onlinejax.evaluation import GridLayout, GridLearner  # noqa: E402
+from onlinejax.runner import run_grid  # noqa: E402
+from onlinejax.learners.gp import gp_window  # noqa: E402
 
 
 def main():

@@ -14,28 +14,29 @@ them (``docs/README.md``).
 
 .. include:: ../docs/metrics.md
 """
-from . import data, evaluation, linear
-from .base import Learner, Prediction, StudentTPrediction, default_float_dtype
-from .baseline import climatology
-from .calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
-from .changepoint import bocpd
-from .combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
-                     adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
-                     bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
-                     forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
-                     nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
-from .linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
-                     WindowedOptions)
-from .schedule import TunePlan
-from .standardize import standardize
-from .hedge import with_climatology
-from .student_mixture import StudentTMixture
+from . import core, data, evaluation, learners, runner, wrappers
+from .learners import linear
+from .core.base import Learner, Prediction, StudentTPrediction, default_float_dtype
+from .wrappers.baseline import climatology
+from .wrappers.calibration import calibrated, calibrated_bayes_linreg, conformal, recalibrate
+from .wrappers.changepoint import bocpd
+from .wrappers.combination import MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
+from .learners.linear import (AdHocState, BayesLinRegState, FeatureMap, SGDState, SufficientStats, WindowedBayesState,
+                              adhoc_bounds, bayes_linreg, bayesian_map_forgetting, bayesian_map_windowed, bayesian_mle_forgetting,
+                              bayesian_mle_windowed, compose, evidence_fixed_point, forgetting_from_smoothing,
+                              forgetting_from_thesis, intercept_features, log_evidence, map_features, posterior_from_stats,
+                              nig_linreg, random_feature_gp, sgd_linreg, thesis_features, window_stats, windowed_bayes_linreg)
+from .learners.linear import (AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels, SGDOptions, ThesisFeatures,
+                              WindowedOptions)
+from .core.schedule import TunePlan
+from .wrappers.standardize import standardize
+from .wrappers.hedge import with_climatology
+from .core.student_mixture import StudentTMixture
 from .evaluation import tune_prequential
-from .stateful import StatefulLearner
+from .core.stateful import StatefulLearner
 
 __version__ = "0.1.0"
-from . import gp
+from .learners import gp
 
 __all__ = [
     # learners
@@ -57,9 +58,7 @@ __all__ = [
     "default_float_dtype", "tune_prequential", "TunePlan",
     # states
     "AdHocState", "BayesLinRegState", "SGDState", "WindowedBayesState",
-    # the public modules (the rest, e.g. linalg and batching, are internal); the module
-    # onlinejax.standardize is documented under its name, which the package binds to the function
-    "adapters", "adaptive", "adaptive_state", "base", "baseline", "calibration", "changepoint", "checkpoint",
-    "combination", "data", "detectors", "evaluation", "gp", "hedge", "kernel_regression", "linear", "plots",
-    "registry", "schedule", "stateful", "student_mixture", "zoo",
+    # the public modules, by layer (each layer package lists its public modules; the rest, e.g. core.linalg and
+    # core.batching, are internal); the learners' linear and gp are bound here too
+    "core", "learners", "wrappers", "evaluation", "runner", "data", "adapters", "linear", "gp", "plots", "zoo",
 ]

@@ -6,7 +6,7 @@ vmapped in one compiled program per learner, prints a table of MAE / RMSE /
 95 % interval coverage per learner (mean over streams) and writes a PNG of
 the running MAE. ``grid`` runs registered learner configurations (default:
 one per family) on a stratified sample of the thesis's 576-stream grid (or
-``--full``) with :func:`onlinejax.evaluation.run_grid` and prints a
+``--full``) with :func:`onlinejax.runner.run_grid` and prints a
 per-family SMSE / SMSE-ST / ICR / SAIW / MLPD / CRPS / log-score skill / ATPI
 summary (thesis Fig. 6.4, with proper scores); ``--thesis`` runs the thesis's
 configurations instead of the recommended ones.
@@ -32,7 +32,7 @@ def drift_learners():
     """The learners of the ``drift`` command: ``{name: Learner}`` (2 inputs: ``[1, u]``)."""
     import optax
 
-    from . import linear as L
+    from .learners import linear as L
 
     lam, b = L.forgetting_from_smoothing(0.8, 25.0)
     return {
@@ -98,7 +98,7 @@ def run_compare(delay: float = 7.0) -> dict:
     """Temporal split vs K-fold vs progressive vs delayed progressive on River's TrumpApproval."""
     from .data import trump_approval
     from .evaluation import compare_evaluations
-    from .linear import bayes_linreg
+    from .learners.linear import bayes_linreg
 
     days, X, y, names = trump_approval()
     lrn = bayes_linreg(X.shape[1], alpha=1e-2, beta=1.0, forgetting=0.99, intercept=True)
@@ -113,11 +113,12 @@ def run_grid_command(per_cell: int, n: int, learners: str | None, out: str, full
 
     Default learners: the recommended set (:func:`onlinejax.zoo.recommended_learners`) and the
     climatology baseline; ``thesis=True``: the thesis's small set and its default combination.
-    ``tune_every > 1``: the runner's :class:`~onlinejax.schedule.TunePlan` ``(every=tune_every)``.
+    ``tune_every > 1``: the runner's :class:`~onlinejax.core.schedule.TunePlan` ``(every=tune_every)``.
     """
     from .data import grid_names, parse_name, stratified_names, thesis_grid
-    from .evaluation import ReplayOptions, registered_learners, replay_combination, run_grid
-    from .schedule import TunePlan
+    from .evaluation import ReplayOptions, registered_learners
+    from .runner import replay_combination, run_grid
+    from .core.schedule import TunePlan
     from . import zoo
 
     zoo.register_all()
@@ -306,7 +307,7 @@ def _with_command(p: argparse.ArgumentParser, argv: list) -> list:
 def _list_learners() -> int:
     """Print every registered configuration as ``name<TAB>family<TAB>description``, one a line; nothing runs."""
     from . import zoo
-    from .registry import registered_learners
+    from .core.registry import registered_learners
 
     zoo.register_all()
     for gl in registered_learners():
@@ -377,7 +378,7 @@ def _grid_usage(a) -> str | None:
         return f"--tune-every must be >= 1, not {a.tune_every}"
     if a.learners is not None:
         from . import zoo
-        from .registry import registered_learners
+        from .core.registry import registered_learners
 
         zoo.register_all()
         try:

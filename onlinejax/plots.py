@@ -139,8 +139,8 @@ def plot_phases(error, modes, path=None, *, names=("cold start", "stable", "high
 
     Args:
       error: ``[n]`` per-item errors (e.g. squared); shown as a sliding mean over ``window`` items.
-      modes: ``[n]`` int phase of each item (:func:`onlinejax.adaptive.record_mode`,
-        ``0..len(names)-1``, see :data:`onlinejax.adaptive.MODES`).
+      modes: ``[n]`` int phase of each item (:func:`onlinejax.wrappers.adaptive.record_mode`,
+        ``0..len(names)-1``, see :data:`onlinejax.wrappers.adaptive.MODES`).
       names: label of each phase.
     """
     plt = _plt()
@@ -180,7 +180,7 @@ METRIC_LABELS = {
 
 def plot_grid_summary(summary, path=None, *, by: str = "family", metrics=("smse", "icr"),
                       title="Grid summary (mean over streams)", level: float = 0.95):
-    """Bars of :meth:`onlinejax.evaluation.GridResult.summary` rows, one panel per metric.
+    """Bars of :meth:`onlinejax.runner.GridResult.summary` rows, one panel per metric.
 
     Args:
       summary: the summary's rows (a list of dicts) or its ``pandas.DataFrame``.

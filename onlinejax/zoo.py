@@ -2,10 +2,10 @@
 
 Thesis 6.2.1. Names follow the thesis (``BayesianMLEForgettingMapped_FF0.05``,
 ``GPRegressionOLSMean_WS64``, ``KernelRegression_WS96``, ...). The windowed
-learners run inside the thesis's state machine (:func:`onlinejax.adaptive.adaptive`:
+learners run inside the thesis's state machine (:func:`onlinejax.wrappers.adaptive.adaptive`:
 cold start, stable, high error, tune); the forgetting learners learn every
 item. Batch learners (``*Batch_TS32`` …) learn their first ``TS`` items once
-(:func:`onlinejax.baseline.train_once`) and are scored from item ``TS`` on.
+(:func:`onlinejax.wrappers.baseline.train_once`) and are scored from item ``TS`` on.
 
 Configurations that differ only in values their state starts from share a
 compiled program (``GridLearner.program``): the three GP means at one
@@ -15,7 +15,7 @@ length in the state). ``REGISTRY[name].make(d).init()`` still builds that
 configuration's own state (its defaults are its ``init_kwargs``).
 
 :func:`register_all` registers every configuration in
-:data:`onlinejax.registry.REGISTRY` (importing this module registers
+:data:`onlinejax.core.registry.REGISTRY` (importing this module registers
 nothing); :func:`thesis_default_learners`
 is the thesis's small set (one or two per family) and
 :func:`recommended_learners` the calibrated, scale-robust set that the main
@@ -26,12 +26,12 @@ Recommended configurations
 The thesis's configurations are kept as they are, for reproduction. The
 recommended ones (names ``Recommended<Family>``, stable across versions)
 wrap one learner per family so that it can be used on raw data:
-:func:`onlinejax.standardize.standardize` (inputs and targets of any scale
+:func:`onlinejax.wrappers.standardize.standardize` (inputs and targets of any scale
 and offset; the windowed learners' statistics are those of the first
 :data:`RECOMMENDED_WARMUP` items, then fixed, so that a model kept for
 hundreds of items is read in the coordinates it was fitted in; an intercept
 wherever the thesis's learner had none, since centred targets need one)
-inside :func:`onlinejax.calibration.conformal` (quantile
+inside :func:`onlinejax.wrappers.calibration.conformal` (quantile
 tracking after variance recalibration: the 95 % interval's long-run
 coverage is guaranteed), returning a Student-t with 4 degrees of freedom
 around that interval, so a surprise costs a few nats of log score, not
@@ -39,14 +39,14 @@ millions. The linear ones (the windowed and forgetting learners and BOCPD's
 runs) see the thesis's features of the raw inputs, standardised, and the
 standardised inputs' odd log and square root (:func:`both_maps`). On short
 or signal-free series, wrap one in
-:func:`onlinejax.hedge.with_climatology` (not done by default: it costs
+:func:`onlinejax.wrappers.hedge.with_climatology` (not done by default: it costs
 compile time and the first items' MSE; ``benchmarks/RESULTS.md``, "Short
 real series").
 ``RecommendedCombination`` mixes the five calibrated members (the four
 above and ``RecommendedRandomFeatureGP``, below) with the default combination
 rule and calibrates the mixture the same way (:func:`calibrate_combination`).
 ``RecommendedBOCPD`` (family ``BOCPD``, not a member of the combination) is
-Bayesian online changepoint detection (:func:`onlinejax.changepoint.bocpd`)
+Bayesian online changepoint detection (:func:`onlinejax.wrappers.changepoint.bocpd`)
 over runs that learn their noise, level and slope (a Normal-inverse-gamma
 linear model on those features, forgetting slowly), calibrated the same
 way: besides following a slow drift it keeps 16 run-length hypotheses and
@@ -54,7 +54,7 @@ restarts from the prior where the data say a change happened.
 ``RecommendedRandomFeatureGP`` (family ``RandomFeatureGP``, the combination's
 fifth member) is a GP whose memory is not a window: conjugate
 Bayesian linear regression on random Fourier features
-(:func:`onlinejax.linear.random_feature_gp`), averaged over lengthscales and
+(:func:`onlinejax.learners.linear.random_feature_gp`), averaged over lengthscales and
 forgetting factors by the evidence, calibrated the same way.
 """
 from __future__ import annotations
@@ -62,23 +62,23 @@ from __future__ import annotations
 import functools
 from functools import partial
 
-from .adaptive import MachineOptions, adaptive
-from .baseline import climatology, train_once
-from .calibration import calibrated, calibrated_combination
-from .changepoint import bocpd
-from .combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .gp import GPWindowOptions, gp_window
-from .gp.kernels import as_kernel, linear
-from .gp.likelihood import MEANS
-from .kernel_regression import kernel_regression
-from .linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
-                     bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
-                     odd_features, thesis_features)
-from .linear.bayes import forgetting_from_thesis
-from .linear.random_features import random_feature_gp
-from .registry import GridLearner, GridLearnerOptions, grid_learner, register
-from .schedule import TunePlan
-from .standardize_state import StandardizeOptions
+from .wrappers.adaptive import MachineOptions, adaptive
+from .wrappers.baseline import climatology, train_once
+from .wrappers.calibration import calibrated, calibrated_combination
+from .wrappers.changepoint import bocpd
+from .wrappers.combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
+from .learners.gp import GPWindowOptions, gp_window
+from .learners.gp.kernels import as_kernel, linear
+from .learners.gp.likelihood import MEANS
+from .learners.kernel_regression import kernel_regression
+from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
+                              bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
+                              odd_features, thesis_features)
+from .learners.linear.bayes import forgetting_from_thesis
+from .learners.linear.random_features import random_feature_gp
+from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
+from .core.schedule import TunePlan
+from .wrappers.standardize_state import StandardizeOptions
 
 __all__ = [
     "THESIS_WINDOWS",
@@ -130,7 +130,7 @@ def thesis_online_learners() -> list[GridLearner]:
     """The 52 online configurations (6 + 10 + 6 + 10 + 15 + 5).
 
     Their state machines tune at each learning phase's end (the thesis's rule); a runner's
-    ``tune_plan`` (:class:`~onlinejax.schedule.TunePlan`, e.g. ``run_grid(..., tune_plan=TunePlan(every=32))``
+    ``tune_plan`` (:class:`~onlinejax.core.schedule.TunePlan`, e.g. ``run_grid(..., tune_plan=TunePlan(every=32))``
     for many vmapped streams on an accelerator) changes that without changing their names.
     """
     out = []
@@ -235,7 +235,7 @@ def combination_learners() -> list[GridLearner]:
 
 #: The thesis's small set (``python -m onlinejax grid --thesis``): one configuration per family
 #: (window 64), few enough that compiling them stays short. The command adds :data:`DEFAULT_COMBINATION` of four of them by
-#: replaying their predictions (:func:`onlinejax.evaluation.replay_combination`).
+#: replaying their predictions (:func:`onlinejax.runner.replay_combination`).
 DEFAULT_NAMES = ("BayesianMLEForgettingMapped_FF0.05", "BayesianMAPWindowedMapped_WS64", "GPRegressionOLSMean_WS64",
                  "KernelRegression_WS64", "BayesianMLEBatchMapped_TS64")
 
@@ -272,29 +272,29 @@ RECOMMENDED_WARMUP = 32
 RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WARMUP)
 
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
-#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.adaptive.MachineOptions`'s
+#: it lost to both naive forecasts on more than this share (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
 RECOMMENDED_NAIVE_ALARM = 0.7
 #: The recommended GP's kernel: squared exponential (ARD) plus a linear term ``σ_lin² xᵀx'/d`` on the standardised
-#: inputs, whose amplitude the tune sets (:func:`~onlinejax.gp.kernels.linear`): the linear trend of an OLS mean,
+#: inputs, whose amplitude the tune sets (:func:`~onlinejax.learners.gp.kernels.linear`): the linear trend of an OLS mean,
 #: best on the thesis's grid, without its extrapolation on real data (``benchmarks/RESULTS.md``, "A linear kernel
 #: term in the recommended GP").
 RECOMMENDED_KERNEL = as_kernel("se") + linear()
 
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
-#: the unit prior (:class:`~onlinejax.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
+#: the unit prior (:class:`~onlinejax.learners.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
 #: inputs, in which a squared feature varies by 1e-4, would otherwise extrapolate it a thousandfold.
 RECOMMENDED_PRIOR_FLOOR = 0.01
 
 #: The windowed recommended learners' state machine learns on after a learning phase in which the input
-#: moved on fewer than this many of its items (:class:`~onlinejax.adaptive.MachineOptions`'s ``min_moves``): a
+#: moved on fewer than this many of its items (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s ``min_moves``): a
 #: window of a few distinct inputs (rows repeated in runs of about ``W/8`` items or more) is not frozen.
 RECOMMENDED_MIN_MOVES = 8
 
 
 #: The windowed recommended learners learn a stable item whose standardised input lies more than this
 #: (in standard deviations) beyond every input learned, the second such item in a row
-#: (:class:`~onlinejax.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
+#: (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s ``follow_inputs``): a linear trend steps about √12/W ≈ 0.05 sd
 #: of a W-item window per item, while a slow creep to a new low (a river's recession, 1e-4 sd per item)
 #: is no extrapolation.
 RECOMMENDED_FOLLOW_MARGIN = 0.01
@@ -310,7 +310,7 @@ def unit_prior_alpha(n_inputs: int) -> float:
     """Prior precision that gives the mapped linear model a prior function variance of about 1.
 
     On standardised inputs each of the ``m`` thesis features
-    (:func:`~onlinejax.linear.thesis_features`) is of order 1, so weights
+    (:func:`~onlinejax.learners.linear.thesis_features`) is of order 1, so weights
     ``w ~ N(0, I/α)`` give ``Var f(x) ≈ m/α``; ``α = m`` matches the
     standardised targets' unit variance. ``α = 1`` let 85 features (d = 10)
     fit noise on real data.
@@ -322,10 +322,10 @@ def both_maps(n_inputs: int, wrap, make_linear):
     """The recommended linear learners' features: the thesis's map of the raw inputs, standardised, and more.
 
     ``map_features(thesis_features(d), wrap(map_features(odd, make_linear(m))))``: the
-    thesis's features (:func:`~onlinejax.linear.thesis_features`) are computed from the raw
+    thesis's features (:func:`~onlinejax.learners.linear.thesis_features`) are computed from the raw
     inputs, where the log and square root mean log-linear and square-root growth, then
-    standardised by ``wrap`` (e.g. :func:`~onlinejax.calibration.calibrated`); behind it
-    :func:`~onlinejax.linear.odd_features` appends the standardised inputs' odd log and
+    standardised by ``wrap`` (e.g. :func:`~onlinejax.wrappers.calibration.calibrated`); behind it
+    :func:`~onlinejax.learners.linear.odd_features` appends the standardised inputs' odd log and
     square root, which turn sharply at the inputs' centre (the map of standardised inputs
     the recommended learners used alone before; ``benchmarks/RESULTS.md``, "Where the
     thesis's features are computed").
@@ -343,10 +343,10 @@ def both_maps(n_inputs: int, wrap, make_linear):
 
 def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 1000, forgetting: float = 0.995,
                       trend: float = 50.0, noise_var: float = 0.1):
-    """``RecommendedBOCPD``: :func:`~onlinejax.changepoint.bocpd` over runs that learn, calibrated.
+    """``RecommendedBOCPD``: :func:`~onlinejax.wrappers.changepoint.bocpd` over runs that learn, calibrated.
 
     Each run-length hypothesis is a Normal-inverse-gamma linear regression
-    (:func:`~onlinejax.linear.nig_linreg`) on the recommended linear learners' features
+    (:func:`~onlinejax.learners.linear.nig_linreg`) on the recommended linear learners' features
     (:func:`both_maps`) with the unit prior (``m`` features: precision ``m``), a
     level and a slope in time (``trend`` items per unit), and forgetting ``λ`` (``forgetting``, 0.995:
     about 200 items): each run learns its noise level (prior guess ``noise_var``, a tenth of the
@@ -433,7 +433,7 @@ def _recommended() -> list[GridLearner]:
 
 def calibrate_combination(learner):
     """``RecommendedCombination``'s outer wrapper: the mixture's moments calibrated as :func:`calibrated` does
-    (no standardisation: its members are standardised already; :func:`~onlinejax.calibration.calibrated_combination`),
+    (no standardisation: its members are standardised already; :func:`~onlinejax.wrappers.calibration.calibrated_combination`),
     a Student-t output."""
     return calibrated_combination(learner, 0.95, df=4.0)
 
@@ -446,7 +446,7 @@ def recommended_learners(include_combination: bool = True) -> list[GridLearner]:
       include_combination: also return ``RecommendedCombination`` (the
         default combination of the five members).
     Returns:
-      :class:`~onlinejax.registry.GridLearner` s, in the order of
+      :class:`~onlinejax.core.registry.GridLearner` s, in the order of
       :data:`RECOMMENDED_MEMBERS`, then ``RecommendedBOCPD``, then the combination.
     """
     names = RECOMMENDED_MEMBERS + (RECOMMENDED_BOCPD,) + ((RECOMMENDED_COMBINATION,) if include_combination else ())
@@ -471,7 +471,7 @@ def configurations() -> dict[str, GridLearner]:
 
 
 def register_all() -> list[GridLearner]:
-    """Register every configuration (:func:`configurations`) in :data:`onlinejax.registry.REGISTRY`.
+    """Register every configuration (:func:`configurations`) in :data:`onlinejax.core.registry.REGISTRY`.
 
     Importing this module registers nothing; the command line and the
     adapters call this before they look names up.

@@ -39,7 +39,8 @@ def compute_rows(names_: tuple = NAMES) -> dict:
     """``{"learner|stream": {metric: value}}`` of the sample (float64 when x64 is on), for the configurations ``names_``."""
     from onlinejax import zoo
     from onlinejax.data import stratified_names, thesis_grid
-    from onlinejax.evaluation import registered_learners, run_grid
+    from onlinejax.evaluation import registered_learners
+    from onlinejax.runner import run_grid
 
     zoo.register_all() if hasattr(zoo, "register_all") else zoo.recommended_learners()
     # one input dimension, so each configuration is one compiled program (CI time)

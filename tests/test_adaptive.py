@@ -4,16 +4,16 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
-                                adaptive, record_mode, step_one)
-from onlinejax.schedule import TunePlan
-from onlinejax.detectors import bocpd_detector, cusum, frozen
-from onlinejax.adaptive import init as adaptive_init
-from onlinejax.batching import cond_if_any
+from onlinejax.wrappers.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, AdaptiveOptions, DetectorState, MachineOptions,
+                                         adaptive, record_mode, step_one)
+from onlinejax.core.schedule import TunePlan
+from onlinejax.wrappers.detectors import bocpd_detector, cusum, frozen
+from onlinejax.wrappers.adaptive import init as adaptive_init
+from onlinejax.core.batching import cond_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
-from onlinejax.gp import gp_window
-from onlinejax.kernel_regression import kernel_regression
+from onlinejax.learners.gp import gp_window
+from onlinejax.learners.kernel_regression import kernel_regression
 from conftest import DTYPE, X64, tol
 
 pytestmark = pytest.mark.float32_only  # the state machine's logic; float64 runs it through the pinned rows
@@ -165,7 +165,7 @@ def test_no_recompile_and_bad_arguments(rng):
         (lrn.step(s, np.array([0.7]), np.float64(2.0)), lrn.learn(s, [0.1], 3), lrn.tune(s)))) == 0
     with pytest.raises(ValueError, match="window"):
         adaptive(kernel_regression(1, 5), 0)
-    with pytest.raises(TypeError, match=r"detector: .*onlinejax\.detectors\.cusum"):
+    with pytest.raises(TypeError, match=r"detector: .*onlinejax\.wrappers\.detectors\.cusum"):
         adaptive(kernel_regression(1, 5), 5, detector="cusum")
     with pytest.raises(TypeError):  # the detector's options are the detector's, not the machine's
         adaptive(kernel_regression(1, 5), 5, threshold=20.0)
@@ -365,7 +365,7 @@ def test_tune_batch_auto_follows_the_default_backend(monkeypatch):
     refused."""
     import importlib
 
-    adaptive_mod = importlib.import_module("onlinejax.adaptive")
+    adaptive_mod = importlib.import_module("onlinejax.wrappers.adaptive")
 
     assert adaptive_mod._default_tune_batch() == (1 if jax.default_backend() == "cpu" else None)
     monkeypatch.setattr(adaptive_mod.jax, "default_backend", lambda: "gpu")
@@ -510,8 +510,8 @@ def _stuck_then_moving(seed, n=600, stuck=100, d=2):
 
 @pytest.mark.parametrize("name", ["gp", "windowed"])
 def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers(name):
-    from onlinejax.linalg import variance_floor
-    from onlinejax.linear import bayesian_map_windowed
+    from onlinejax.core.linalg import variance_floor
+    from onlinejax.learners.linear import bayesian_map_windowed
 
     inner = (gp_window(2, 32, mean="average") if name == "gp"
              else bayesian_map_windowed(2, 32, features=oj.ThesisFeatures(True, True), alpha=9.0))
@@ -531,7 +531,7 @@ def test_a_window_of_identical_targets_predicts_a_positive_variance_and_recovers
 
 
 def test_variance_floor_is_the_dtypes_resolution_of_the_level():
-    from onlinejax.linalg import variance_floor
+    from onlinejax.core.linalg import variance_floor
 
     fi = np.finfo(DTYPE)
     np.testing.assert_allclose(np.asarray(variance_floor(jnp.asarray([0.0, 4.0], DTYPE))),

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from onlinejax import Prediction
-from onlinejax.base import normal_quantile
+from onlinejax.core.base import normal_quantile
 from conftest import X64, tol
 
 
@@ -42,7 +42,7 @@ def test_prediction_is_a_pytree_that_vmaps():
 
 
 def test_check_int():
-    from onlinejax.base import check_int
+    from onlinejax.core.base import check_int
 
     assert check_int(np.int64(4), "window", 2) == 4 and check_int(4.0, "window", 2) == 4
     for bad in (True, 2.5, "4", None, 1):
@@ -53,7 +53,7 @@ def test_check_int():
 def test_student_t_prediction_matches_scipy():
     from scipy import integrate, stats
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     mu, sc, nu = 1.5, 2.0, 4.0
@@ -76,8 +76,8 @@ def test_prediction_cdfs_match_scipy():
     """cdf of the Gaussian, the Student-t and the mixture (the PIT of the calibration figure)."""
     from scipy import stats
 
-    from onlinejax.base import StudentTPrediction
-    from onlinejax.combination import mixture_prediction
+    from onlinejax.core.base import StudentTPrediction
+    from onlinejax.wrappers.combination import mixture_prediction
 
     dt = jnp.zeros(()).dtype
     y = np.array([-2.0, 0.3, 4.0])
@@ -153,10 +153,10 @@ def _huge_then_normal(make):
 def test_finite_items_too_large_to_square_are_skipped(name):
     """|x| beyond sqrt(max float) used to overflow xᵀx and leave the linear states NaN for good."""
     import onlinejax as oj
-    from onlinejax import gp
-    from onlinejax.calibration import calibrated_bayes_linreg
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear.thesis import bayesian_mle_forgetting
+    from onlinejax.learners import gp
+    from onlinejax.wrappers.calibration import calibrated_bayes_linreg
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear.thesis import bayesian_mle_forgetting
 
     makes = {"bayes_linreg": lambda: oj.bayes_linreg(2), "bayes_linreg_forgetting": lambda: oj.bayes_linreg(2, forgetting=0.99),
              "sgd_linreg": lambda: oj.sgd_linreg(2), "windowed_bayes_linreg": lambda: oj.windowed_bayes_linreg(2, window=8),
@@ -176,9 +176,9 @@ def test_building_a_learner_again_reuses_its_compiled_programs():
     argument types, wrappers and lists count; arrays build afresh; a bad argument still raises."""
     import onlinejax as oj
     from onlinejax import zoo
-    from onlinejax.combination import combine, ewa_squared_error
+    from onlinejax.wrappers.combination import combine, ewa_squared_error
     from onlinejax.evaluation import progressive_validation
-    from onlinejax.standardize import standardize
+    from onlinejax.wrappers.standardize import standardize
 
     a, b = oj.bayes_linreg(2, alpha=0.5), oj.bayes_linreg(2, alpha=0.5)
     assert a is b and standardize(a) is standardize(b)
@@ -186,7 +186,7 @@ def test_building_a_learner_again_reuses_its_compiled_programs():
     assert oj.bayes_linreg(2, alpha=1) is not oj.bayes_linreg(2, alpha=1.0)  # types are part of the key
     assert combine([a, standardize(a)], ewa_squared_error(0.9)) is combine([a, standardize(a)], ewa_squared_error(0.9))
     assert zoo.configurations()["RecommendedCombination"].make(2) is zoo.configurations()["RecommendedCombination"].make(2)
-    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.learners.kernel_regression import kernel_regression
 
     k1 = kernel_regression(2, 8, lengthscale=np.ones(2))
     assert k1 is not kernel_regression(2, 8, lengthscale=np.ones(2))  # unhashable: built afresh
@@ -212,8 +212,8 @@ def test_reprs_are_readable():
 
     import onlinejax as oj
     from onlinejax.evaluation import metrics as M, progressive_validation
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.standardize import standardize
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.wrappers.standardize import standardize
 
     L = oj.windowed_bayes_linreg(3, 16, intercept=True)
     assert repr(L) == "Learner(windowed_bayes_linreg(3, 16, intercept=True); n_features=3; with evict, tune)"
@@ -281,8 +281,8 @@ def test_learners_trace_their_matrix_products_in_full_precision():
     precision (TF32 for float32 on NVIDIA GPUs), also inside a user's jit, in derivatives (jvp; the GP's
     tune differentiates in reverse mode) and under a user's lower-precision context."""
     from onlinejax import bayes_linreg
-    from onlinejax.adaptive import adaptive
-    from onlinejax.gp import gp_window
+    from onlinejax.wrappers.adaptive import adaptive
+    from onlinejax.learners.gp import gp_window
 
     highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
     x, y = jnp.linspace(-1.0, 1.0, 3), jnp.asarray(0.5)
@@ -303,7 +303,7 @@ def test_learners_trace_their_matrix_products_in_full_precision():
 # --- point masses, Student-t of any degrees of freedom, Welford's statistics -----------------------
 def test_zero_variance_scores_as_a_point_mass():
     """var = 0 (scale = 0): a finite, very negative log density off the mean, a step CDF, CRPS = |y - μ|."""
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     fi = np.finfo(dt)
@@ -351,7 +351,7 @@ def test_gamma_ratio_excess_is_accurate_to_the_dtype_for_every_argument():
     between backends)."""
     from scipy import special
 
-    from onlinejax.base import _log_gamma_ratio_excess
+    from onlinejax.core.base import _log_gamma_ratio_excess
 
     dt = jnp.zeros(()).dtype
     x = np.concatenate([np.logspace(-3, 8, 200), [9.75, 9.9999, 10.0, 10.0001]])
@@ -367,7 +367,7 @@ def test_student_t_of_any_degrees_of_freedom_matches_scipy(nu):
     limit), where a difference of gammaln cancels in float32."""
     from scipy import integrate, special
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     dt = jnp.zeros(()).dtype
     mu, sc = 2.0, 0.5
@@ -400,7 +400,7 @@ def test_student_t_of_any_degrees_of_freedom_matches_scipy(nu):
 
 def test_student_t_cdf_is_accurate_at_large_df():
     """Hill's approximation from ν = 20: the CDF and quantile stay on scipy's up to the Gaussian limit."""
-    from onlinejax.base import student_t_cdf, student_t_quantile
+    from onlinejax.core.base import student_t_cdf, student_t_quantile
 
     dt = jnp.zeros(()).dtype
     z = np.array([-1e3, -8.0, -3.0, -1.0, -0.01, 0.0, 0.5, 1.0, 3.0, 8.0, 1e3, np.inf, -np.inf])
@@ -429,7 +429,7 @@ def _welford64(n, mean, var, x, n_max):
 def test_welford_at_a_saturated_float32_count(rng):
     """A float32 state whose count is already 2²⁴ (where n + 1 == n): a few thousand more items move the mean and
     variance as the float64 recursion does; a growing sum of squares would have drifted instead."""
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     f32 = jnp.float32
     n_max = 1.0 / (32.0 * float(np.finfo(np.float32).eps))
@@ -448,7 +448,7 @@ def test_welford_float32_scan_of_a_million_items(rng):
     """10⁶ float32 items under lax.scan: the standard deviation within 1e-3 of float64 NumPy's."""
     from scipy.signal import lfilter
 
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     N = 10 ** 6
     x = np.asarray(1e3 + 3.0 * rng.normal(size=N), np.float32)
@@ -471,7 +471,7 @@ def test_welford_float32_scan_of_a_million_items(rng):
 
 
 def test_welford_with_decay_is_the_exponentially_weighted_mean_and_variance(rng):
-    from onlinejax.base import welford_update
+    from onlinejax.core.base import welford_update
 
     dt = jnp.zeros(()).dtype
     x = 3.0 + 2.0 * rng.normal(size=(300, 2))
@@ -493,11 +493,11 @@ def _same_tree(a, b):
 def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
     """Each wrapper's tune / downdate / evict is the inner learner's on the inner state, the rest kept."""
     import onlinejax as oj
-    from onlinejax.adaptive import adaptive
-    from onlinejax.calibration import recalibrate
-    from onlinejax.hedge import with_climatology
-    from onlinejax.linear import intercept_features, map_features
-    from onlinejax.standardize import standardize
+    from onlinejax.wrappers.adaptive import adaptive
+    from onlinejax.wrappers.calibration import recalibrate
+    from onlinejax.wrappers.hedge import with_climatology
+    from onlinejax.learners.linear import intercept_features, map_features
+    from onlinejax.wrappers.standardize import standardize
 
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
     for inner in (oj.gp.gp_window(2, 8), oj.windowed_bayes_linreg(2, 8)):
@@ -525,8 +525,8 @@ def test_wrappers_pass_tune_downdate_and_evict_through_exactly(rng):
 
 def test_a_calibrated_downdate_undoes_learn(rng):
     """recalibrate(bayes_linreg): downdating the last items gives the posterior of the first, calibrators kept."""
-    from onlinejax.calibration import recalibrate
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.wrappers.calibration import recalibrate
+    from onlinejax.learners.linear import bayes_linreg
 
     alpha, beta = 0.5, 2.0
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=40)
@@ -546,7 +546,7 @@ def test_a_calibrated_downdate_undoes_learn(rng):
 
 
 def test_make_learner_refuses_a_downdate_or_evict_of_the_wrong_shape():
-    from onlinejax.base import LearnerCores, make_learner
+    from onlinejax.core.base import LearnerCores, make_learner
 
     parts = dict(init=lambda: jnp.zeros(()), learn_one=lambda s, x, y: s, predict_one=lambda s, x: Prediction(s, s),
                  n_features=1)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from onlinejax.base import StudentTPrediction
-from onlinejax.baseline import ClimatologyState, climatology, climatology_init, climatology_learn, climatology_predict
+from onlinejax.core.base import StudentTPrediction
+from onlinejax.wrappers.baseline import ClimatologyState, climatology, climatology_init, climatology_learn, climatology_predict
 from onlinejax.evaluation import progressive_validation
 from conftest import DTYPE, X64, tol
 

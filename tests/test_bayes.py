@@ -5,8 +5,8 @@ import pytest
 from scipy import optimize
 
 import onlinejax as oj
-from onlinejax.linear import bayes
-from onlinejax.linear.evidence import SufficientStats, evidence_fixed_point, log_evidence
+from onlinejax.learners.linear import bayes
+from onlinejax.learners.linear.evidence import SufficientStats, evidence_fixed_point, log_evidence
 from conftest import X64, tol
 from reference import blr_posterior, log_evidence as np_log_evidence, predictive, rel_err
 
@@ -452,7 +452,7 @@ def test_reexpress_keeps_every_raw_prediction_and_gives_the_new_coordinates_stat
 def test_reexpress_is_refused_where_it_has_no_meaning():
     """Without the constant feature the affine map is undefined; with fixed statistics (a warm-up) or inputs
     standardised upstream (River's scaler) there is nothing to carry, or the target must move with the inputs."""
-    from onlinejax.standardize import StandardizeOptions, standardize
+    from onlinejax.wrappers.standardize import StandardizeOptions, standardize
 
     s = oj.bayes_linreg(3).init()
     with pytest.raises(ValueError, match="intercept"):

@@ -8,8 +8,8 @@ from scipy import stats
 from scipy.optimize import brentq
 
 import onlinejax as oj
-from onlinejax.adaptive import PERSIST_ITEMS, RECENT_ITEMS, adaptive
-from onlinejax.detectors import CusumDetector, FrozenDetector, bocpd_detector, cusum, frozen
+from onlinejax.wrappers.adaptive import PERSIST_ITEMS, RECENT_ITEMS, adaptive
+from onlinejax.wrappers.detectors import CusumDetector, FrozenDetector, bocpd_detector, cusum, frozen
 from onlinejax.evaluation.progressive import progressive_validation
 
 from conftest import DTYPE

@@ -6,20 +6,20 @@ import pytest
 from scipy import stats
 from scipy.special import ndtri
 
-from onlinejax.adaptive import AdaptiveState, adaptive
-from onlinejax.base import Prediction, make_learner
-from onlinejax.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
-                                   RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
-                                   ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
-                                   correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
-                                   recalibration_init, recalibration_update, step_one, upper_normal_quantile)
-from onlinejax.calibration import ACIOptions, QuantileOptions
-from onlinejax.calibration import init as calibrated_init
-from onlinejax.combination import combine
+from onlinejax.wrappers.adaptive import AdaptiveState, adaptive
+from onlinejax.core.base import Prediction, make_learner
+from onlinejax.wrappers.calibration import (LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_FAST, RECALIBRATION_FLOOR,
+                                            RECALIBRATION_LEVEL_DECAY, RECALIBRATION_LOG_CLIP, SCORE_CLIP, CalibratedState,
+                                            ConformalOptions, RecalibrationOptions, aci_init, aci_update, calibrated, conformal,
+                                            correct, quantile_init, quantile_update, recalibrate, recalibrated_variance,
+                                            recalibration_init, recalibration_update, step_one, upper_normal_quantile)
+from onlinejax.wrappers.calibration import ACIOptions, QuantileOptions
+from onlinejax.wrappers.calibration import init as calibrated_init
+from onlinejax.wrappers.combination import combine
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.evaluation.delayed import ANSWER, schedule_from_delays
 from onlinejax.evaluation.metrics import item_quantities
-from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
+from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
 
 from conftest import DTYPE, X64, tol
 
@@ -617,7 +617,7 @@ def test_student_t_output_keeps_the_calibrated_interval():
     """conformal(df=ν): a Student-t with the Gaussian's calibrated interval at `level`, heavier tails elsewhere."""
     from scipy import stats as st
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
     from onlinejax.evaluation import progressive_validation
 
     rng = np.random.default_rng(5)

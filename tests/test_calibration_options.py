@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.calibration import (CALIBRATED_STANDARDIZATION, RECALIBRATION_CLIP, ACIOptions, ConformalOptions,
-                                   QuantileOptions, RecalibrationOptions, calibrated, conformal)
-from onlinejax.calibration.factories import _calibrated, _conformal_options
-from onlinejax.linear import bayes_linreg
-from onlinejax.standardize import StandardizeOptions, standardize
+from onlinejax.wrappers.calibration import (CALIBRATED_STANDARDIZATION, RECALIBRATION_CLIP, ACIOptions, ConformalOptions,
+                                            QuantileOptions, RecalibrationOptions, calibrated, conformal)
+from onlinejax.wrappers.calibration.factories import _calibrated, _conformal_options
+from onlinejax.learners.linear import bayes_linreg
+from onlinejax.wrappers.standardize import StandardizeOptions, standardize
 
 LRN = bayes_linreg(2, intercept=True)
 
@@ -88,7 +88,7 @@ def test_calibrateds_default_is_the_former_learner_bitwise():
     by_hand = _calibrated(standardize(LRN, options=StandardizeOptions(clip=5.0)), rc, cc)
     for got, want in [(calibrated(LRN), by_hand), (oj.calibrated_bayes_linreg(2), None)]:
         if want is None:  # the adapters' default: carried posterior, clipped at CARRIED_CLIP
-            carried = StandardizeOptions(clip=oj.calibration.factories.CARRIED_CLIP,
+            carried = StandardizeOptions(clip=oj.wrappers.calibration.factories.CARRIED_CLIP,
                                          reexpress=oj.linear.bayes.reexpress)
             want = _calibrated(standardize(LRN, options=carried), rc, cc)
         outs = []

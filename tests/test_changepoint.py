@@ -7,7 +7,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import onlinejax as oj
-from onlinejax.changepoint import bocpd, changepoint_probability, expected_run_length
+from onlinejax.wrappers.changepoint import bocpd, changepoint_probability, expected_run_length
 from onlinejax.evaluation import evaluate_streams, progressive_validation
 from conftest import X64, tol
 
@@ -80,7 +80,7 @@ def _stream(rng, n, change=None):
 @pytest.mark.parametrize("seed,runs", [(0, "gaussian"), (1, "gaussian"), (2, "nig"), (3, "nig-trend")])
 def test_exact_recursion_while_nothing_is_pruned(seed, runs):
     """Runs of fixed noise (Gaussian predictives) and runs that learn their noise (Student-t predictives,
-    :func:`~onlinejax.linear.nig_linreg`), each weighed by its own density."""
+    :func:`~onlinejax.learners.linear.nig_linreg`), each weighed by its own density."""
     rng = np.random.default_rng(seed)
     n, h = 14, 0.2
     X, Y = _stream(rng, n, change=7)
@@ -201,7 +201,7 @@ def test_a_skipped_item_issues_a_nan_student_t_mixture():
 def test_scale_runs_recursion_matches_a_numpy_reference():
     """The residual-variance model of adaptive(detector=bocpd_detector()): InvGamma(1, 1) runs, exact while not
     pruned."""
-    from onlinejax.changepoint import recent_change_probability, scale_runs_init, scale_runs_update
+    from onlinejax.wrappers.changepoint import recent_change_probability, scale_runs_init, scale_runs_update
 
     rng = np.random.default_rng(0)
     z = np.concatenate([rng.normal(size=8), 4.0 * rng.normal(size=6)])
@@ -222,8 +222,8 @@ def test_scale_runs_recursion_matches_a_numpy_reference():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
-    from onlinejax.adaptive import HIGH_ERROR, adaptive, record_mode
-    from onlinejax.detectors import bocpd_detector
+    from onlinejax.wrappers.adaptive import HIGH_ERROR, adaptive, record_mode
+    from onlinejax.wrappers.detectors import bocpd_detector
 
     rng = np.random.default_rng(seed)
     n, change = 900, 500

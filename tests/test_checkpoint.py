@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.checkpoint import load_checkpoint, save_checkpoint
+from onlinejax.core.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,11 +17,11 @@ pytestmark = pytest.mark.float32_only  # resuming is bitwise in either dtype; ch
 
 SETUP = """
 import jax, jax.numpy as jnp, numpy as np
-from onlinejax.adaptive import adaptive
-from onlinejax.combination import combine, fixed_share, mean_correction
+from onlinejax.wrappers.adaptive import adaptive
+from onlinejax.wrappers.combination import combine, fixed_share, mean_correction
 from onlinejax.evaluation.metrics import prequential
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg
 
 # members of different state types, a state machine and a weight rule: a deep, mixed pytree
 learner = combine([adaptive(kernel_regression(2, 16), 16), bayes_linreg(2, alpha=1.0, beta=25.0, forgetting=0.95)],
@@ -54,7 +54,7 @@ def test_resume_in_a_new_process_is_bitwise_identical(tmp_path):
     s_k, m_k, _ = ns["run"](learner.init(), acc.init(dt), 0, 150)
     path = save_checkpoint(tmp_path / "ck", (s_k, m_k))
     code = SETUP + textwrap.dedent(f"""
-        from onlinejax.checkpoint import load_checkpoint
+        from onlinejax.core.checkpoint import load_checkpoint
         s, m = load_checkpoint({path!r}, (learner.init(), acc.init(dt)))
         s, m, means = run(s, m, 150, 240)
         np.savez({str(tmp_path / "out.npz")!r}, means=means, mae=np.asarray(acc.value(m)["mae"]),
@@ -72,8 +72,8 @@ def test_resume_in_a_new_process_is_bitwise_identical(tmp_path):
 
 
 def test_mismatched_template_is_refused(tmp_path):
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import bayes_linreg
 
     s = bayes_linreg(2).init()
     path = save_checkpoint(tmp_path / "blr.npz", s)
@@ -93,7 +93,7 @@ def test_mismatched_template_is_refused(tmp_path):
                          ids=["empty", "truncated", "text", "bit-flip"])
 def test_corrupt_file_is_a_value_error_naming_path(tmp_path, corrupt):
     """Not BadZipFile / EOFError / numpy's misleading "pickled data" message."""
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg
 
     s = bayes_linreg(2).init()
     good = save_checkpoint(tmp_path / "blr.npz", s)
@@ -113,7 +113,7 @@ def test_npz_not_written_by_save_checkpoint_is_refused(tmp_path):
 def test_a_template_of_another_configuration_is_refused(tmp_path):
     """bounds='bayes' and 'asymptotic' share one array layout: the state's static options tell them
     apart without being asked, and meta checks what the user adds."""
-    from onlinejax.linear import WindowedOptions, windowed_bayes_linreg
+    from onlinejax.learners.linear import WindowedOptions, windowed_bayes_linreg
 
     bayes, asym = windowed_bayes_linreg(2, 5), windowed_bayes_linreg(2, 5, options=WindowedOptions(bounds="asymptotic"))
     s = bayes.learn(bayes.init(), np.ones((3, 2)), np.arange(3.0))

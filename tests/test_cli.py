@@ -41,7 +41,7 @@ def test_version(capsys):
 
 def test_list_learners_runs_nothing(tmp_path, capsys):
     from onlinejax import zoo
-    from onlinejax.registry import registered_learners
+    from onlinejax.core.registry import registered_learners
 
     assert main(["grid", "--list-learners", "--out", str(tmp_path / "never")]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -250,7 +250,8 @@ def test_run_grid_progress_bars(capsys):
 
     from onlinejax import zoo
     from onlinejax.data import stratified_names, thesis_grid
-    from onlinejax.evaluation import registered_learners, run_grid
+    from onlinejax.evaluation import registered_learners
+    from onlinejax.runner import run_grid
 
     zoo.register_all()
     groups = thesis_grid(jax.random.key(0), stratified_names(1, size=60, seed=0)[:2])

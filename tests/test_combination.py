@@ -5,16 +5,16 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from onlinejax.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
-                                   mixture_crps, mixture_prediction,
-                                   mixture_quantile, replay, stacking)
-from onlinejax.base import learnable
+from onlinejax.wrappers.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
+                                            mixture_crps, mixture_prediction,
+                                            mixture_quantile, replay, stacking)
+from onlinejax.core.base import learnable
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
-from onlinejax.kernel_regression import kernel_regression
+from onlinejax.learners.kernel_regression import kernel_regression
 import optax
 
 from onlinejax.evaluation.delayed import schedule_from_delays
-from onlinejax.linear import bayes_linreg, sgd_linreg
+from onlinejax.learners.linear import bayes_linreg, sgd_linreg
 
 from conftest import DTYPE, X64, tol
 
@@ -154,7 +154,7 @@ def test_broken_member_gets_no_weight_and_no_nan():
     p = mixture_prediction(lw, jnp.asarray([jnp.nan, jnp.nan], DTYPE), jnp.asarray([1.0, 1.0], DTYPE))
     assert np.isnan(float(p.mean))  # all broken: NaN, not a silent number
     # a broken member next to an abstaining one and an informative one: scores and weights stay finite
-    from onlinejax.combination import mix_init, mix_step
+    from onlinejax.wrappers.combination import mix_init, mix_step
 
     cap = float(np.sqrt(np.finfo(np.dtype(DTYPE)).max))
     for rule in (fixed_share(0.05), ewa_squared_error()):
@@ -179,7 +179,7 @@ def test_an_abstaining_member_is_left_out_and_keeps_its_relative_weight():
     p = mixture_prediction(lw, jnp.asarray([1.0, 3.0, 0.0], DTYPE), jnp.asarray([1.0, 1.0, cap], DTYPE))
     np.testing.assert_allclose(float(p.mean), (0.5 * 1 + 0.25 * 3) / 0.75, rtol=1e-6)
     assert float(p.var) < 10
-    from onlinejax.combination import mix_init, mix_step
+    from onlinejax.wrappers.combination import mix_init, mix_step
 
     ms = mix_init(bma(1.0), 3, DTYPE)
     y = jnp.asarray(2.0, DTYPE)
@@ -609,7 +609,7 @@ def test_mean_correction_leaves_a_single_member_and_bad_items_alone():
 
 def test_mixture_crps_is_finite_with_point_masses_and_dropped_members():
     """A zero-variance member scores |y - μ| (not 0/0); a zero-weight member with infinite variance drops out."""
-    from onlinejax.combination import mixture_crps
+    from onlinejax.wrappers.combination import mixture_crps
 
     dt = jnp.zeros(()).dtype
     w = jnp.asarray([1.0, 0.0], dt)
@@ -677,12 +677,12 @@ def test_mixture_interval_default_is_the_exact_quantiles():
 
 
 def test_package_keeps_every_name_and_imports_one_way():
-    """Every name imported from onlinejax.combination before it became a package still is; inside the
+    """Every name imported from onlinejax.wrappers.combination before it became a package still is; inside the
     package, imports flow distribution -> rules / correction -> learner."""
     import ast
     import pathlib
 
-    import onlinejax.combination as C
+    import onlinejax.wrappers.combination as C
 
     names = ("MixturePrediction mixture_prediction mixture_quantile mixture_crps CombinationState MixState WeightRule "
              "bma fixed_share stacking ewa_squared_error combine mix_init mix_step replay gaussian_log_density "

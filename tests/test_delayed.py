@@ -7,7 +7,7 @@ import pytest
 
 import onlinejax as oj
 from onlinejax import Prediction
-from onlinejax.base import make_learner
+from onlinejax.core.base import make_learner
 from onlinejax.evaluation import metrics as M
 from onlinejax.evaluation import progressive_validation
 from onlinejax.evaluation.delayed import (

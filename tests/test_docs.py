@@ -30,7 +30,7 @@ def test_api_reference_builds_without_warnings(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-5000:]  # make.py exits 1 on any warning, listing them
     for page in ("onlinejax.html", "onlinejax/adapters/river.html", "onlinejax/adapters/sklearn.html",
-                 "onlinejax/evaluation/metrics.html", "onlinejax/linear/bayes.html", "search.js"):
+                 "onlinejax/evaluation/metrics.html", "onlinejax/learners/linear/bayes.html", "search.js"):
         assert (out / page).is_file(), page
     html = (out / "onlinejax.html").read_text()
     docstring = html[html.index('<div class="docstring">'):html.index('id="mod-onlinejax-view-source"')]  # no source listing
@@ -52,7 +52,7 @@ def test_index_of_public_names_is_current_and_included():
     assert ".. include:: ../docs/public_names.md" in (ROOT / "onlinejax" / "__init__.py").read_text()
     listed = re.findall(r"^- `([\w.]+)`: (.*)$", page, re.M)
     assert len(listed) > 200 and all(what.strip() for _, what in listed)  # every name says what it is
-    assert "`onlinejax.bayes_linreg`" in page and "`onlinejax.linear.bayes_linreg`" not in page  # listed once
+    assert "`onlinejax.bayes_linreg`" in page and "`onlinejax.learners.linear.bayes_linreg`" not in page  # listed once
     assert "linalg" not in page and "batching" not in page  # internal modules stay out
 
 
@@ -66,8 +66,8 @@ def test_public_modules_export_only_what_they_define_or_re_export():
 
     for name in onlinejax.__all__:
         importlib.import_module(f"onlinejax.{name}") if not hasattr(onlinejax, name) else None
-    for mod_name in ("onlinejax", "onlinejax.linear", "onlinejax.evaluation", "onlinejax.gp", "onlinejax.data",
-                     "onlinejax.calibration", "onlinejax.base", "onlinejax.adaptive", "onlinejax.standardize"):
+    for mod_name in ("onlinejax", "onlinejax.learners.linear", "onlinejax.evaluation", "onlinejax.learners.gp", "onlinejax.data",
+                     "onlinejax.wrappers.calibration", "onlinejax.core.base", "onlinejax.wrappers.adaptive", "onlinejax.wrappers.standardize"):
         mod = importlib.import_module(mod_name)
         assert len(set(mod.__all__)) == len(mod.__all__), mod_name
         for n in mod.__all__:

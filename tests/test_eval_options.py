@@ -7,13 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.combination import fixed_share
+from onlinejax.wrappers.combination import fixed_share
 from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GradientOptions, GridLayout, GridLearnerOptions, ItemWeights, PrequentialScoring,
                                   ReplayOptions, Scoring, SplitOptions, StreamsOptions, compare_evaluations,
-                                  evaluate_streams, prequential_score, replay_combination, run_grid, tune_prequential)
-from onlinejax.linear import bayes_linreg
-from onlinejax.registry import grid_learner
+                                  evaluate_streams, prequential_score, tune_prequential)
+from onlinejax.runner import replay_combination, run_grid
+from onlinejax.learners.linear import bayes_linreg
+from onlinejax.core.registry import grid_learner
 
 from conftest import tol
 

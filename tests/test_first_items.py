@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from onlinejax.calibration import LOG_CHI2_MEAN, calibrated, calibrated_bayes_linreg, conformal
-from onlinejax.linear import bayes_linreg
-from onlinejax.standardize import standardize
+from onlinejax.wrappers.calibration import LOG_CHI2_MEAN, calibrated, calibrated_bayes_linreg, conformal
+from onlinejax.learners.linear import bayes_linreg
+from onlinejax.wrappers.standardize import standardize
 
 from conftest import DTYPE
 
@@ -96,7 +96,7 @@ def test_a_first_target_far_from_the_prior_does_not_set_the_scale(first_offset):
 def test_spread_of_the_labels_agrees_with_the_statistics_target_scale():
     """``SpreadState`` says "the targets differ" exactly when a scaler fed the same targets has their scale, over
     constant starts of several lengths and levels (1e-3 to 1e6), ties at the dtype's resolution included."""
-    from onlinejax.scaler import scaler_init, scaler_update, spread_init, spread_update, target_scale_known
+    from onlinejax.wrappers.scaler import scaler_init, scaler_update, spread_init, spread_update, target_scale_known
 
     for level in (1e-3, 1.0, 963.0, 1e6):
         for run in (1, 2, 5):
@@ -113,8 +113,8 @@ def test_spread_of_the_labels_agrees_with_the_statistics_target_scale():
 
 
 def _calibrated_pair():
-    from onlinejax.calibration import calibrated_combination
-    from onlinejax.combination import combine
+    from onlinejax.wrappers.calibration import calibrated_combination
+    from onlinejax.wrappers.combination import combine
 
     return calibrated_combination(combine([calibrated(bayes_linreg(2, intercept=True)),
                                            calibrated(bayes_linreg(2, intercept=True, forgetting=0.97))],
@@ -139,7 +139,7 @@ def test_a_combination_of_calibrated_members_leaves_out_the_labels_without_a_tar
     _, states = _run(_calibrated_pair(), X, Yc)
     np.testing.assert_array_equal(np.asarray(states.recalibration.n)[:9], [0] * 8 + [1])
     np.testing.assert_array_equal(np.asarray(states.inner.mix.var_scale)[:8], 1.0)
-    from onlinejax.combination import combine
+    from onlinejax.wrappers.combination import combine
 
     plain = combine([bayes_linreg(2, intercept=True), bayes_linreg(2, intercept=True, forgetting=0.97)],
                     recalibrate=0.95)
@@ -151,8 +151,8 @@ def test_a_combination_of_calibrated_members_is_no_wider_than_its_members_on_the
     """Targets near 1000 against the members' unit prior: from the third to the tenth item the mixture's 95 %
     interval is at most 1.5 times its widest member's (scoring the first two labels in the members' guessed unit
     made it about ten times as wide)."""
-    from onlinejax.calibration import calibrated_combination
-    from onlinejax.combination import combine
+    from onlinejax.wrappers.calibration import calibrated_combination
+    from onlinejax.wrappers.combination import combine
 
     rng = np.random.default_rng(3)
     y = jnp.asarray(1000.0 + 150.0 * rng.standard_normal(40), DTYPE)

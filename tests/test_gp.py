@@ -6,10 +6,11 @@ from scipy import optimize
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import (GPHyper, GPParams, GPTuneOptions, GPWindowOptions, gp_params, gp_window, latent,
-                          log_marginal_likelihood, noise_var, signal_var, tune_hyperparameters)
-from onlinejax.gp.kernels import KERNELS, gram, noise_floor_rel
-from onlinejax.gp.window import NOISE_FLOOR, _restart_starts, tune_window, window_scale
+from onlinejax.learners.gp import (GPHyper, GPParams, GPTuneOptions, GPWindowOptions, gp_params, gp_window, latent,
+                                   log_marginal_likelihood, noise_var, signal_var, tune_hyperparameters)
+from onlinejax.learners.gp.kernels import KERNELS, gram
+from onlinejax.learners.gp.params import noise_floor_rel
+from onlinejax.learners.gp.window import NOISE_FLOOR, _restart_starts, tune_window, window_scale
 from conftest import DTYPE, X64, tol
 from reference import gp_predict, rel_err
 
@@ -202,7 +203,7 @@ def test_ols_mean_variant_matches_windowed_least_squares(rng):
 @pytest.mark.parametrize("n_items", [1, 2, 3, 4, 9])
 def test_ols_mean_is_least_squares_while_the_window_fills(rng, n_items):
     """Fewer than d + 1 points: the minimum-norm solution (SVD branch); then the centred-QR one."""
-    from onlinejax.gp import mean_coefficients
+    from onlinejax.learners.gp import mean_coefficients
 
     W, d = 8, 3
     X = rng.uniform(0, 50, size=(W, d))
@@ -411,7 +412,7 @@ def test_vmap_over_streams_and_hyperparameters(rng):
 @pytest.mark.parametrize("name", ["se", "matern32", "matern52"])
 def test_gram_fast_path_equals_the_vmapped_pair_kernel(name, rng):
     """gram() evaluates built-in kernels from the r² matrix; it must equal lifting the pair kernel, with gradients."""
-    from onlinejax.gp.kernels import cross, gp_params
+    from onlinejax.learners.gp.kernels import cross, gp_params
 
     kern = KERNELS[name]
     X1 = jnp.asarray(rng.uniform(0, 3, (7, 2)), DTYPE)

@@ -1,12 +1,13 @@
-"""The GP's module-level anatomy (onlinejax.gp.window): pure cores, the factory's binding, pair-kernel callables."""
+"""The GP's module-level anatomy (onlinejax.learners.gp.window): pure cores, the factory's binding, pair-kernel callables."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import GPTuneOptions, GPWindowOptions, gp_window, window as gpw
-from onlinejax.gp.kernels import KERNELS, gp_params, resolve_kernel, signal_var, squared_exponential
+from onlinejax.learners.gp import GPTuneOptions, GPWindowOptions, gp_window, window as gpw
+from onlinejax.learners.gp.kernels import KERNELS, gp_params, resolve_kernel, squared_exponential
+from onlinejax.learners.gp.params import signal_var
 from conftest import tol
 
 pytestmark = pytest.mark.float32_only  # the GP's module structure

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, linear, periodic
-from onlinejax.gp.kernels import SUMMED_TERMS_FLOOR_SHARE, cross, gp_params, gram, noise_floor_rel
+from onlinejax.learners.gp import GPHyper, GPTuneOptions, GPWindowOptions, as_kernel, gp_window, linear, periodic
+from onlinejax.learners.gp.kernels import cross, gp_params, gram
+from onlinejax.learners.gp.params import SUMMED_TERMS_FLOOR_SHARE, noise_floor_rel
 from conftest import DTYPE, tol
 from reference import gp_predict
 

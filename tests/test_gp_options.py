@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.gp import GPHyper, GPTuneOptions, GPWindowOptions, gp_params, gp_window, tune_hyperparameters
-from onlinejax.gp.kernels import KERNELS
+from onlinejax.learners.gp import GPHyper, GPTuneOptions, GPWindowOptions, gp_params, gp_window, tune_hyperparameters
+from onlinejax.learners.gp.kernels import KERNELS
 
 pytestmark = pytest.mark.float32_only  # construction and equality, no numerics
 

@@ -7,7 +7,7 @@ from onlinejax.data import grid_names, grid_streams, parse_name, stratified_name
 from onlinejax.data.grid import GROWTH_CODES
 from onlinejax.data.synthetic import growth
 from onlinejax.evaluation import delayed_progressive_validation, schedule_from_times
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.linear import bayes_linreg
 
 
 def test_exactly_576_distinct_names_with_the_thesis_counts():

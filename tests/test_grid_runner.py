@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 from onlinejax import zoo
-from onlinejax.adaptive import adaptive
-from onlinejax.baseline import train_once
+from onlinejax.wrappers.adaptive import adaptive
+from onlinejax.wrappers.baseline import train_once
 from onlinejax.data import StreamGroup, stratified_names, thesis_grid
 from onlinejax.evaluation import (GridLayout, GridLearner, ReplayOptions, Scoring, progressive_validation,
-                                  registered_learners, run_grid)
+                                  registered_learners)
+from onlinejax.runner import run_grid
 from onlinejax.evaluation.metrics import METRICS, prequential, score, stable_mask
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg
 
 from conftest import tol
 
@@ -114,7 +115,7 @@ def test_chunking_and_padding_do_not_change_rows(groups, tmp_path):
 @pytest.mark.slow  # CI time; test_chunking_and_padding_do_not_change_rows checks the layout in CI
 def test_vmap_width_does_not_change_rows(groups):
     """States vmapped all together, one at a time (lax.map) or 3 at a time (8 pairs: 3 groups of 3, one pair a padding copy): the same rows."""
-    from onlinejax.evaluation.grid import _state_bytes
+    from onlinejax.runner.grid import _state_bytes
 
     g = groups[1]  # 4 streams; "blr-grid" has 2 hyperparameter pairs -> 8 (stream, hyper) pairs
     lrn = [_learners()[1], _learners()[2]]
@@ -135,7 +136,7 @@ def test_vmap_width_does_not_change_rows(groups):
 
 def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
     """``GridLearner.vmap_bytes`` (the zoo's GPs: 1) replaces run_grid's for that configuration only."""
-    from onlinejax.evaluation import grid_plan as plan_mod
+    from onlinejax.runner import grid_plan as plan_mod
 
     seen = []
     real = plan_mod._vmap_width
@@ -161,7 +162,7 @@ def test_per_configuration_vmap_bytes_overrides_the_runs(groups, monkeypatch):
 def test_accelerator_defaults_vmap_whole_chunks(groups, monkeypatch):
     """On non-CPU devices every stream of a group is one chunk, all vmapped (the per-configuration
     CPU hints ignored, an explicit ``vmap_bytes`` kept); the rows equal the CPU defaults'."""
-    from onlinejax.evaluation import grid_plan as plan_mod
+    from onlinejax.runner import grid_plan as plan_mod
 
     g = groups[1]  # 4 streams
     base = _learners()[1]
@@ -337,7 +338,7 @@ def test_shared_program_rows_equal_separate_programs(groups):
     """The thesis's three GP means at one window share one compiled program (``program=``, the mean
     read from the state); every row equals that of the configuration compiled alone with a fixed mean,
     and the table keeps the configurations' order."""
-    from onlinejax.gp import GPWindowOptions, gp_window
+    from onlinejax.learners.gp import GPWindowOptions, gp_window
 
     W = 16
     names = ("zero", "average", "ols")
@@ -373,10 +374,11 @@ def test_shared_program_rows_equal_separate_programs(groups):
 SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from onlinejax.data import thesis_grid, stratified_names
-    from onlinejax.evaluation import GridLayout, GridLearner, run_grid
-    from onlinejax.adaptive import adaptive
-    from onlinejax.kernel_regression import kernel_regression
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.evaluation import GridLayout, GridLearner
+    from onlinejax.runner import run_grid
+    from onlinejax.wrappers.adaptive import adaptive
+    from onlinejax.learners.kernel_regression import kernel_regression
+    from onlinejax.learners.linear import bayes_linreg
     assert len(jax.devices()) == 4, jax.devices()
     g = thesis_grid(jax.random.key(1), [n for n in stratified_names(2, size=200, seed=3) if "_200_1_" not in n])
     L = [GridLearner("blr", "l", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99)),
@@ -409,8 +411,8 @@ def test_sharded_equals_unsharded_on_four_host_devices():
 @pytest.mark.slow
 def test_replay_combination_rows_equal_running_the_combination_learner(groups):
     """Rows added from kept member predictions equal run_grid on the combination learner itself."""
-    from onlinejax.combination import combine, fixed_share, mean_correction
-    from onlinejax.evaluation import replay_combination
+    from onlinejax.wrappers.combination import combine, fixed_share, mean_correction
+    from onlinejax.runner import replay_combination
 
     mc = mean_correction(0.99, 50.0)
 
@@ -439,7 +441,7 @@ def test_replay_combination_rows_equal_running_the_combination_learner(groups):
 
 def test_default_chunks_are_evened_out():
     """Fewest calls that respect the state budget, and among those the least padding (brute force)."""
-    from onlinejax.evaluation.grid import _default_chunk
+    from onlinejax.runner.grid import _default_chunk
 
     for S in (1, 5, 144, 216, 1000):
         for n_dev in (1, 2, 4):
@@ -485,10 +487,10 @@ def test_use_cpu_cores_sets_host_devices_before_jax_starts():
 def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
     """replay_combination(wrap=...) equals run_grid on the wrapped combination itself, and mixes hedged members'
     learners, not their hedges (as the recommended combination does): a hedged Student-t output."""
-    from onlinejax.calibration import conformal
-    from onlinejax.combination import combine, ewa_squared_error
-    from onlinejax.evaluation import replay_combination
-    from onlinejax.hedge import with_climatology
+    from onlinejax.wrappers.calibration import conformal
+    from onlinejax.wrappers.combination import combine, ewa_squared_error
+    from onlinejax.runner import replay_combination
+    from onlinejax.wrappers.hedge import with_climatology
 
     wrap = lambda l: with_climatology(conformal(l, 0.9, method="quantile", recalibrate=0.99, df=4.0),  # noqa: E731
                                       keep_mean=True)
@@ -521,14 +523,15 @@ def test_replay_combination_with_a_wrapper_equals_the_wrapped_learner(groups):
 def test_importing_the_zoo_registers_nothing():
     """Registration is explicit (zoo.register_all), and the registry imports nothing above the core."""
     import ast
-    import onlinejax.registry as reg
+    import onlinejax.core.registry as reg
 
     tree = ast.parse(open(reg.__file__).read())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level}
     assert imported == {"base"}, imported
     code = textwrap.dedent("""
         import sys
-        from onlinejax import registry, zoo
+        from onlinejax import zoo
+        from onlinejax.core import registry
         assert not registry.REGISTRY
         try:
             registry.registered_learners("GP")

@@ -6,11 +6,11 @@ import pytest
 from scipy import integrate, stats
 
 from onlinejax import calibrated, with_climatology
-from onlinejax.base import StudentTPrediction
+from onlinejax.core.base import StudentTPrediction
 from onlinejax.evaluation import progressive_validation
-from onlinejax.hedge import CLIMATOLOGY_MIN_DF
-from onlinejax.linear import bayes_linreg
-from onlinejax.student_mixture import StudentTMixture, student_t_mixture_quantile
+from onlinejax.wrappers.hedge import CLIMATOLOGY_MIN_DF
+from onlinejax.learners.linear import bayes_linreg
+from onlinejax.core.student_mixture import StudentTMixture, student_t_mixture_quantile
 
 from conftest import DTYPE, X64, tol
 
@@ -89,7 +89,7 @@ def test_student_t_mixture_crps_is_infinite_without_a_mean():
 
 
 def _replay_weights(inner_preds, Y, keep_mean=False):
-    """float64 numpy replay of the hedge (module doc of :mod:`onlinejax.hedge`): the mixture's log density and the climatology's weight at each item."""
+    """float64 numpy replay of the hedge (module doc of :mod:`onlinejax.wrappers.hedge`): the mixture's log density and the climatology's weight at each item."""
     n = len(Y)
     lw = np.log([0.5, 0.5])
     k, out_lp, out_w = 0, [], []
@@ -199,9 +199,9 @@ def test_run_grid_keeps_the_hedged_learners_own_moments_for_the_replay():
     """``GridResult.predictions``: a hedged row keeps the mixture's moments and its learner's (the replay mixes
     those); an unhedged row keeps its own twice."""
     from onlinejax.data import thesis_grid
-    from onlinejax.evaluation import run_grid
-    from onlinejax.hedge import HedgedPrediction
-    from onlinejax.registry import GridLearner
+    from onlinejax.runner import run_grid
+    from onlinejax.wrappers.hedge import HedgedPrediction
+    from onlinejax.core.registry import GridLearner
 
     grp = thesis_grid(jax.random.key(2), ["SYNTH_ND_NCD_60_2_10_0_11"])[0]
     hedged = GridLearner("hedged", "linear", lambda d: with_climatology(bayes_linreg(d), keep_mean=True))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from onlinejax import zoo
-from onlinejax.calibration import calibrated_bayes_linreg
+from onlinejax.wrappers.calibration import calibrated_bayes_linreg
 from onlinejax.data import hostile_stream
 from conftest import DTYPE
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax import kernel_regression as kr
-from onlinejax.kernel_regression import (THESIS_ALPHAS, KernelRegressionOptions, kernel_regression, loo_cv_scores,
-                                         residual_variance, window_sums)
+from onlinejax.learners import kernel_regression as kr
+from onlinejax.learners.kernel_regression import (THESIS_ALPHAS, KernelRegressionOptions, kernel_regression, loo_cv_scores,
+                                                  residual_variance, window_sums)
 from onlinejax.evaluation.progressive import progressive_validation
 from conftest import DTYPE, X64, tol
 from reference import nw_loo_cv, nw_window_reference, rel_err
@@ -241,7 +241,7 @@ def test_far_query_averages_equidistant_targets(q):
 
 def test_loo_score_of_far_equidistant_points_averages():
     """The tune's score of the current bandwidth used the same float32 log-sum-exp: compare with float64."""
-    from onlinejax.kernel_regression import _loo_score
+    from onlinejax.learners.kernel_regression import _loo_score
 
     X = np.array([[0.0], [0.0], [0.0], [1e9]])
     Y = np.array([1.0, 2.0, 4.0, 0.0])
@@ -272,7 +272,7 @@ def _regularised_whitening_reference(X, floor=1e-3):
 
 def test_whitening_of_constant_and_collinear_windows(rng):
     """Issue 23: a constant window gave A ≈ 1/sqrt(eps·tr + sqrt(tiny)) (10⁷–10⁷⁷): every query was far."""
-    from onlinejax.kernel_regression import covariance_whitening
+    from onlinejax.learners.kernel_regression import covariance_whitening
 
     W = 32
     x = rng.uniform(0, 1, W)
@@ -296,7 +296,7 @@ def test_tune_on_repeated_inputs_keeps_cusum_alive(rng):
     """Issue 23: inputs constant over blocks of 100 items (targets 2.7·x + noise): the tune after the
     cold start made every later point "far", the predictions summed the window's targets (1900 of
     2000 errors > 3) and the variance cap gave z² ≈ 0, so CUSUM never alarmed."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
 
     n, W = 2000, 64
     x = np.repeat(rng.uniform(0, 1, n // 100), 100)

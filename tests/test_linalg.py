@@ -3,8 +3,8 @@ import jax.scipy.linalg
 import numpy as np
 import pytest
 
-from onlinejax.linalg import (exclusive_row_prefix, inv_chol_append, inv_chol_drop_first, inv_chol_slide,
-                              lower_triangular_inverse, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1)
+from onlinejax.core.linalg import (exclusive_row_prefix, inv_chol_append, inv_chol_drop_first, inv_chol_slide,
+                                   lower_triangular_inverse, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1)
 from conftest import tol
 from reference import rel_err
 
@@ -144,7 +144,7 @@ def test_cap_variance_clamps_in_the_cap_whitened_basis(rng):
     """Against float64 numpy: a no-op below the cap; above it ``C^{1/2} U min(Λ, h) Uᵀ C^{1/2}`` from the
     eigendecomposition ``C^{-1/2} S C^{-1/2} = UΛUᵀ``, so the directions the data keeps tight keep their
     variance; with ``scale = inf`` every direction sits at ``h`` times its cap."""
-    from onlinejax.linalg import CAP_HEADROOM as h, cap_variance
+    from onlinejax.core.linalg import CAP_HEADROOM as h, cap_variance
 
     d = 5
     cap = np.array([4.0, 1.0, 9.0, 2.0, 3.0])
@@ -178,7 +178,7 @@ def test_cap_variance_under_vmap_equals_one_stream_at_a_time(rng):
     the clamp runs on the streams that need it, a few at a time, and each equals its own single call."""
     import jax
 
-    from onlinejax.linalg import cap_variance
+    from onlinejax.core.linalg import cap_variance
 
     d = 4
     cap = jnp.asarray([1.0, 2.0, 3.0, 4.0])

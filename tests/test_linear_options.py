@@ -10,9 +10,9 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.kernel_regression import KernelRegressionOptions, kernel_regression
-from onlinejax.linear import (MAP_WINDOWED, MLE_WINDOWED, AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels,
-                              SGDOptions, ThesisFeatures, WindowedOptions)
+from onlinejax.learners.kernel_regression import KernelRegressionOptions, kernel_regression
+from onlinejax.learners.linear import (MAP_WINDOWED, MLE_WINDOWED, AdHocOptions, BayesOptions, NIGPrior, RandomFeatureModels,
+                                       SGDOptions, ThesisFeatures, WindowedOptions)
 
 pytestmark = pytest.mark.float32_only  # construction and equality; the bitwise check compares two equal programs
 

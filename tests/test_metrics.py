@@ -177,8 +177,8 @@ def _np_climatology_logpdf(y, prior_var=1.0):
 
 
 def test_climatology_learner_matches_numpy(rng):
-    from onlinejax.base import StudentTPrediction
-    from onlinejax.baseline import climatology
+    from onlinejax.core.base import StudentTPrediction
+    from onlinejax.wrappers.baseline import climatology
     from onlinejax.evaluation import progressive_validation
 
     y = 1e3 + 3.0 * rng.normal(size=200)
@@ -197,7 +197,7 @@ def test_climatology_learner_matches_numpy(rng):
 
 
 def test_log_score_skill_matches_numpy(rng):
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     y, mu, var = _stream(rng, 150)
     w = (rng.uniform(size=150) > 0.3).astype(float)
@@ -236,7 +236,7 @@ def test_log_score_skill_survives_nearly_equal_first_targets(rng):
 def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
     from scipy import integrate
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     n, nu = 12, 4.0
     y, mu, var = _stream(rng, n)
@@ -261,7 +261,7 @@ def test_student_t_predictions_are_scored_by_their_own_distribution(rng):
 def test_metrics_on_a_mixture_equal_the_former_mixture_formulas(rng):
     """item_quantities on a MixturePrediction (now its own interval/log_prob/crps) equals, bit for bit, the
     formulas metrics applied to a mixture before: exact quantiles, mixture log density, vectorised mixture_crps."""
-    from onlinejax.combination import mixture_crps, mixture_prediction
+    from onlinejax.wrappers.combination import mixture_crps, mixture_prediction
 
     dt = jnp.zeros(()).dtype
     n, m = 30, 3
@@ -335,7 +335,7 @@ def test_any_non_gaussian_prediction_is_scored_by_its_own_methods(rng):
 
 
 def test_metrics_do_not_know_the_combination():
-    """evaluation/metrics.py imports nothing from onlinejax.combination and recognises no mixture by its fields."""
+    """evaluation/metrics.py imports nothing from onlinejax.wrappers.combination and recognises no mixture by its fields."""
     import ast
     import inspect
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from onlinejax.data import thesis_grid
-from onlinejax.evaluation import GridLayout, Scoring, run_grid
+from onlinejax.evaluation import GridLayout, Scoring
+from onlinejax.runner import run_grid
 
 from conftest import tol
 
@@ -34,7 +35,8 @@ initialize_distributed(f"127.0.0.1:{port}", num_processes=2, process_id=pid, cpu
 import jax, numpy as np
 from test_multiprocess import NAMES, Recorded, learners
 from onlinejax.data import thesis_grid
-from onlinejax.evaluation import GridLayout, Scoring, run_grid
+from onlinejax.evaluation import GridLayout, Scoring
+from onlinejax.runner import run_grid
 
 
 groups = [g._replace(X=Recorded(g.X), Y=Recorded(g.Y)) for g in thesis_grid(jax.random.key(1), NAMES)]
@@ -64,8 +66,8 @@ class Recorded:
 
 
 def learners():
-    from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
-    from onlinejax.registry import grid_learner
+    from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
+    from onlinejax.core.registry import grid_learner
 
     return [grid_learner("blr", "linear", lambda d: bayes_linreg(d, alpha=1e-2, beta=1e-2, forgetting=0.99),
                          hyper={"alpha": [1e-3, 1.0]}),

@@ -1,11 +1,11 @@
-"""Bayesian linear regression that learns its noise (onlinejax.linear.nig) against float64 closed forms."""
+"""Bayesian linear regression that learns its noise (onlinejax.learners.linear.nig) against float64 closed forms."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from onlinejax.evaluation import progressive_validation
-from onlinejax.linear import NIGPrior, nig_linreg
+from onlinejax.learners.linear import NIGPrior, nig_linreg
 from conftest import tol
 
 
@@ -151,7 +151,7 @@ def test_float32_noise_count_stops_and_the_noise_estimate_stays_a_running_mean()
     ``a_max/(a_max + 1/2)`` after each item, a running mean over ``2a_max`` items) computed in float64 to 0.5 %,
     and ``df`` stays ``2a_max``. A count that kept growing would give the exact posterior's 3.26 instead of the
     recursion's 3.86; one that stalled in float32 (at 2²³) would let ``b/a`` grow without bound."""
-    from onlinejax.linear.nig import max_count
+    from onlinejax.learners.linear.nig import max_count
     n, a_max = 200_000, max_count(jnp.float32)
     assert a_max == 2.0 ** 15
     y = (2.0 * np.random.default_rng(3).normal(size=n)).astype(np.float32)

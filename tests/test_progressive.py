@@ -134,7 +134,7 @@ def test_summarize_scores_a_student_t_by_its_own_interval():
     """A Student-t prediction's coverage and width are its own central interval's (scipy), not a Gaussian's of its variance."""
     from scipy import stats
 
-    from onlinejax.base import StudentTPrediction
+    from onlinejax.core.base import StudentTPrediction
 
     rng = np.random.default_rng(3)
     n, df = 400, 3.0

@@ -1,14 +1,14 @@
-"""The random-feature GP (onlinejax.linear.random_features) against float64 NumPy/SciPy closed forms."""
+"""The random-feature GP (onlinejax.learners.linear.random_features) against float64 NumPy/SciPy closed forms."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 
-from onlinejax.calibration import calibrated
-from onlinejax.linear import NIGPrior, RandomFeatureModels
-from onlinejax.standardize import StandardizeOptions
-from onlinejax.linear.random_features import _members, random_feature_gp
+from onlinejax.wrappers.calibration import calibrated
+from onlinejax.learners.linear import NIGPrior, RandomFeatureModels
+from onlinejax.wrappers.standardize import StandardizeOptions
+from onlinejax.learners.linear.random_features import _members, random_feature_gp
 from conftest import tol
 
 
@@ -136,7 +136,7 @@ def test_a_repeated_input_is_forgotten_along_its_own_direction_only(rng):
 
 def test_the_features_estimate_the_squared_exponential_kernel():
     """φ(x)ᵀφ(x') → exp(-|x - x'|²/2ℓ²) + x·x'/d + 1 as M grows (Rahimi & Recht 2007), with error ~ 1/√M."""
-    from onlinejax.linear.random_features import features
+    from onlinejax.learners.linear.random_features import features
     rng = np.random.default_rng(0)
     x, x2 = rng.normal(size=3), rng.normal(size=3)
     freqs = jax.random.normal(jax.random.PRNGKey(1), (20000, 3))

@@ -38,7 +38,7 @@ def test_quickstart_block_runs_alone(i, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks may write files (grid.csv)
     block = BLOCKS[i]
     ns: dict = {"__name__": f"readme_block_{i}"}
-    from onlinejax import registry
+    from onlinejax.core import registry
 
     before = dict(registry.REGISTRY)
     try:

@@ -16,7 +16,7 @@ pytest.importorskip("river")
 pd = pytest.importorskip("pandas")
 
 from onlinejax.adapters.river import RiverRegressor  # noqa: E402
-from onlinejax.calibration import CARRIED_STANDARDIZATION  # noqa: E402
+from onlinejax.wrappers.calibration import CARRIED_STANDARDIZATION  # noqa: E402
 
 pytestmark = pytest.mark.float32_only  # the adapters' plumbing (float32, their dtype)
 
@@ -180,7 +180,7 @@ def test_default_learner_grows_like_a_wide_learner(warmup):
     while a grown one states it in today's: their predictions then agree to 2 %, not to rounding."""
     X, y = _stream(160, 5, seed=3)
     rows, _ = _late(X, [0, 0, 30, 75, 120])
-    from onlinejax.calibration import CALIBRATED_STANDARDIZATION
+    from onlinejax.wrappers.calibration import CALIBRATED_STANDARDIZATION
 
     fixed = CALIBRATED_STANDARDIZATION._replace(warmup=warmup)
     kw = {} if warmup is None else {"learner_params": {"standardization": fixed}}

@@ -3,14 +3,15 @@ import numpy as np
 import pytest
 
 from onlinejax import TunePlan, calibrated, combine, ewa_squared_error, standardize
-from onlinejax.adaptive import adaptive
+from onlinejax.wrappers.adaptive import adaptive
 from onlinejax.data import StreamGroup
 from onlinejax.evaluation import (GridLearner, Scoring, delayed_progressive_validation, evaluate_streams,
-                                  progressive_validation, run_grid, schedule_from_delays)
-from onlinejax.evaluation.grid import _tune_plan_for
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg
-from onlinejax.schedule import with_tune_plan
+                                  progressive_validation, schedule_from_delays)
+from onlinejax.runner import run_grid
+from onlinejax.runner.grid import _tune_plan_for
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg
+from onlinejax.core.schedule import with_tune_plan
 
 pytestmark = pytest.mark.float32_only  # the runners' plumbing: the same in float64
 

@@ -7,7 +7,7 @@ import optax
 import pytest
 
 import onlinejax as oj
-from onlinejax.linear import sgd
+from onlinejax.learners.linear import sgd
 from conftest import DTYPE, tol
 from reference import rel_err
 

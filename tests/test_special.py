@@ -1,11 +1,11 @@
-"""The Student-t CDF and quantile (:mod:`onlinejax.special`) against float64 scipy and closed forms."""
+"""The Student-t CDF and quantile (:mod:`onlinejax.core.special`) against float64 scipy and closed forms."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
 
-from onlinejax.special import _beta_continued_fraction, student_t_cdf, student_t_quantile
+from onlinejax.core.special import _beta_continued_fraction, student_t_cdf, student_t_quantile
 from conftest import tol
 
 DT = jnp.zeros(()).dtype

@@ -6,9 +6,9 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.standardize import (StandardizeOptions, learn_one, predict_one, scaler_init, scaler_update, scales,
-                                   standardize, to_inner)
-from onlinejax.standardize import init as standardize_init
+from onlinejax.wrappers.standardize import (StandardizeOptions, learn_one, predict_one, scaler_init, scaler_update, scales,
+                                            standardize, to_inner)
+from onlinejax.wrappers.standardize import init as standardize_init
 from conftest import DTYPE, X64, tol
 
 
@@ -259,7 +259,7 @@ def test_module_level_functions_equal_the_learner(rng):
 
 
 def test_a_warmup_of_constant_targets_starts_again_and_then_fixes_the_streams_scale():
-    from onlinejax.standardize import scales
+    from onlinejax.wrappers.standardize import scales
 
     r = np.random.default_rng(3)
     n, F = 200, 16
@@ -306,7 +306,7 @@ def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
     """A trend leaves the fixed range step by step: ``DRIFT_RUN`` items beyond the clip rebase the statistics on
     all ``keep`` items kept (a jump waits for ``F`` and takes the last ``F``), and the inner learner is refitted on
     them (and tuned): the next prediction is a float64 window fit on the kept items in the new coordinates."""
-    from onlinejax.standardize import DRIFT_RUN
+    from onlinejax.wrappers.standardize import DRIFT_RUN
 
     r = np.random.default_rng(5)
     n, F, K, clip = 400, 16, 48, 5.0
@@ -349,7 +349,7 @@ def test_a_trending_input_is_rebased_step_by_step_on_every_kept_item():
 def test_a_rebase_of_a_state_machine_tunes_it_once():
     """A drift rebase refits the machine on the kept items; when they fill a phase, the phase's own tune is the
     one tune (no second one asked for on the next item); when they do not, the next item tunes."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
 
     r = np.random.default_rng(6)
     n, F, W = 300, 8, 16
@@ -370,7 +370,7 @@ def test_a_rebase_of_a_state_machine_tunes_it_once():
 def test_a_drift_soon_after_a_jump_is_rebased_on_the_items_after_the_jump_only():
     """With ``keep > F``, the items before a jump leave the ring at its rebase: a drift rebase a few items later
     takes every kept item after the jump and none before it (float64 NumPy)."""
-    from onlinejax.standardize import DRIFT_RUN
+    from onlinejax.wrappers.standardize import DRIFT_RUN
 
     r = np.random.default_rng(9)
     n, F, K = 400, 16, 48
@@ -443,8 +443,8 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
     """``tune_unmoved=False`` (no tune on a window of a few distinct rows) holds for the tune a rebase asks for:
     rows repeated in blocks, the input trending block by block, rebased again and again, never tuned; the same
     machine with ``tune_unmoved=True`` tunes at each."""
-    from onlinejax.adaptive import MachineOptions, adaptive
-    from onlinejax.gp import gp_window
+    from onlinejax.wrappers.adaptive import MachineOptions, adaptive
+    from onlinejax.learners.gp import gp_window
 
     r = np.random.default_rng(5)
     W, F, n, B = 16, 16, 240, 4  # 4 distinct rows per window: fewer than min_moves = 8
@@ -466,7 +466,7 @@ def test_a_rebase_waits_for_a_window_that_moved_before_it_tunes_a_machine_that_d
 
 
 def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_but_a_new_input_does_not():
-    from onlinejax.standardize import SHIFT_RUN
+    from onlinejax.wrappers.standardize import SHIFT_RUN
 
     r = np.random.default_rng(8)
     n, at = 1400, 600
@@ -493,7 +493,7 @@ def test_without_a_warmup_a_shift_beyond_the_clip_is_held_out_then_starts_again_
 
 
 def test_one_outlying_target_is_withheld_and_a_level_shift_is_learned():
-    from onlinejax.standardize import OUTLIER_RUN, scales
+    from onlinejax.wrappers.standardize import OUTLIER_RUN, scales
 
     r = np.random.default_rng(6)
     n = 400

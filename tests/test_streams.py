@@ -4,13 +4,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from onlinejax.adaptive import adaptive
+from onlinejax.wrappers.adaptive import adaptive
 from onlinejax.evaluation import (ItemWeights, StreamsOptions, evaluate_streams, prequential, progressive_validation,
                                   stable_mask)
 from onlinejax.evaluation.metrics import score
 from onlinejax.evaluation.streams import hyper_states
-from onlinejax.kernel_regression import kernel_regression
-from onlinejax.linear import bayes_linreg, windowed_bayes_linreg
+from onlinejax.learners.kernel_regression import kernel_regression
+from onlinejax.learners.linear import bayes_linreg, windowed_bayes_linreg
 
 from conftest import tol
 

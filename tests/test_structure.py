@@ -1,5 +1,5 @@
-"""The code's shape: imports flow one way (no cycle, lazy imports included), functions stay short, modules
-have at most 500 lines and learner factories take their options as records."""
+"""The code's shape: imports flow one way (no cycle, lazy imports included) and down the layer folders, functions
+stay short, modules have at most 500 lines and learner factories take their options as records."""
 import ast
 import importlib
 import inspect
@@ -61,6 +61,26 @@ def test_the_import_graph_has_no_cycle():
         visit(m)
 
 
+LAYERS = ("core", "data", "learners", "wrappers", "evaluation", "runner")  # ARCHITECTURE.md, bottom up; the rest is top
+LATE_VERSION_READS = {("onlinejax.core.checkpoint", "onlinejax")}  # reads onlinejax.__version__ inside a function
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+
+def test_imports_follow_the_layer_folders():
+    """A module imports only from its own layer's folder and the folders below it (``core/`` < ``data/`` <
+    ``learners/`` < ``wrappers/`` < ``evaluation/`` < ``runner/`` < the top: the package, ``zoo``, ``plots``,
+    ``adapters/``, ``__main__``), function-level imports included."""
+    mods = _modules()
+    assert {m.split(".")[1] for m in mods if m.count(".") >= 1} >= set(LAYERS)
+    upward = [f"{m} -> {d}" for m, p in sorted(mods.items()) for d in sorted(_imports(m, p, mods))
+              if _layer(d) > _layer(m) and (m, d) not in LATE_VERSION_READS]
+    assert not upward, upward
+
+
 def _code_lines(fn: ast.FunctionDef, lines: list) -> int:
     doc = fn.body[0] if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(
         getattr(fn.body[0], "value", None), ast.Constant) and isinstance(fn.body[0].value.value, str) else None
@@ -104,8 +124,8 @@ def _public_factories() -> dict:
     """``{"module.name": signature}`` of every public function of ``onlinejax`` (in its module's ``__all__``,
     or not starting with ``_`` where there is none) that returns a ``Learner`` or a ``GridLearner``."""
     import onlinejax
-    from onlinejax.learner import Learner
-    from onlinejax.registry import GridLearner
+    from onlinejax.core.learner import Learner
+    from onlinejax.core.registry import GridLearner
 
     found = {}
     for info in pkgutil.walk_packages(onlinejax.__path__, "onlinejax."):
@@ -126,11 +146,11 @@ def test_no_factory_takes_more_than_6_arguments_besides_option_records():
     """A factory's options beyond a few go in records (``...Options``, ``GPHyper``, ``NIGPrior``, ...): an
     argument annotated with a ``NamedTuple`` type other than a learner does not count, ``*args``/``**kwargs``
     neither; every other argument (``dtype`` included) does."""
-    from onlinejax.learner import Learner
-    from onlinejax.registry import GridLearner
+    from onlinejax.core.learner import Learner
+    from onlinejax.core.registry import GridLearner
 
     factories = _public_factories()
-    assert "onlinejax.linear.bayes.bayes_linreg" in factories and "onlinejax.learner.make_learner" in factories
+    assert "onlinejax.learners.linear.bayes.bayes_linreg" in factories and "onlinejax.core.learner.make_learner" in factories
     wide = {}
     for name, sig in sorted(factories.items()):
         plain = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)

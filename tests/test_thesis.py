@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import onlinejax as oj
-from onlinejax.adaptive import adaptive
-from onlinejax.base import normal_quantile
+from onlinejax.wrappers.adaptive import adaptive
+from onlinejax.core.base import normal_quantile
 from onlinejax.data import thesis_grid
 from onlinejax.evaluation import progressive_validation
-from onlinejax.linear import adhoc_bounds
-from onlinejax.linear.thesis import adhoc_init, adhoc_learn_one, adhoc_predict_one
+from onlinejax.learners.linear import adhoc_bounds
+from onlinejax.learners.linear.thesis import adhoc_init, adhoc_learn_one, adhoc_predict_one
 from conftest import DTYPE, tol
 from reference import rel_err
 
@@ -188,7 +188,7 @@ def test_thesis_features_match_definition():
 
 
 def test_thesis_features_saturate_squares_beyond_the_square_limit():
-    from onlinejax.linear.features import square_limit
+    from onlinejax.learners.linear.features import square_limit
 
     lim = square_limit(DTYPE)
     assert lim == pytest.approx((np.finfo(DTYPE).max / 4096) ** 0.25)
@@ -259,7 +259,7 @@ def test_adhoc_nonfinite_item_is_counted_by_the_copies(rng):
 @pytest.mark.parametrize("k", [-1.0, 0.0, float("nan")])
 def test_mle_factories_blame_k(k):
     """A bad ``k`` used to surface as an error about ``alpha = 1/k`` of the inner learner."""
-    from onlinejax.linear.thesis import bayesian_mle_forgetting, bayesian_mle_windowed
+    from onlinejax.learners.linear.thesis import bayesian_mle_forgetting, bayesian_mle_windowed
 
     with pytest.raises(ValueError, match=r"^k: "):
         bayesian_mle_forgetting(2, k=k)

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from onlinejax import zoo
-from onlinejax.gp import GPTuneOptions, gp_window
-from onlinejax.linear import BayesOptions, bayes_linreg
+from onlinejax.learners.gp import GPTuneOptions, gp_window
+from onlinejax.learners.linear import BayesOptions, bayes_linreg
 
 pytestmark = pytest.mark.float32_only  # a property of the traced program, not of the dtype
 

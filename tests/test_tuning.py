@@ -9,7 +9,7 @@ import onlinejax as oj
 from conftest import DTYPE, X64, tol
 from onlinejax.evaluation import (GradientOptions, PrequentialScoring, evaluate_streams, progressive_validation,
                                   prequential_score, tune_prequential)
-from onlinejax.gp import gp_window
+from onlinejax.learners.gp import gp_window
 
 pytestmark = pytest.mark.float32_only  # tuning's plumbing
 

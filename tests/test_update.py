@@ -11,10 +11,10 @@ import pytest
 import onlinejax as oj
 from conftest import tol
 from onlinejax import zoo
-from onlinejax.adaptive import MachineOptions, adaptive
-from onlinejax.calibration import calibrated, quantile_threshold
-from onlinejax.standardize import StandardizeOptions, standardize
-from onlinejax.stateful import StatefulLearner
+from onlinejax.wrappers.adaptive import MachineOptions, adaptive
+from onlinejax.wrappers.calibration import calibrated, quantile_threshold
+from onlinejax.wrappers.standardize import StandardizeOptions, standardize
+from onlinejax.core.stateful import StatefulLearner
 
 pytestmark = pytest.mark.float32_only  # the update protocol's plumbing
 
@@ -23,7 +23,7 @@ def _stream(n=150, d=2, seed=0, dtype=None):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     y = X @ np.arange(1.0, d + 1) + 0.3 * rng.normal(size=n)
-    dt = oj.base.default_float_dtype() if dtype is None else dtype
+    dt = oj.core.base.default_float_dtype() if dtype is None else dtype
     return X.astype(dt), y.astype(dt)
 
 
@@ -105,12 +105,12 @@ def test_update_learns_as_step_where_the_calibrators_floor_binds():
     it again, so it learns as ``step`` does (the inverse alone gave the state machine a larger variance, and the
     runs parted for good). The recommended windowed linear learner's stack on a thesis stream: its first tune
     (item 64) leaves a variance below the floor for about ten items."""
-    from onlinejax.calibration import _level_floor
+    from onlinejax.wrappers.calibration import _level_floor
     from onlinejax.data import thesis_grid
-    from onlinejax.linear import bayesian_map_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed
 
     grp = thesis_grid(jax.random.key(0), ["SYNTH_ND_CD_2000_4_10_0_22"])[0]
-    X, y = (np.asarray(a[0, :150], oj.base.default_float_dtype()) for a in (grp.X, grp.Y))
+    X, y = (np.asarray(a[0, :150], oj.core.base.default_float_dtype()) for a in (grp.X, grp.Y))
     linear = bayesian_map_windowed(4, 64, alpha=zoo.unit_prior_alpha(4), features=oj.ThesisFeatures(True, True))
     ad = adaptive(linear, 64,
                   options=MachineOptions(naive_alarm=zoo.RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True))
@@ -175,7 +175,7 @@ def test_state_machine_judges_the_issued_prediction():
     s = L.init()
     for i in range(150):
         s = L.learn(s, X[i], y[i])
-    assert int(s.mode) == oj.adaptive.STABLE
+    assert int(s.mode) == oj.wrappers.adaptive.STABLE
     good = L.predict(s, X[150])
     bad = oj.Prediction(good.mean + 1e3, good.var)
     assert int(L.update(s, X[150], y[150], bad).n_alarms) == int(s.n_alarms) + 1
@@ -231,7 +231,7 @@ def _river_pair():
     pytest.importorskip("river")
     from onlinejax.adapters.river import RiverRegressor
     # standardization given: the adapter keeps the default as it is where the inputs move as behind a scaler
-    from onlinejax.calibration import CARRIED_STANDARDIZATION
+    from onlinejax.wrappers.calibration import CARRIED_STANDARDIZATION
 
     return (RiverRegressor("calibrated_bayes_linreg", {"standardization": CARRIED_STANDARDIZATION}, n_features=2,
                            tune_interval=0),

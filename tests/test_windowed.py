@@ -7,7 +7,7 @@ import pytest
 
 import onlinejax as oj
 from onlinejax.evaluation import progressive_validation
-from onlinejax.linear import windowed
+from onlinejax.learners.linear import windowed
 from conftest import DTYPE, X64, tol
 from reference import blr_posterior, predictive, rel_err
 
@@ -150,7 +150,7 @@ def test_window_as_init_value_equals_a_learner_of_that_window(rng):
     """Windows 5, 12, 20 in one capacity-20 program (vmapped over init's window) == three learners, tune included."""
     d, n = 2, 90
     X, Y = _stream(rng, n, d, noise=0.5)
-    X, Y = jnp.asarray(X, s_dt := oj.base.default_float_dtype()), jnp.asarray(Y, s_dt)
+    X, Y = jnp.asarray(X, s_dt := oj.core.base.default_float_dtype()), jnp.asarray(Y, s_dt)
     windows = jnp.array([5, 12, 20], jnp.int32)
     shared = oj.windowed_bayes_linreg(d, 20, options=oj.WindowedOptions(bounds="asymptotic", capacity=20))
 
@@ -222,7 +222,7 @@ def test_mapped_features_of_large_inputs_stay_finite_and_accurate():
     Unscaled, the float32 square-root covariance lost all precision right after
     the tune and predicted 1e23 (then inf); standardised it stays accurate.
     """
-    from onlinejax.linear import bayesian_map_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed
 
     from onlinejax.data import thesis_stream
 
@@ -291,7 +291,7 @@ def test_variance_after_a_drift_follows_the_new_errors(rng):
     mixing old and new items) was far below the new errors: |z| up to 69 and a mean log density of -248 over the
     window after the drift (evidence-tuned learner in the state machine). The floor at the recursive residuals of
     the items learned since the tune widens the intervals while the window changes."""
-    from onlinejax.adaptive import adaptive
+    from onlinejax.wrappers.adaptive import adaptive
 
     c, W = 400, 64
     X, Y = _drift_stream(rng, c=c)
@@ -311,7 +311,7 @@ def test_variance_after_a_drift_follows_the_new_errors(rng):
 def test_asymptotic_cold_start_follows_the_targets_scale(rng, make):
     """Issue 23: while n <= d eq. 4.17 has no residuals and s² was 1/β = 1 whatever the targets' scale: on targets of
     scale 10⁴ the first items scored |z| up to 4e3 (mapped thesis-grid streams: 1e5, MLPD -6e7)."""
-    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed, bayesian_mle_windowed
 
     X = rng.uniform(0, 10, size=(200, 5))
     Y = 100 * (X ** 2).sum(1) + rng.normal(size=200)
@@ -323,7 +323,7 @@ def test_asymptotic_cold_start_follows_the_targets_scale(rng, make):
 
 def test_first_zero_target_gives_a_positive_variance():
     """A window holding only zero targets (a standardised first item) has no scale: 1/beta, not 0."""
-    from onlinejax.linear import bayesian_map_windowed, bayesian_mle_windowed
+    from onlinejax.learners.linear import bayesian_map_windowed, bayesian_mle_windowed
 
     for make in (bayesian_map_windowed, bayesian_mle_windowed):
         lrn = make(2, 8, features=oj.ThesisFeatures(mapped=True))

@@ -6,9 +6,9 @@ import pytest
 
 from onlinejax import zoo
 from onlinejax.evaluation import progressive_validation
-from onlinejax.registry import REGISTRY
+from onlinejax.core.registry import REGISTRY
 from onlinejax.evaluation.metrics import log_score_skill
-from onlinejax.linear import thesis_features
+from onlinejax.learners.linear import thesis_features
 
 from conftest import DTYPE
 
@@ -47,7 +47,7 @@ def test_unit_prior_alpha_is_the_thesis_feature_count():
 def test_both_maps_feed_the_raw_map_and_the_odd_features_of_what_the_wrapper_passes():
     """``both_maps`` with a pass-through wrapper against a float64 Bayesian linear regression on the features
     computed by hand (the thesis's map of the raw inputs, then the first d features' odd log and root)."""
-    from onlinejax.linear import bayes_linreg
+    from onlinejax.learners.linear import bayes_linreg
 
     rng = np.random.default_rng(3)
     d, n, alpha, beta = 2, 30, 2.0, 5.0

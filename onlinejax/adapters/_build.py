@@ -7,7 +7,7 @@ from typing import Callable
 
 import jax
 
-from ..base import Learner
+from ..core.base import Learner
 
 
 def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
@@ -24,8 +24,8 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
     if not isinstance(learner, str):
         raise TypeError(f"learner: expected a name or a callable, got {type(learner).__name__}")
     import onlinejax
-    from onlinejax import gp
-    from onlinejax.kernel_regression import kernel_regression
+    from onlinejax.learners import gp
+    from onlinejax.learners.kernel_regression import kernel_regression
 
     if learner == "kernel_regression":  # the module's other names (init, tune, ...) are its pure steps
         return kernel_regression
@@ -34,7 +34,7 @@ def resolve_factory(learner: str | Callable) -> Callable[..., Learner]:
         if callable(f) and not isinstance(f, type):
             return f
     from onlinejax import zoo
-    from onlinejax.registry import REGISTRY
+    from onlinejax.core.registry import REGISTRY
 
     known = {**zoo.configurations(), **REGISTRY}  # the zoo's names, and the user's registrations
     if learner in known:
@@ -96,7 +96,7 @@ _PREDICT: dict = {}
 
 
 def _packed_predict(learner: Learner, packer):
-    """``predict(buf, x)``: ``learner.predict`` on a :class:`~onlinejax.stateful.StatefulLearner`'s packed state.
+    """``predict(buf, x)``: ``learner.predict`` on a :class:`~onlinejax.core.stateful.StatefulLearner`'s packed state.
 
     ``StatefulLearner.predict`` returns the ``(mean, var)`` of a Gaussian; the adapters need the
     learner's whole prediction pytree (a Student-t's degrees of freedom, a mixture's members).

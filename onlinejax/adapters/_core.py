@@ -39,9 +39,9 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from ..base import Learner, coerce_x, coerce_xy
-from ..calibration import CALIBRATED_STANDARDIZATION
-from ..stateful import StatefulLearner
+from ..core.base import Learner, coerce_x, coerce_xy
+from ..wrappers.calibration import CALIBRATED_STANDARDIZATION
+from ..core.stateful import StatefulLearner
 from ..evaluation.runtime import ensure_compilation_cache
 from ._build import _packed_predict, build_learner, initial_state, resolve_factory
 from ._grow import GROWABLE, can_grow, grow_state
@@ -51,7 +51,7 @@ from ._slots import FeatureSlots
 __all__ = ["resolve_factory", "build_learner", "FeatureSlots", "Engine", "GROWABLE", "can_grow", "grow_state",
            "AUTO_TUNE_INTERVAL", "DEFAULT_LEARNER"]
 
-#: The adapters' default learner: :func:`onlinejax.calibration.calibrated_bayes_linreg` (raw features of
+#: The adapters' default learner: :func:`onlinejax.wrappers.calibration.calibrated_bayes_linreg` (raw features of
 #: any scale, an intercept, calibrated intervals).
 DEFAULT_LEARNER = "calibrated_bayes_linreg"
 #: Predictions kept for items whose labels have not arrived (delayed labels), the oldest dropped first.
@@ -71,7 +71,7 @@ SCALER_WATCH = 100
 #: Items in a row that must show the scaler's signature.
 SCALER_SIGNS = 3
 #: The largest input of an item taken for one a scaler standardised: the clip of the default's
-#: standardised inputs (:func:`~onlinejax.calibration.calibrated`), which it keeps on inputs given as they are.
+#: standardised inputs (:func:`~onlinejax.wrappers.calibration.calibrated`), which it keeps on inputs given as they are.
 SCALED_INPUT_MAX = 5.0
 #: The default learner's standardisation behind a scaler: its inputs taken as given (clipped at 5), only the target
 #: standardised.
@@ -359,10 +359,10 @@ class Engine:
     def predict(self, X: np.ndarray):
         """The learner's own predictive distribution of ``X: [d]`` or ``[b, d]``, leaves NumPy arrays.
 
-        Its kind is the learner's: a :class:`~onlinejax.base.Prediction`, a
-        :class:`~onlinejax.base.StudentTPrediction` (the calibrated default learner), a
-        :class:`~onlinejax.combination.MixturePrediction` or a
-        :class:`~onlinejax.student_mixture.StudentTMixture`, so its ``interval``, ``cdf``,
+        Its kind is the learner's: a :class:`~onlinejax.core.base.Prediction`, a
+        :class:`~onlinejax.core.base.StudentTPrediction` (the calibrated default learner), a
+        :class:`~onlinejax.wrappers.combination.MixturePrediction` or a
+        :class:`~onlinejax.core.student_mixture.StudentTMixture`, so its ``interval``, ``cdf``,
         ``log_prob`` and ``crps`` are the learner's, not those of a Gaussian of its variance.
         The leaves keep the state's dtype, so the distribution's methods compute in it.
         """

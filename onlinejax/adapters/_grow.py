@@ -30,7 +30,7 @@ def _insert(a, axes, d_old: int, k: int, fill=0.0):
 
 
 def _grow_linear(s, d_old: int, k: int):
-    """A :class:`~onlinejax.linear.bayes.BayesLinRegState` with ``k`` new weights at their prior,
+    """A :class:`~onlinejax.learners.linear.bayes.BayesLinRegState` with ``k`` new weights at their prior,
     inserted after the ``d_old`` input weights (before an intercept): ``N(0, 1/alpha)``, independent
     of the others, no data in the statistics. ``None`` without a shared ``alpha`` or with forgetting."""
     alpha = np.asarray(s.alpha)
@@ -45,9 +45,9 @@ def _grow_linear(s, d_old: int, k: int):
 
 
 def _grow(s, d_old: int, k: int):
-    from ..calibration import CalibratedState
-    from ..linear.bayes import BayesLinRegState
-    from ..standardize import StandardizeState
+    from ..wrappers.calibration import CalibratedState
+    from ..learners.linear.bayes import BayesLinRegState
+    from ..wrappers.standardize import StandardizeState
 
     if isinstance(s, BayesLinRegState):
         return _grow_linear(s, d_old, k)

@@ -37,10 +37,10 @@ class PredictiveDistribution(proba.Gaussian):
     ``proba.Gaussian``, so River code that checks for a Gaussian and reads
     ``mu``/``sigma`` keeps working, but the density, log density, CDF and
     quantiles are those of the prediction itself: a
-    :class:`~onlinejax.base.Prediction` (Gaussian), a
-    :class:`~onlinejax.base.StudentTPrediction` (the calibrated learners'), a
-    :class:`~onlinejax.student_mixture.StudentTMixture` (a hedged learner's, or ``bocpd`` over Student-t runs) or a
-    :class:`~onlinejax.combination.MixturePrediction`, whose tails a Gaussian
+    :class:`~onlinejax.core.base.Prediction` (Gaussian), a
+    :class:`~onlinejax.core.base.StudentTPrediction` (the calibrated learners'), a
+    :class:`~onlinejax.core.student_mixture.StudentTMixture` (a hedged learner's, or ``bocpd`` over Student-t runs) or a
+    :class:`~onlinejax.wrappers.combination.MixturePrediction`, whose tails a Gaussian
     of the same variance would misstate by many nats per item.
 
     Args:
@@ -159,9 +159,9 @@ class RiverRegressor(base.MiniBatchRegressor):
     watches its first 100 items: three in a row learned right after one prediction whose
     inputs the pipeline changed in between, every input within ±5, and it is built again
     with ``learner_params={"standardization": CALIBRATED_STANDARDIZATION._replace(scale_inputs=False)}``
-    (inputs taken as given, target standardised; :mod:`onlinejax.calibration`), the items so far learned
+    (inputs taken as given, target standardised; :mod:`onlinejax.wrappers.calibration`), the items so far learned
     again (:attr:`inputs_scaled_upstream` then says so). Give ``standardization`` yourself to decide
-    (:data:`~onlinejax.calibration.CARRIED_STANDARDIZATION`, the default's own, keeps the inputs standardised).
+    (:data:`~onlinejax.wrappers.calibration.CARRIED_STANDARDIZATION`, the default's own, keeps the inputs standardised).
 
     Example::
 

@@ -38,7 +38,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import normal_quantile
+from ..core.base import normal_quantile
 from ._core import Engine
 
 __all__ = [

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import check_int, default_float_dtype
+from ..core.base import check_int, default_float_dtype
 from .synthetic import GROWTHS, growth
 
 __all__ = [
@@ -196,7 +196,7 @@ class StreamGroup(NamedTuple):
 
     @classmethod
     def from_arrays(cls, X, Y, names: Sequence[str] | None = None, change_points=None) -> "StreamGroup":
-        """Wrap user streams ``X [S, n, d]``, ``Y [S, n]`` (one shape) for :func:`~onlinejax.evaluation.run_grid`.
+        """Wrap user streams ``X [S, n, d]``, ``Y [S, n]`` (one shape) for :func:`~onlinejax.runner.run_grid`.
 
         ``change_points``: ``[S]`` item index of each stream's drift in ``[0, n)``, ``-1`` for none
         (default: none); they only mark which items the ``*_st`` metrics leave out.

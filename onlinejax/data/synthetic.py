@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..base import check_int, default_float_dtype
+from ..core.base import check_int, default_float_dtype
 
 __all__ = ["drifting_linear_stream", "abrupt_drift_stream", "growth", "GROWTHS", "BLOG_START_WEIGHTS", "BLOG_END_WEIGHTS"]
 

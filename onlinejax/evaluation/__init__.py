@@ -1,4 +1,5 @@
-"""Evaluation: progressive validation, running metrics, many streams in one program, the grid runner."""
+"""Evaluation: progressive validation, running metrics, many streams in one program (the grid runner,
+:func:`onlinejax.runner.run_grid`, builds on it)."""
 from .progressive import ProgressiveResult, progressive_validation, running_metrics, summarize
 from . import metrics
 from .metrics import Accumulator, exponential, fading, item_quantities, prequential, sliding, stable_mask
@@ -9,8 +10,7 @@ from .streams import StreamsResult, compiled_scores, evaluate_streams, predictio
 from .runtime import (default_cache_dir, enable_compilation_cache, ensure_compilation_cache, initialize_distributed,
                       use_cpu_cores)
 from .options import GridLayout, ItemWeights, ReplayOptions, Scoring, SplitOptions, StreamsOptions
-from .grid import GridResult, replay_combination, run_grid
-from ..registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
+from ..core.registry import GridLearner, GridLearnerOptions, register_learner, registered_learners
 from .tuning import GradientOptions, PrequentialScoring, TuneResult, prequential_score, tune_prequential
 
 __all__ = [
@@ -29,14 +29,11 @@ __all__ = [
     "predictions_program",
     "scores_program",
     "compiled_scores",
-    "run_grid",
     "Scoring",
     "GridLayout",
     "StreamsOptions",
     "ItemWeights",
     "ReplayOptions",
-    "GridResult",
-    "replay_combination",
     "GridLearner",
     "GridLearnerOptions",
     "register_learner",
@@ -64,7 +61,6 @@ __all__ = [
     "progressive",
     "delayed",
     "streams",
-    "grid",
     "tuning",
     "metrics",
     "crossval",

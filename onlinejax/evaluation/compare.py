@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Learner
+from ..core.base import Learner
 from .crossval import kfold, temporal_split
 from .delayed import delayed_progressive_validation, schedule_from_times
 from .options import SplitOptions, checked_record

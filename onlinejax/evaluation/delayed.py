@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base import Learner, coerce_x, state_dtype, tree_repr
-from ..schedule import TunePlan, with_tune_plan
+from ..core.base import Learner, coerce_x, state_dtype, tree_repr
+from ..core.schedule import TunePlan, with_tune_plan
 from .metrics import Accumulator, score
 from .progressive import missing_items
 
@@ -208,8 +208,8 @@ def delayed_progressive_validation(learner: Learner, state, X, Y, schedule: Even
       schedule: an :class:`EventSchedule` for ``n`` items.
       metrics: optional accumulator (e.g. :func:`~onlinejax.evaluation.metrics.prequential`)
         updated at each answer with the prediction made at its question.
-      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
-        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+      tune_plan: optional :class:`~onlinejax.core.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.core.schedule.with_tune_plan`;
         ``None``: as the learner was built).
     Returns:
       :class:`DelayedResult`.

@@ -35,7 +35,7 @@ density) is left out of every average and counted in ``n_nonfinite``, so one
 bad item never makes a stream's metrics NaN.
 
 :func:`log_score_skill` compares a learner's log densities with those of
-climatology (:func:`onlinejax.baseline.climatology`), the Student-t posterior
+climatology (:func:`onlinejax.wrappers.baseline.climatology`), the Student-t posterior
 predictive of the targets seen so far.
 """
 from __future__ import annotations
@@ -48,9 +48,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.stats import norm
 
-from ..base import Prediction, check_in_range, check_int, default_float_dtype, normal_quantile
-from ..baseline import climatology_init, climatology_learn, climatology_predict
-from ..window import RingBuffer, ring_init, ring_push
+from ..core.base import Prediction, check_in_range, check_int, default_float_dtype, normal_quantile
+from ..wrappers.baseline import climatology_init, climatology_learn, climatology_predict
+from ..core.window import RingBuffer, ring_init, ring_push
 
 Array = jax.Array
 
@@ -78,10 +78,10 @@ _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 def item_quantities(y: Array, pred: Prediction, level: float = 0.95) -> Array:
     """Per-item quantities ``[..., 6]`` in the order of :data:`QUANTITIES`.
 
-    A Gaussian :class:`~onlinejax.base.Prediction` is scored in closed form
+    A Gaussian :class:`~onlinejax.core.base.Prediction` is scored in closed form
     (the formulas of the table above). Any other prediction — a Student-t
-    (:class:`onlinejax.base.StudentTPrediction`), a Gaussian mixture
-    (:class:`onlinejax.combination.MixturePrediction`) — is scored by its own
+    (:class:`onlinejax.core.base.StudentTPrediction`), a Gaussian mixture
+    (:class:`onlinejax.wrappers.combination.MixturePrediction`) — is scored by its own
     distribution: coverage and width of its ``interval(level)``, its
     ``log_prob(y)`` and its ``crps(y)``. For a mixture these are the exact
     central quantiles, mixture log density and mixture CRPS; its
@@ -292,10 +292,10 @@ def score(acc: Accumulator, Y: Array, predictions: Prediction, weights: Array | 
 
 
 def climatology_log_density(Y: Array) -> Array:
-    """``[n]`` log density of each target under :func:`onlinejax.baseline.climatology` (predicted before learning it).
+    """``[n]`` log density of each target under :func:`onlinejax.wrappers.baseline.climatology` (predicted before learning it).
 
     Item ``t`` is scored by the Student-t posterior predictive of the ``t``
-    targets before it (:func:`onlinejax.baseline.climatology_predict`:
+    targets before it (:func:`onlinejax.wrappers.baseline.climatology_predict`:
     ``ν = t - 1`` from ``t = 2``, ``≈ N(ȳ, 1)`` before), so nearly equal
     first targets cost tens of nats at most, not millions.
 
@@ -316,7 +316,7 @@ def climatology_log_density(Y: Array) -> Array:
 def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: int = 2) -> dict:
     """Log-score skill over climatology: mean of ``log p(y_t) - log p_clim(y_t)`` over scored items.
 
-    Climatology (:func:`onlinejax.baseline.climatology`) predicts each target
+    Climatology (:func:`onlinejax.wrappers.baseline.climatology`) predicts each target
     by the Student-t posterior predictive of a Gaussian with unknown mean
     and variance given the targets before it (:func:`climatology_log_density`;
     Gelman et al. 2013, BDA3 §3.2). Skill > 0
@@ -329,7 +329,7 @@ def log_score_skill(Y: Array, predictions, weights: Array | None = None, skip: i
 
     Args:
       Y: ``[n]`` targets; predictions: a prediction with ``[n]`` leaves (a
-        :class:`~onlinejax.base.Prediction`, a Student-t or a mixture: scored by
+        :class:`~onlinejax.core.base.Prediction`, a Student-t or a mixture: scored by
         its ``log_prob``); weights: optional
         ``[n]`` item weights (0 leaves an item out).
       skip: leading items left out (static int >= 0).

@@ -1,8 +1,8 @@
 """The evaluation entry points' options as values: small immutable records, each checked once.
 
-:class:`Scoring` and :class:`GridLayout` (:func:`~onlinejax.evaluation.run_grid`),
+:class:`Scoring` and :class:`GridLayout` (:func:`~onlinejax.runner.run_grid`),
 :class:`StreamsOptions` and :class:`ItemWeights` (:func:`~onlinejax.evaluation.evaluate_streams`),
-:class:`ReplayOptions` (:func:`~onlinejax.evaluation.replay_combination`) and :class:`SplitOptions`
+:class:`ReplayOptions` (:func:`~onlinejax.runner.replay_combination`) and :class:`SplitOptions`
 (:func:`~onlinejax.evaluation.compare_evaluations`). In the style of optax and blackjax, each is passed as
 one value (``run_grid(learners, streams, layout=GridLayout(chunk_size=64))``),
 checked once by its ``checked`` method (a ``ValueError`` naming
@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from ..checks import check_bool, check_int, check_record
+from ..core.checks import check_bool, check_int, check_record
 
 __all__ = ["Scoring", "GridLayout", "StreamsOptions", "ItemWeights", "ReplayOptions", "SplitOptions",
            "checked_record"]
@@ -39,7 +39,7 @@ def _level(value, name: str) -> float:
 
 
 class Scoring(NamedTuple):
-    """How a grid's rows are scored (:func:`~onlinejax.evaluation.run_grid`'s ``scoring=``): Python values.
+    """How a grid's rows are scored (:func:`~onlinejax.runner.run_grid`'s ``scoring=``): Python values.
 
     The defaults are progressive validation scored at a 95 % central interval,
     with the ``*_st`` metrics leaving out 128 items after the start and after each drift.
@@ -65,7 +65,7 @@ class Scoring(NamedTuple):
 
 
 class GridLayout(NamedTuple):
-    """How :func:`~onlinejax.evaluation.run_grid` places its work (``layout=``): not what it computes.
+    """How :func:`~onlinejax.runner.run_grid` places its work (``layout=``): not what it computes.
 
     Every field changes how the streams are cut, vmapped, sharded and compiled;
     the table is the same to rounding whatever the layout (with the same
@@ -160,19 +160,19 @@ class ItemWeights(NamedTuple):
 
 
 class ReplayOptions(NamedTuple):
-    """The combination that :func:`~onlinejax.evaluation.replay_combination` replays (``options=``), besides its rule.
+    """The combination that :func:`~onlinejax.runner.replay_combination` replays (``options=``), besides its rule.
 
-    The defaults are :func:`~onlinejax.combination.combine`'s.
+    The defaults are :func:`~onlinejax.wrappers.combination.combine`'s.
 
     Attributes:
       recalibrate: ``None`` (default) or the decay of the members' running variance
-        recalibration, as :func:`~onlinejax.combination.combine`'s ``recalibrate``.
-      correct: ``None`` (default) or a :class:`~onlinejax.combination.MeanCorrection`, as
-        :func:`~onlinejax.combination.combine`'s ``correct``.
-      after_spread: as :func:`~onlinejax.combination.combine`'s ``after_spread`` (default False).
+        recalibration, as :func:`~onlinejax.wrappers.combination.combine`'s ``recalibrate``.
+      correct: ``None`` (default) or a :class:`~onlinejax.wrappers.combination.MeanCorrection`, as
+        :func:`~onlinejax.wrappers.combination.combine`'s ``correct``.
+      after_spread: as :func:`~onlinejax.wrappers.combination.combine`'s ``after_spread`` (default False).
       wrap: ``None`` (default) or a wrapper of the combination learner, e.g.
         ``lambda l: conformal(l, df=4.0)``: it is replayed over the combination's replayed
-        predictions (:func:`onlinejax.baseline.recorded`).
+        predictions (:func:`onlinejax.wrappers.baseline.recorded`).
     """
 
     recalibrate: Optional[float] = None

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_batching import custom_vmap
 
-from ..base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_nbytes, tree_repr
-from ..batching import broadcast_unbatched
-from ..schedule import TunePlan, with_tune_plan
+from ..core.base import Learner, Prediction, coerce_x, is_concrete, state_dtype, tree_nbytes, tree_repr
+from ..core.batching import broadcast_unbatched
+from ..core.schedule import TunePlan, with_tune_plan
 from .metrics import score
 
 Array = jax.Array
@@ -55,7 +55,7 @@ UNROLL_STATE_BYTES = 4096
 def missing_items(X, Y) -> Array:
     """``[n]`` bool: items whose ``x`` (``X [n, d]``) or ``y`` (``Y [n]``) has a non-finite value.
 
-    The learners skip such an item (:func:`~onlinejax.base.skip_nonfinite`) and the metrics leave it out
+    The learners skip such an item (:func:`~onlinejax.core.base.skip_nonfinite`) and the metrics leave it out
     (a non-finite ``x`` is predicted as NaN; a missing ``y`` after a finite ``x`` still has its prediction).
     """
     return ~(jnp.isfinite(Y) & jnp.all(jnp.isfinite(X), axis=-1))
@@ -86,7 +86,7 @@ def _plain_scan(learner: Learner, state, X, Y):
 
 
 def _segments(learner: Learner, state, X, Y):
-    """:func:`_plain_scan` with the learner's rare part (:class:`~onlinejax.base.DeferredStep`) between loops.
+    """:func:`_plain_scan` with the learner's rare part (:class:`~onlinejax.core.base.DeferredStep`) between loops.
 
     An inner ``while_loop`` steps items with ``deferred.step`` until one
     leaves the rare part due (or the stream ends); the outer loop applies it
@@ -117,7 +117,7 @@ def _segments_or_scan(learner: Learner):
 
     Under ``vmap`` a ``while_loop`` runs until every stream's loop is done,
     so the streams would wait for each other's rare parts; there the plain
-    scan (whose rare branch is a lazy :func:`~onlinejax.batching.cond_if_any`) is cheaper.
+    scan (whose rare branch is a lazy :func:`~onlinejax.core.batching.cond_if_any`) is cheaper.
     """
 
     @custom_vmap
@@ -143,7 +143,7 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
       state: the learner's initial state.
       X: ``[n, d]`` inputs; Y: ``[n]`` targets. Missing values (NaN, or any
         non-finite value) are allowed: such an item is not learned (the
-        learners skip it, :func:`~onlinejax.base.skip_nonfinite`) and not
+        learners skip it, :func:`~onlinejax.core.base.skip_nonfinite`) and not
         scored; ``n_skipped`` counts them. Its prediction is kept (NaN where
         ``x`` is missing; a forecast across a gap in ``y`` where it is not).
       metrics: optional accumulator from :mod:`onlinejax.evaluation.metrics`
@@ -151,10 +151,10 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
         counts the others whose prediction was not finite).
       record: optional static function ``record(state) -> pytree`` evaluated on
         the state after each item (e.g. ``lambda s: s.mode`` for
-        :func:`onlinejax.adaptive.adaptive`, or a combination's weights); pass
+        :func:`onlinejax.wrappers.adaptive.adaptive`, or a combination's weights); pass
         the same function object to avoid recompiling.
-      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
-        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+      tune_plan: optional :class:`~onlinejax.core.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.core.schedule.with_tune_plan`;
         ``None``: as the learner was built).
     Returns:
       :class:`ProgressiveResult` with the final state, the ``n`` predictions
@@ -163,15 +163,15 @@ def progressive_validation(learner: Learner, state, X, Y, metrics=None, record=N
 
     Example:
       >>> import numpy as np
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> from onlinejax.evaluation import metrics
       >>> X = np.ones((100, 1)); Y = np.sin(np.arange(100.0)); Y[[10, 50]] = np.nan   # two gaps
       >>> res = progressive_validation(bayes_linreg(1), bayes_linreg(1).init(), X, Y, metrics.prequential())
       >>> int(res.n_skipped), bool(np.isfinite(res.metrics["mlpd"]))
       (2, True)
 
-    A learner with a :class:`~onlinejax.base.DeferredStep` (``learner.deferred``,
-    e.g. :func:`~onlinejax.adaptive.adaptive`'s tunes) runs, when no
+    A learner with a :class:`~onlinejax.core.base.DeferredStep` (``learner.deferred``,
+    e.g. :func:`~onlinejax.wrappers.adaptive.adaptive`'s tunes) runs, when no
     ``record`` is asked for and the call is not vmapped, as item loops with
     the rare part applied between them: the same results as scanning
     ``learner.step``, without the rare part's branch in the per-item loop.

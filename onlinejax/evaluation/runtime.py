@@ -11,7 +11,7 @@ import os
 import jax
 from threadpoolctl import threadpool_limits
 
-from ..base import check_int
+from ..core.base import check_int
 
 __all__ = [
     "default_cache_dir",
@@ -69,7 +69,7 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
     """Join a multi-process JAX run (:func:`jax.distributed.initialize`), so :func:`run_grid` spans every process.
 
     Afterwards ``jax.devices()`` lists the devices of every process and
-    :func:`~onlinejax.evaluation.run_grid` shards its stream chunks over all
+    :func:`~onlinejax.runner.run_grid` shards its stream chunks over all
     of them (``docs/multihost.md``). Call it first, before anything runs on
     JAX (and instead of :func:`use_cpu_cores`, which starts the backends). On
     SLURM, Open MPI or Cloud TPU the three leading arguments may be left out:

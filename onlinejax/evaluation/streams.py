@@ -1,6 +1,6 @@
 """One learner over many streams and a batch of hyperparameters, in one flat ``vmap``.
 
-This is the layer that :func:`~onlinejax.evaluation.run_grid`, the command
+This is the layer that :func:`~onlinejax.runner.run_grid`, the command
 line's drift run, the notebooks and the README call: ``S`` streams ``X: [S,
 n, d]``, ``Y: [S, n]`` times ``H`` hyperparameter settings become ``S·H``
 independent (stream, setting) pairs under a *single* ``vmap`` of
@@ -9,7 +9,7 @@ scored by :func:`stream_scores`.
 
 Why one flat ``vmap`` and not ``vmap(vmap(...))``: the learners' rare
 expensive branches (a refit, a hyperparameter tune) go through
-:func:`onlinejax.batching.cond_if_any`, which runs the branch only when some
+:func:`onlinejax.core.batching.cond_if_any`, which runs the branch only when some
 pair in the batch needs it. Under a nested ``vmap`` the outer one batches
 those ``while`` loops, so every pair pays for every other pair's tune.
 """
@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checks import check_record
-from ..base import Learner, Prediction, default_float_dtype, is_concrete, tree_repr
-from ..hedge import inner_prediction
-from ..schedule import TunePlan, with_tune_plan
+from ..core.checks import check_record
+from ..core.base import Learner, Prediction, default_float_dtype, is_concrete, tree_repr
+from ..wrappers.hedge import inner_prediction
+from ..core.schedule import TunePlan, with_tune_plan
 from .delayed import delayed_progressive_validation, schedule_from_delays
 from .metrics import log_score_skill, prequential, score
 from .progressive import missing_items, progressive_validation
@@ -55,7 +55,7 @@ class StreamsResult(NamedTuple):
         ``n_skipped``: items with a missing value, neither learned nor scored.
       predictions: with ``keep_predictions``, the predictions themselves, each
         made before its item was learned: the learner's own distribution (a
-        :class:`~onlinejax.base.Prediction`, a Student-t or a mixture) with
+        :class:`~onlinejax.core.base.Prediction`, a Student-t or a mixture) with
         leaves ``[H, S, n]`` (``[S, n]``), so ``predictions.mean``,
         ``predictions.interval(0.9)``, ``predictions.cdf(Y)`` (the PIT) and
         ``predictions.log_prob(Y)`` are the ones the metrics scored; else ``None``.
@@ -69,7 +69,7 @@ class StreamsResult(NamedTuple):
 
 
 #: The per-item moments a program keeps with ``keep_predictions`` (besides the prediction itself), in this
-#: order; ``inner_*`` are the learner's inside a climatology hedge (:func:`~onlinejax.hedge.inner_prediction`).
+#: order; ``inner_*`` are the learner's inside a climatology hedge (:func:`~onlinejax.wrappers.hedge.inner_prediction`).
 KEPT = ("mean", "var", "pit", "inner_mean", "inner_var")
 
 def _scalar(a: np.ndarray):
@@ -322,7 +322,7 @@ def streams_program(learner: Learner, *, level: float = 0.95, delay: int | None 
         progressive validation, ``k >= 1`` for every label ``k`` items late.
       keep_predictions: also return ``"mean"``, ``"var"``, ``"pit"`` ``[C, H, n]``, ``"inner_mean"`` and
         ``"inner_var"`` (those of the learner inside a climatology hedge,
-        :func:`~onlinejax.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
+        :func:`~onlinejax.wrappers.hedge.inner_prediction`; else the same as ``"mean"``, ``"var"``) and
         ``"prediction"``, the predictions themselves (a prediction pytree with leaves ``[C, H, n, ...]``).
       width: as in :func:`predictions_program`.
     """
@@ -365,7 +365,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
     ``options.delay``, learn it ``delay`` items later) and scored like a grid row.
 
     Args:
-      learner: a :class:`~onlinejax.base.Learner` for ``d`` inputs.
+      learner: a :class:`~onlinejax.core.base.Learner` for ``d`` inputs.
       X: ``[S, n, d]`` inputs; Y: ``[S, n]`` targets. An item with a missing
         (non-finite) value in ``x`` or ``y`` is neither learned nor scored
         (:func:`~onlinejax.evaluation.progressive_validation`); ``metrics["n_skipped"]`` counts them.
@@ -377,8 +377,8 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
         metrics and in the ``*_st`` metrics (default: every item).
       keep_predictions: also return the predictions (:class:`StreamsResult`).
       dtype: state dtype (default: float32, or float64 under x64).
-      tune_plan: optional :class:`~onlinejax.schedule.TunePlan`: when the
-        state machines inside ``learner`` run their tunes (:func:`~onlinejax.schedule.with_tune_plan`;
+      tune_plan: optional :class:`~onlinejax.core.schedule.TunePlan`: when the
+        state machines inside ``learner`` run their tunes (:func:`~onlinejax.core.schedule.with_tune_plan`;
         ``None``: as the learner was built).
     Returns:
       :class:`StreamsResult` with metrics ``[H, S]`` (``[S]`` without ``hyper``).
@@ -390,7 +390,7 @@ def evaluate_streams(learner: Learner, X, Y, hyper: Mapping | None = None, *,
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from onlinejax.linear import bayes_linreg
+      >>> from onlinejax.learners.linear import bayes_linreg
       >>> X = jnp.ones((3, 50, 2)); Y = X.sum(-1) + 0.1 * jnp.sin(jnp.arange(50.0))
       >>> res = evaluate_streams(bayes_linreg(2), X, Y, hyper={"alpha": [0.1, 1.0]})
       >>> res.metrics["smse"].shape

@@ -18,7 +18,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from ..base import Learner
+from ..core.base import Learner
 from .progressive import progressive_validation
 
 __all__ = ["timing_report"]

@@ -23,15 +23,15 @@ matches on the blog's drifting stream (``tests/test_tuning.py``); its cost
 grows with the number of optimizer steps, not with a grid's size to the
 power of the number of hyperparameters (``benchmarks/tune_prequential.py``).
 
-Non-finite items: the learners skip them (:func:`onlinejax.base.skip_nonfinite`);
+Non-finite items: the learners skip them (:func:`onlinejax.core.base.skip_nonfinite`);
 they are left out of the score, and the gradient stays finite (the skip
 never feeds a NaN into the part of the computation it discards).
 Integer-valued hyperparameters (a window length) and static options cannot
 be tuned this way: their gradient is zero or undefined. Nor can learners whose
-step runs a ``while_loop`` or :func:`~onlinejax.batching.cond_if_any` on
-differentiated values (:func:`~onlinejax.adaptive.adaptive`): JAX cannot
+step runs a ``while_loop`` or :func:`~onlinejax.core.batching.cond_if_any` on
+differentiated values (:func:`~onlinejax.wrappers.adaptive.adaptive`): JAX cannot
 reverse-differentiate them. (The forgetting model's windup guard runs one
-on values it does not differentiate, :func:`onlinejax.linalg.cap_variance`.)
+on values it does not differentiate, :func:`onlinejax.core.linalg.cap_variance`.)
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..base import Learner, check_int, check_positive, default_float_dtype, learnable, tree_repr
+from ..core.base import Learner, check_int, check_positive, default_float_dtype, learnable, tree_repr
 from .options import checked_record
 
 Array = jax.Array
@@ -233,7 +233,7 @@ def prequential_score(learner: Learner, params: Mapping, X, Y, *,
     """The prequential score ``S(θ)`` (module docstring) of ``learner.init(**params)``: pure, differentiable.
 
     Args:
-      learner: any :class:`~onlinejax.base.Learner`.
+      learner: any :class:`~onlinejax.core.base.Learner`.
       params: ``{init keyword: value}`` (constrained values; arrays or tracers).
       X: ``[n, d]`` or ``[S, n, d]`` inputs; Y: ``[n]`` or ``[S, n]`` targets.
       scoring: :class:`PrequentialScoring` (static): the ``score``, ``"log"`` (mean log predictive
@@ -354,7 +354,7 @@ def tune_prequential(learner: Learner, params: Mapping, X, Y, *, scoring: Preque
     shapes: a second call with other data or starting values does not recompile).
 
     Args:
-      learner: a :class:`~onlinejax.base.Learner` whose ``init`` takes the keywords of ``params``
+      learner: a :class:`~onlinejax.core.base.Learner` whose ``init`` takes the keywords of ``params``
         (e.g. ``bayes_linreg(d, forgetting=0.95)``: ``alpha``, ``beta``, ``forgetting``).
       params: ``{init keyword: starting value}``, constrained (``{"forgetting": 0.95, "beta": 10.0}``);
         scalars or arrays (``alpha`` of shape ``[d]``); the others keep the factory's defaults.

@@ -1,0 +1,136 @@
+"""The leave-one-out bandwidth tune of :func:`~onlinejax.learners.kernel_regression.kernel_regression`.
+
+Thesis 4.3.2.4 and Algorithm 4: :func:`tune` picks ``H = α·COV`` over the
+grid :data:`THESIS_ALPHAS` by leave-one-out CV, every ``α`` scored at once
+(:func:`loo_cv_scores`); :func:`covariance_whitening` is the regularised
+whitening of ``COV`` for degenerate windows. The rules, which "the module
+doc" below refers to, are in the module doc of :mod:`onlinejax.learners.kernel_regression`.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .kernel_regression_state import KernelRegressionState, _pair_q, window_sums
+
+Array = jax.Array
+
+__all__ = ["tune", "loo_cv_scores", "covariance_whitening", "THESIS_ALPHAS", "CORRELATION_FLOOR"]
+
+#: Algorithm 4's grid: α from 0.05 while α < 2.0, step 0.01 (195 values).
+THESIS_ALPHAS = np.round(0.05 + 0.01 * np.arange(195), 2)
+
+#: Floor on the eigenvalues of the window inputs' correlation matrix in the tune (module doc).
+CORRELATION_FLOOR = 1e-3
+
+
+def covariance_whitening(X: Array, valid: Array) -> Array:
+    """``A₁ = chol(COV)⁻¹`` for the valid rows' covariance (``ddof = 1``), regularised, ``[d, d]``.
+
+    ``COV = S R S`` (``S`` the columns' standard deviations, ``R`` their
+    correlation). A column constant over the window (standard deviation
+    ``<= 4·eps·|value|``, exactly 0 for repeated values: the rows are centred
+    on the first valid row, so identical values cancel exactly) gets a zero
+    column in ``A₁``: an infinite bandwidth. The other columns' ``R`` has its
+    eigenvalues floored at :data:`CORRELATION_FLOOR` when one is below it
+    (collinear or duplicated columns); otherwise ``A₁`` is ``chol(COV)⁻¹``.
+    ``H = α·COV`` then has whitening ``A₁ / sqrt(α)``. See the module doc.
+    """
+    dt = X.dtype
+    d = X.shape[-1]
+    eye = jnp.eye(d, dtype=dt)
+    v = valid.astype(dt)
+    n = jnp.sum(v)
+    ref = X[jnp.argmax(valid)]  # the first valid row: repeated values centre to exact zeros
+    Xs = (X - ref) * v[:, None]
+    Xc = (Xs - jnp.sum(Xs, axis=0) / jnp.maximum(n, 1.0)) * v[:, None]
+    scale = jnp.max(jnp.abs(Xc), axis=0)
+    scale = jnp.where(scale > 0, scale, 1.0)  # column scaling: no overflow in the products for any finite input
+    Xn = Xc / scale
+    cov_n = Xn.T @ Xn / jnp.maximum(n - 1.0, 1.0)
+    sd_n = jnp.sqrt(jnp.diag(cov_n))
+    const = sd_n * scale <= 4.0 * jnp.finfo(dt).eps * jnp.abs(ref)
+    sd_n = jnp.where(const, 1.0, sd_n)
+    R = cov_n / (sd_n[:, None] * sd_n[None, :])
+    R = jnp.where(const[:, None] | const[None, :], eye, R)
+    lam, V = jnp.linalg.eigh(R)
+    R = jnp.where(jnp.min(lam) < CORRELATION_FLOOR, (V * jnp.maximum(lam, CORRELATION_FLOOR)) @ V.T, R)
+    L = jnp.linalg.cholesky(0.5 * (R + R.T))
+    A_R = jax.scipy.linalg.solve_triangular(L, eye, lower=True)
+    # chol(S R S) = S L, so A₁ = L⁻¹ S⁻¹: column j divided by column j's standard deviation
+    return jnp.where(const[None, :], 0.0, A_R / (sd_n * scale)[None, :])
+
+
+def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
+    """Leave-one-out CV(H) (thesis 4.3.2.4) from the ``[W, W]`` log-kernel matrix."""
+    W = y.shape[0]
+    mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
+    logits = jnp.where(mask, logK, -jnp.inf)
+    top = jnp.max(logits, axis=1)
+    ok = valid & jnp.isfinite(top)  # a point with no other point in the window has no LOO estimate
+    # weights relative to the nearest point (1 there): a log-sum-exp would lose log k next to a large q
+    e = jnp.exp(logits - jnp.where(ok, top, 0.0)[:, None])
+    tot = jnp.where(ok, jnp.sum(e, axis=1), 1.0)
+    pred = jnp.where(ok, (e @ jnp.where(valid, y, 0.0)) / tot, 0.0)
+    okf = ok.astype(y.dtype)
+    return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
+
+
+def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Array, Array]:
+    """CV(α·COV) for every ``α`` at once (thesis Algorithm 4, vectorised).
+
+    Args:
+      X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool; alphas: ``[m]``.
+    Returns:
+      ``(scores [m], A₁ [d, d])``: the leave-one-out mean squared error of each
+      bandwidth and the whitening of ``COV`` (so ``H = α·COV`` has ``A₁/sqrt(α)``).
+    """
+    A1 = covariance_whitening(X, valid)
+    q1 = _pair_q(A1, X)
+    W = y.shape[0]
+    mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
+    # each row's largest logit is its nearest other point's for every α, so the log-sum-exp shift is
+    # found once and each α costs one exp per pair and one matrix product
+    qmin = jnp.min(jnp.where(mask, q1, jnp.inf), axis=1)
+    ok = valid & jnp.isfinite(qmin)  # a point with no other point in the window has no LOO estimate
+    gap = jnp.where(mask & ok[:, None], q1 - jnp.where(ok, qmin, 0.0)[:, None], jnp.inf)  # >= 0, 0 at the nearest
+    yv = jnp.where(valid, y, 0.0)
+    rhs = jnp.stack([yv, jnp.ones_like(yv)], axis=1)
+    okf = ok.astype(y.dtype)
+
+    def score(a):
+        sums = jnp.exp(-0.5 * gap / a) @ rhs  # [W, 2]: Σ_j k_ij y_j and Σ_j k_ij (the latter >= 1 where ok)
+        pred = jnp.where(ok, sums[:, 0] / jnp.where(ok, sums[:, 1], 1.0), 0.0)
+        return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
+
+    return jax.vmap(score)(jnp.asarray(alphas, X.dtype)), A1
+
+
+def tune(state: KernelRegressionState, *, alphas=None) -> KernelRegressionState:
+    """Pick the bandwidth ``H = α·COV`` by leave-one-out CV over the grid ``alphas`` (thesis 4.3.2.4, Algorithm 4).
+
+    Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`); the
+    current bandwidth is kept unless some ``α`` is strictly better (the first
+    minimum, like Algorithm 4's strict ``<``), in which case ``D``, ``C`` are
+    recomputed from scratch (:func:`window_sums`, ``O(W² d)``).
+
+    Args:
+      state: the current state.
+      alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array);
+        ``None``: :data:`THESIS_ALPHAS`.
+    """
+    s = state
+    buf = s.buffer
+    dt = buf.y.dtype
+    grid = jnp.asarray(THESIS_ALPHAS if alphas is None else alphas, dt)
+    scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
+    current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
+    scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
+    best = jnp.argmin(scores)  # first minimum, like Algorithm 4's strict '<'
+    better = (buf.count >= 2) & (scores[best] < current) & jnp.all(jnp.isfinite(A1))
+    A = jnp.where(better, A1 / jnp.sqrt(grid[best]), s.whiten)
+    Dn, Cn = window_sums(A, buf.x, buf.y, buf.valid)
+    return s._replace(whiten=A, density=jnp.where(better, Dn, s.density),
+                      contribution=jnp.where(better, Cn, s.contribution),
+                      bandwidth_scale=jnp.where(better, grid[best], s.bandwidth_scale))

@@ -1,0 +1,371 @@
+"""A GP with unbounded memory: Bayesian linear regression on random Fourier features.
+
+Model (Rahimi & Recht 2007; Lázaro-Gredilla et al. 2010, sparse-spectrum GP)::
+
+    φ_ℓ(x) = [cos(Ωx/ℓ), sin(Ωx/ℓ)] / √M  ++  x/√d  ++  [1]      Ω: [M, d], Ω_ij ~ N(0, 1)
+    y | x, w, σ² ~ N(φ_ℓ(x)ᵀw, σ²),   w | σ² ~ N(0, σ²/α₀ · I),   σ² ~ InvGamma(a₀, b₀)
+
+``φ_ℓ(x)ᵀφ_ℓ(x')`` is an unbiased estimate of the squared-exponential kernel
+``exp(-|x - x'|²/2ℓ²)`` (plus a linear kernel and a constant), so the posterior
+mean approximates a GP's with ``F = 2M + d + 1`` features, for every item
+ever seen, at ``O(F²)`` per item and a state of fixed size.
+
+The noise variance is learned with the weights: the Normal-inverse-gamma
+prior is conjugate (Bishop eq. 3.112-3.113, Murphy 2012 §7.6.3), and after
+each item ``(x, y)`` with ``f = Wᵀφ``, ``S = WWᵀ`` in units of ``σ²``::
+
+    W, m ← rank-1 update of (S⁻¹ + φφᵀ)⁻¹            (onlinejax.core.linalg.sqrt_cov_rank1, r = 1)
+    a ← a + 1/2,    b ← b + (y - φᵀm)² / (2(1 + fᵀf))
+
+and the predictive is Student-t: location ``φᵀm``, scale² ``(b/a)(1 + fᵀf)``,
+``2a`` degrees of freedom (Murphy 2012 eq. 7.76).
+
+The lengthscale is learned by Bayesian model averaging: ``K`` such models
+share ``Ω`` at the lengthscales ``ℓ_k``, each scores its prediction of every
+item, and the prediction is their mixture weighted by the models' log
+evidence (the sum of their predictive log densities: with ``δ = 1`` and no
+forgetting, exactly the marginal likelihood of a conjugate model),
+discounted by ``δ`` per item so that a drift can hand the weight to another
+lengthscale. The mixture is returned as a Student-t with its mean and
+variance (floored at :func:`onlinejax.core.linalg.variance_floor` of the mean).
+
+Forgetting ``λ < 1`` (optional, static presence) discounts the precision and
+the noise statistics after each item, before the next is predicted (the
+step of a state-space model): ``S ← S/λ``, ``a ← λa + (1 - λ)a₀``, ``b ← λb``,
+so the model follows a drifting function over about ``1/(1 - λ)`` items.
+The noise's prior count ``a₀`` is not forgotten, so that the degrees of
+freedom stay above ``2a₀ > 2`` (with ``a ← λa`` they would settle at
+``λ/(1 - λ)``, at most 2 for ``λ <= 2/3``: no variance). A direction that
+no recent item excited would have its variance grow without bound; once its
+variance reaches ``1/√eps`` times the prior's it is set back to the prior's
+(:func:`onlinejax.core.linalg.cap_variance`, which then leaves it alone for
+``log(1/√eps)/log(1/λ)`` items: 156 at ``λ = 0.95`` in float32).
+
+An input equal to the one learned before it excites one direction only, so
+the step after it forgets that direction alone (directional forgetting,
+Kulhavý 1987; the noise statistics as above): ``S ← S + (1/λ - 1)
+SφφᵀS/(φᵀSφ)``. A sensor that repeats its last row then still follows a
+drifting target there, while the directions no repeat excites keep their
+variance: forgetting every direction at each of ``n`` repeats would inflate
+them by ``λ⁻ⁿ``, and the first new row after a block of repeats would be
+predicted from a model that had forgotten everything else.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+
+import numpy as np
+
+from ...core.checks import check_record
+from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
+                          default_float_dtype, describe_factory, make_learner)
+from ...core.linalg import variance_floor
+from .nig import NIGPrior, absorb, checked_prior, predictive
+from .nig import forget as _forget
+
+Array = jax.Array
+
+__all__ = ["RandomFeatureState", "random_feature_gp", "init", "predict_one", "step_one", "update_one", "features",
+           "RandomFeatureModels"]
+
+
+class RandomFeatureState(NamedTuple):
+    """State of :func:`random_feature_gp`: ``K`` models of ``F = 2M + d + 1`` features.
+
+    Attributes:
+      freqs: ``[M, d]`` the frequencies ``Ω`` (shared by the models).
+      lengthscale: ``[K]`` each model's lengthscale ``ℓ_k``.
+      mean: ``[K, F]`` posterior means ``m_k``.
+      cov_sqrt: ``[K, F, F]`` ``W_k`` with ``S_k = W_kW_kᵀ`` (in units of the noise variance).
+      a, b: ``[K]`` the noise variance's inverse-gamma posterior.
+      log_weight: ``[K]`` each model's discounted log evidence.
+      prior_precision: ``[]`` ``α₀``.
+      prior_a: ``[]`` ``a₀``, the noise's prior count (kept by forgetting).
+      discount: ``[]`` ``δ ∈ (0, 1]``, the log evidence's discount per item.
+      forgetting: ``[K]`` each model's ``λ_k ∈ (0, 1]``.
+      n_seen: ``[]`` int32 items learned.
+      n_skipped: ``[]`` int32 items skipped (non-finite or too large).
+      last_x: ``[d]`` the last input learned (a repeat of it is forgotten along its own direction only).
+    """
+
+    freqs: Array
+    lengthscale: Array
+    mean: Array
+    cov_sqrt: Array
+    a: Array
+    b: Array
+    log_weight: Array
+    prior_precision: Array
+    prior_a: Array
+    discount: Array
+    forgetting: Array
+    n_seen: Array
+    n_skipped: Array
+    last_x: Array
+
+
+def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
+    """``φ_ℓ(x)``: ``[2M + d + 1]`` for ``x: [d]``, ``freqs: [M, d]``, ``lengthscale: []`` (module doc)."""
+    m, d = freqs.shape
+    u = freqs @ x / lengthscale
+    one = jnp.ones((1,), x.dtype)
+    return jnp.concatenate([jnp.cos(u) / m ** 0.5, jnp.sin(u) / m ** 0.5, x / d ** 0.5, one])
+
+
+def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0, noise_var=0.5, prior_df=4.0,
+         discount=0.999, forgetting=1.0, seed: int = 0, dtype=None) -> RandomFeatureState:
+    """The prior state.
+
+    Args:
+      n_inputs: ``d`` (static).
+      n_frequencies: ``M`` (static).
+      lengthscales: ``[L]`` lengthscales (or one), > 0.
+      forgetting: ``[Φ]`` forgetting factors (or one) in (0, 1]: the ``K = LΦ`` models are every pair.
+      prior_precision: ``α₀ > 0``: the weights' prior is ``N(0, σ²/α₀)``.
+      noise_var: the noise variance's prior guess ``b₀/a₀``, > 0.
+      prior_df: the prior's degrees of freedom ``2a₀``, > 2 (so the first prediction has a variance).
+      discount: ``δ ∈ (0, 1]``.
+      seed: the frequencies' PRNG seed.
+      dtype: floating dtype; default float32 (float64 when x64 is enabled).
+    Returns:
+      The :class:`RandomFeatureState` of ``K`` models at the prior.
+    Raises:
+      ValueError: naming the argument, for out-of-range concrete values or an empty ``lengthscales`` or
+        ``forgetting``.
+    """
+    dtype = dtype or default_float_dtype()
+    for v, name in ((lengthscales, "lengthscales"), (prior_precision, "prior_precision"), (noise_var, "noise_var")):
+        check_positive(v, name)
+    check_in_range(prior_df, "prior_df", 2.0, float("inf"), hi_open=True)
+    check_in_range(discount, "discount", 0.0, 1.0)
+    check_in_range(forgetting, "forgetting", 0.0, 1.0)
+    d, m = int(n_inputs), int(n_frequencies)
+    ell, lam = (jnp.ravel(jnp.asarray(v, dtype)) for v in (lengthscales, forgetting))
+    for v, name in ((ell, "lengthscales"), (lam, "forgetting")):
+        if v.shape[0] == 0:
+            raise ValueError(f"{name}: must hold at least one value")
+    ell, lam = jnp.repeat(ell, lam.shape[0]), jnp.tile(lam, ell.shape[0])
+    k, f = ell.shape[0], 2 * m + d + 1
+    alpha = jnp.asarray(prior_precision, dtype)
+    a0 = jnp.asarray(prior_df, dtype) / 2
+    return RandomFeatureState(
+        freqs=jax.random.normal(jax.random.PRNGKey(seed), (m, d), dtype),
+        lengthscale=ell,
+        mean=jnp.zeros((k, f), dtype),
+        cov_sqrt=jnp.broadcast_to(jnp.eye(f, dtype=dtype) * jax.lax.rsqrt(alpha), (k, f, f)),
+        a=jnp.full((k,), a0, dtype),
+        b=jnp.full((k,), a0 * jnp.asarray(noise_var, dtype), dtype),
+        log_weight=jnp.zeros((k,), dtype),
+        prior_precision=alpha,
+        prior_a=a0,
+        discount=jnp.asarray(discount, dtype),
+        forgetting=lam,
+        n_seen=jnp.zeros((), jnp.int32),
+        n_skipped=jnp.zeros((), jnp.int32),
+        last_x=jnp.zeros((d,), dtype),
+    )
+
+
+def _members(state: RandomFeatureState, x: Array):
+    """Each model's features ``[K, F]``, ``f = Wᵀφ`` ``[K, F]`` and Student-t (loc, scale², df) ``[K]`` each."""
+    phi = jax.vmap(features, in_axes=(None, None, 0))(x, state.freqs, state.lengthscale)
+    return (phi, *jax.vmap(predictive)(state.mean, state.cov_sqrt, state.a, state.b, phi))
+
+
+def _mixture(state: RandomFeatureState, loc, scale2, df) -> StudentTPrediction:
+    """The models' mixture as a Student-t with its mean and variance (``df``: the weighted mean of theirs)."""
+    w = jax.nn.softmax(state.log_weight)
+    var_k = scale2 * df / (df - 2.0)
+    mean = w @ loc
+    var = w @ (var_k + (loc - mean) ** 2)
+    nu = w @ df
+    var = jnp.maximum(var, variance_floor(mean * mean))
+    return StudentTPrediction(mean, jnp.sqrt(var * (nu - 2.0) / nu), nu)
+
+
+def predict_one(state: RandomFeatureState, x: Array) -> StudentTPrediction:
+    """The predictive for ``x: [d]`` (module doc): a Student-t, ``[]`` leaves."""
+    _, _, loc, scale2, df = _members(state, x)
+    return _mixture(state, loc, scale2, df)
+
+
+def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bool) -> RandomFeatureState:
+    """Absorb ``(x, y)`` given :func:`_members`' ``members`` (module doc's recursion, every model at once).
+
+    A finite item: :func:`~onlinejax.core.base.make_learner`'s boundary skips the others (``skip_nonfinite``).
+    """
+    phi, f, loc, scale2, df = members
+    log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
+    m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
+                                                                       state.b, phi, y, f, loc)
+    if forget:  # the step to the next item; the models reach their windup clamps on different items: one at a time
+        repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
+        W, a, b = jax.lax.cond(repeat, _forget_along, _forget_all, W, a, b, phi, state)
+    return state._replace(cov_sqrt=W, mean=m, a=a, b=b,
+                          log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
+                          n_seen=state.n_seen + 1, last_x=x)
+
+
+def _forget_all(W, a, b, phi, state: RandomFeatureState):
+    """The forgetting step of every direction (module doc): ``S ← S/λ`` with the windup clamp.
+
+    Args:
+      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` (unused).
+      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``, ``α₀``).
+    Returns:
+      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+    """
+    return jax.vmap(partial(_forget, max_batch=1), in_axes=(0, 0, 0, 0, None, None))(
+        W, a, b, state.forgetting, state.prior_a, state.prior_precision)
+
+
+def _forget_along(W, a, b, phi, state: RandomFeatureState):
+    """The forgetting step after a repeated input: only along the direction the repeats excite.
+
+    Directional forgetting (Kulhavý 1987; Hägglund 1983): ``S ← S + (1/λ - 1) SφφᵀS/(φᵀSφ)`` with
+    ``φ`` the repeated input's features ``[K, F]``, so the variance of ``φᵀw`` grows by ``1/λ`` as in the full
+    step, while the directions no repeat excites keep theirs (the full step would inflate them by ``λ⁻ⁿ``
+    over ``n`` repeats). In the square root: ``W ← W + (λ^(-1/2) - 1)(Wu)uᵀ``, ``u = Wᵀφ/|Wᵀφ|``. The
+    noise statistics are forgotten as in the full step.
+
+    Args:
+      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` its features.
+      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``).
+    Returns:
+      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+    """
+    lam = state.forgetting
+    f = jnp.einsum("kij,ki->kj", W, phi)  # [K, F], Wᵀφ
+    u = f * jax.lax.rsqrt(jnp.maximum(jnp.sum(f * f, -1, keepdims=True), jnp.finfo(f.dtype).tiny))
+    Wu = jnp.einsum("kij,kj->ki", W, u)
+    W = W + (jax.lax.rsqrt(lam) - 1.0)[:, None, None] * Wu[:, :, None] * u[:, None, :]
+    return W, lam * a + (1.0 - lam) * state.prior_a, lam * b
+
+
+def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
+    """:func:`predict_one`, then learn ``(x, y)`` (``x: [d]``, ``y: []``), the models' predictions computed once.
+
+    ``forget`` (static) applies the state's forgetting factors; the factory sets it (built without
+    forgetting, it is off and ``λ`` unused).
+    """
+    members = _members(state, x)
+    return _learn(state, x, y, members, forget=forget), _mixture(state, *members[2:])
+
+
+def update_one(state: RandomFeatureState, x: Array, y: Array, pred=None, *, forget: bool = False) -> RandomFeatureState:
+    """Learn ``(x, y)`` (``x: [d]``, ``y: []``; ``pred``, the mixture issued for it, carries nothing the models'
+    updates need; ``forget`` as in :func:`step_one`)."""
+    return _learn(state, x, y, _members(state, x), forget=forget)
+
+
+#: Default lengthscales, in units of ``√d`` standardised input standard deviations.
+LENGTHSCALES = (0.25, 0.5, 1.0, 2.0)
+
+#: Default forgetting factors: no forgetting (unbounded memory) and memories of about 100 and 20 items.
+FORGETTING = (1.0, 0.99, 0.95)
+
+
+class RandomFeatureModels(NamedTuple):
+    """The models :func:`random_feature_gp` averages, and how fast their weights forget: a hashable record.
+
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor (their counts are static: they
+    set the state's shapes; their values are state arrays, which ``init`` overrides). Give sequences as
+    tuples, so that equal records build the same learner.
+
+    Attributes:
+      lengthscales: ``[L]`` lengthscales > 0; ``None`` (default): :data:`LENGTHSCALES` times ``√d``.
+      forgetting: ``[Φ]`` forgetting factors in (0, 1] (default :data:`FORGETTING`); ``None`` (static): no
+        forgetting, the cheaper path.
+      discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item (default 0.99).
+    """
+
+    lengthscales: Optional[Sequence[float]] = None
+    forgetting: Optional[Sequence[float]] = FORGETTING
+    discount: float = 0.99
+
+    def checked(self, n_inputs: int, name: str = "models") -> "RandomFeatureModels":
+        """The record with tuples of floats, ``lengthscales`` resolved (``ValueError``: ``models.<field>: ...``)."""
+        ell = tuple(v * n_inputs ** 0.5 for v in LENGTHSCALES) if self.lengthscales is None else _values(
+            self.lengthscales)
+        lam = None if self.forgetting is None else _values(self.forgetting)
+        for vals, field in ((ell, "lengthscales"), (lam, "forgetting")):
+            if vals is not None and len(vals) == 0:
+                raise ValueError(f"{name}.{field}: must hold at least one value")
+        check_positive(ell, f"{name}.lengthscales")
+        if lam is not None:
+            check_in_range(lam, f"{name}.forgetting", 0.0, 1.0)
+        check_in_range(self.discount, f"{name}.discount", 0.0, 1.0)
+        return RandomFeatureModels(ell, lam, self.discount)
+
+
+@describe_factory
+def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomFeatureModels = RandomFeatureModels(),
+                      prior: NIGPrior = NIGPrior(0.1, 0.5, 4.0), seed: int = 0, dtype=None) -> Learner:
+    """A GP with unbounded memory on standardised data: random Fourier features, noise and lengthscale learned.
+
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
+    averaged by their discounted evidence (module doc). Meant for inputs and
+    targets of unit spread: wrap it in :func:`onlinejax.wrappers.calibration.calibrated`
+    with a warm-up (the frequencies are fixed, so the coordinates must be too).
+
+    Args:
+      n_inputs: ``d`` (static).
+      n_frequencies: ``M`` (static): ``F = 2M + d + 1`` features, ``O(KF²)`` per item.
+      models: :class:`RandomFeatureModels`, the defaults of the lengthscales ``[L]`` and forgetting
+        factors ``[Φ]`` (static counts; ``forgetting=None``: no forgetting, the cheaper path) and of the
+        evidence discount ``δ``.
+      prior: :class:`~onlinejax.learners.linear.NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in
+        units of the noise variance), the noise variance's prior guess (on the standardised scale) and its
+        degrees of freedom ``2a₀ > 2``; default ``NIGPrior(0.1, 0.5, 4.0)``.
+      seed: the frequencies' default seed.
+      dtype: default floating dtype.
+    Returns:
+      A :class:`Learner` whose ``init(**overrides)`` takes :func:`init`'s keywords.
+
+    Example::
+
+        from onlinejax.wrappers.calibration import CALIBRATED_STANDARDIZATION, calibrated
+        # raw data: standardise (statistics of the first 32 items, then fixed), calibrate
+        learner = calibrated(random_feature_gp(2), standardization=CALIBRATED_STANDARDIZATION._replace(warmup=32))
+        state = learner.init()
+        state, pred = learner.step(state, [0.3, 1.2], 0.7)
+    Raises:
+      ValueError: naming the argument or the record's field (``models.discount: ...``).
+      TypeError: a record of the wrong type.
+    """
+    d = check_int(n_inputs, "n_inputs", 1)
+    m = check_int(n_frequencies, "n_frequencies", 1)
+    mo = check_record(models, RandomFeatureModels, "models").checked(d)
+    forget = mo.forgetting is not None
+    defaults = dict(lengthscales=mo.lengthscales, **checked_prior(prior)._asdict(), discount=mo.discount,
+                    forgetting=mo.forgetting if forget else (1.0,), seed=seed, dtype=dtype)
+    init(d, m, **defaults)  # the defaults are checked now, naming the argument
+    n_models = len(defaults["lengthscales"]) * (len(defaults["forgetting"]) if forget else 1)
+
+    def _init(**overrides):
+        unknown = (set(overrides) - set(defaults)) | (set() if forget else {"forgetting"} & set(overrides))
+        if unknown:
+            raise TypeError(f"init: unexpected keyword(s) {sorted(unknown)}")
+        state = init(d, m, **{**defaults, **overrides})
+        if state.lengthscale.shape[0] != n_models:  # the model count is static: it sets the state's shapes
+            raise ValueError(f"lengthscales, forgetting: must give {n_models} models as built, "
+                             f"got {state.lengthscale.shape[0]}")
+        return state
+
+    return make_learner(
+        init=_init,
+        learn_one=lambda s, x, y: update_one(s, x, y, forget=forget),
+        predict_one=predict_one,
+        n_features=d,
+        cores=LearnerCores(step_one=partial(step_one, forget=forget), update_one=partial(update_one, forget=forget)),
+        skip_nonfinite=True,
+    )
+
+
+def _values(v) -> tuple:
+    """A scalar or a sequence of numbers as a tuple of floats (the model count is static)."""
+    return tuple(float(u) for u in np.ravel(np.asarray(v, dtype=float)))
