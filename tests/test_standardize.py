@@ -193,7 +193,8 @@ def _windowed_reference(X, y, window, alpha=1.0, beta=1.0):
 
 def test_warmup_refits_in_the_final_coordinates(rng):
     """After the warm-up, predictions are those of the learner run from scratch on data standardised with
-    the warm-up's statistics; before it, the usual moving statistics (float64 numpy reference)."""
+    the warm-up's statistics; within it, after its 2nd, 4th, 8th and 16th items, those of the learner run
+    from scratch on the items so far in the statistics of then (float64 numpy reference)."""
     n, F, W = 120, 20, 16
     X = np.column_stack([rng.uniform(0, 100, n), 7.3e5 + rng.uniform(0, 50, n)])
     y = 1000 + X @ np.array([2.0, -3.0]) + rng.normal(size=n)
@@ -203,9 +204,14 @@ def test_warmup_refits_in_the_final_coordinates(rng):
     ref = ym + ys * _windowed_reference((X - xm) / xs, (y - ym) / ys, W)
     mu = np.asarray(res.predictions.mean, np.float64)
     np.testing.assert_allclose(mu[F:], ref[F:], rtol=tol(1e-9, 1e-4), atol=tol(1e-8, 0.05))
+    for t in (2, 4, 8, 16):  # refitted after t items: item t predicted from them in their own statistics
+        xm, xs, ym, ys = X[:t].mean(0), X[:t].std(0), y[:t].mean(), y[:t].std()
+        ref_t = ym + ys * _windowed_reference((X[:t + 1] - xm) / xs, (y[:t + 1] - ym) / ys, W)[t]
+        assert abs(mu[t] - ref_t) < tol(1e-8, 1e-3) * np.std(y) + tol(0.0, 1e-6) * abs(ref_t), (t, mu[t], ref_t)
     moving = standardize(oj.windowed_bayes_linreg(2, W, intercept=True))
     mu_moving = np.asarray(progressive_validation(moving, moving.init(), X[:F], y[:F]).predictions.mean)
-    np.testing.assert_array_equal(mu[:F], mu_moving)  # the warm-up itself predicts as without it
+    np.testing.assert_array_equal(mu[:2], mu_moving[:2])  # before the first refit it predicts as without a warm-up
+    assert np.max(np.abs(mu[2:F] - mu_moving[2:F])) > 1e-3 * np.std(y)  # and then differs
     assert int(res.state.scaler.seen) == F and float(res.state.scaler.y_mean) == pytest.approx(ym, rel=1e-5)
 
 

@@ -230,7 +230,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     (:func:`~onlinejax.wrappers.standardize_state.restart`) from the next item. With
     ``warmup=F`` the item is also stored (while the statistics take it, then
     every item not withheld, in a ring buffer of the last ``K``, ``keep``),
-    and on the ``F``-th item the inner learner is
+    on the 2nd, 4th, 8th, ... item before the ``F``-th refitted in the
+    coordinates of then (:func:`_refit_in_warmup`), and on the ``F``-th item the inner learner is
     :func:`~onlinejax.wrappers.standardize_state.refit` (through
     :func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``), or the
     warm-up starts again (:func:`~onlinejax.wrappers.standardize_state.restart`,
@@ -284,10 +285,25 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     spread = _has_spread(sc.y_var, sc.y_mean)
     jumped = jnp.any(outside >= warmup)
     moved = jumped | jnp.any(drifting & (outside >= DRIFT_RUN))
-    out = cond_if_any(lambda sma: (rebase(learner, options, *sma), *sma[1:]))((done & spread) | moved,
-                                                                            (out, moved, moved & ~jumped))[0]
+    out = cond_if_any(lambda sma: (rebase(learner, options, *sma), *sma[1:]))(
+        (done & spread) | moved | _refit_in_warmup(options, sc.seen, new), (out, moved, moved & ~jumped))[0]
     stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
     return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
+
+
+def _refit_in_warmup(options: StandardizeOptions, seen: Array, new: Array) -> Array:
+    """``[]`` bool: refit now, in the warm-up's current coordinates, on the items kept so far.
+
+    The inner learner learns each warm-up item in the coordinates of its own time, and over the first
+    items the statistics move by whole standard deviations, so a window would hold items in units that
+    no longer agree (the predictions of items 2-30 then follow noise in the units rather than the data).
+    On the 2nd, 4th, 8th, ... item (a power of two, below ``F``) the learner is refitted on the items kept
+    (:func:`rebase` without a move: the same refit as at the warm-up's end). A learner whose change of
+    coordinates is exact (``reexpress``) needs none.
+    """
+    if options.reexpress is not None:
+        return jnp.zeros((), bool)
+    return new & (seen >= 2) & (seen < options.warmup) & ((seen & (seen - 1)) == 0)
 
 
 def _reexpressed(options: StandardizeOptions, inner, old: ScalerState, new: ScalerState):
