@@ -320,10 +320,26 @@ def step_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squ
                                  n_seen=s.n_seen + 1), mean, adapt_scale)
     # the exact Schur complement is >= σ_n²: one below σ_n²/2 shows a factor that has lost its accuracy
     lost = kxx - v @ v < -0.5 * nv
-    new = cond_if_any(lambda st: _rebuilt(st, kernel, mean, adapt_scale))(lost, new)
+    new = _rebuilt_where(partial(_rebuilt, kernel=kernel, mean=mean, adapt_scale=adapt_scale), lost, new)
     if freeze_when_full:
         new = keep_if(~jnp.all(s.valid), new, s)
     return new, pred
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _rebuilt_where(rebuild: Callable, lost: Array, s: GPWindowState) -> GPWindowState:
+    """``rebuild(s)`` where ``lost`` (lazily under ``vmap``, :func:`~onlinejax.core.batching.cond_if_any`), else ``s``.
+
+    Differentiated as the identity: in exact arithmetic the rebuilt factor is the one it replaces, so the
+    derivative of the state is its own (and the lazy branch has no reverse-mode rule of its own).
+    """
+    return cond_if_any(rebuild)(lost, s)
+
+
+@_rebuilt_where.defjvp
+def _rebuilt_where_jvp(rebuild, primals, tangents):
+    lost, s = primals
+    return _rebuilt_where(rebuild, lost, s), tangents[1]
 
 
 def learn_one(state: GPWindowState, x: Array, y: Array, *, kernel: Callable = squared_exponential,
@@ -389,10 +405,11 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     _, _, var_y = _window_moments(state.X, state.y, state.valid)
     y_mean = jnp.sum(state.valid * state.y) / jnp.maximum(jnp.sum(state.valid), 1)
     p = keep_if(var_y > variance_floor(y_mean * y_mean), p, state.params)
-    return _rebuilt(state._replace(params=p, n_tunes=state.n_tunes + 1), kernel, mean, adapt_scale)
+    return _rebuilt(state._replace(params=p, n_tunes=state.n_tunes + 1), kernel=kernel, mean=mean,
+                    adapt_scale=adapt_scale)
 
 
-def _rebuilt(s: GPWindowState, kernel: Callable, mean: Optional[str], adapt_scale: bool) -> GPWindowState:
+def _rebuilt(s: GPWindowState, *, kernel: Callable, mean: Optional[str], adapt_scale: bool) -> GPWindowState:
     """The factor ``R = chol(K_y)⁻¹`` rebuilt from the window, then the mean function, ``z`` and ``ĉ``."""
     L = jnp.linalg.cholesky(masked_kernel_matrix(kernel, s.params, s.X, s.valid))
     s = s._replace(inv_chol=lower_triangular_inverse(L))
