@@ -69,14 +69,12 @@ CPU is cheaper than a triangular solve):
   above bounds how long a rounding error survives, not how much it is
   amplified: the factor's error grows like ``u·κ^1.8``, so on a nearly
   rank-one window it compounds over the steps until the floor stops it;
-* a term whose kernel grows with the inputs (a ``linear()`` term on inputs
-  several sd out, collinear lags of a trend) can still push ``κ`` past what
-  the floor assumes, so a step checks the factor it used: the new item's
-  Schur complement ``k(x,x) + σ_n² - vᵀv`` is ``>= σ_n²`` exactly, and one
-  below ``σ_n²/2`` means the factor has lost its accuracy; the step then
-  rebuilds it from the window (a Cholesky, as a tune does;
-  :func:`~onlinejax.core.batching.cond_if_any`, so a batch that needs none
-  skips it).
+* a kernel that grows with the inputs (``linear()`` on collinear lags of a
+  trend several sd out) can still push ``κ`` past what the floor assumes, so a
+  step checks its factor: the new item's Schur complement ``k(x,x) + σ_n² -
+  vᵀv`` is ``>= σ_n²`` exactly, and one below ``σ_n²/2`` shows a factor that
+  lost its accuracy, which the step rebuilds from the window (a Cholesky, as
+  a tune does; lazily under ``vmap``).
 
 Per item (:func:`onlinejax.core.linalg.inv_chol_slide`): the eviction and the
 append are one fused step that reads ``R`` three times (matrix-vector
