@@ -240,3 +240,33 @@ def test_a_million_float32_items_stay_finite_calibrated_and_accurate(name):
     assert 0.92 <= cov <= 0.98, cov
     mse = lambda w: np.mean((mean[w].astype(np.float64) - y[w]) ** 2)  # noqa: E731
     assert mse(last) <= 1.2 * mse(early), (mse(last), mse(early))
+
+
+#: US consumer price index, 1959Q1-1996Q4 (statsmodels' ``macrodata``, from the US Bureau of Labor Statistics).
+CPI = [28.98, 29.15, 29.35, 29.37, 29.54, 29.55, 29.75, 29.84, 29.81, 29.92, 29.98, 30.04, 30.21, 30.22, 30.38, 30.44,
+       30.48, 30.69, 30.75, 30.94, 30.95, 31.02, 31.12, 31.28, 31.38, 31.58, 31.65, 31.88, 32.28, 32.45, 32.85, 32.9,
+       33.1, 33.4, 33.7, 34.1, 34.4, 34.9, 35.3, 35.7, 36.3, 36.8, 37.3, 37.9, 38.5, 38.9, 39.4, 39.9, 40.1, 40.6, 40.9,
+       41.2, 41.5, 41.8, 42.2, 42.7, 43.7, 44.2, 45.6, 46.8, 48.1, 49.3, 51.0, 52.3, 53.0, 54.0, 54.9, 55.8, 56.1, 57.0,
+       57.9, 58.7, 60.0, 60.8, 61.6, 62.7, 63.9, 65.5, 67.1, 68.5, 70.6, 73.0, 75.2, 78.0, 80.9, 82.6, 84.7, 87.2, 89.1,
+       91.5, 93.4, 94.4, 95.0, 97.5, 98.1, 97.9, 98.8, 99.8, 100.8, 102.1, 103.3, 104.1, 105.1, 105.7, 107.0, 107.7,
+       108.5, 109.9, 108.7, 109.5, 110.2, 111.4, 112.7, 113.8, 115.0, 116.0, 117.2, 118.5, 119.9, 121.2, 123.1, 124.5,
+       125.4, 127.5, 128.9, 130.5, 133.4, 134.7, 135.1, 136.2, 137.2, 138.3, 139.4, 140.5, 141.7, 142.8, 143.8, 144.5,
+       145.6, 146.3, 147.2, 148.4, 149.4, 150.5, 151.8, 152.6, 153.5, 154.7, 156.1, 157.0, 158.2, 159.4, 159.9]
+
+
+def test_the_recommended_gp_follows_a_smooth_trend_on_three_collinear_lags():
+    """CPI's three lags: the tune gives the linear term the signal and the SE term almost none; with a noise floor
+    on the SE term's amplitude alone the window's factor lost every digit in float32 (predictions of −10²⁰ for a
+    CPI near 150). Now every prediction stays near the series and its MSE far below the running mean's."""
+    from onlinejax.data import shipped
+    from onlinejax.evaluation import progressive_validation
+
+    X, y = (np.asarray(a, DTYPE) for a in shipped.lagged(np.asarray(CPI), 3))
+    lrn = zoo.configurations()["RecommendedGP"].make(3)
+    p = progressive_validation(lrn, lrn.init(), X, y).predictions
+    mean, var = np.asarray(p.mean, np.float64)[2:], np.asarray(p.var, np.float64)[2:]
+    y2 = y[2:].astype(np.float64)
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    assert np.max(np.abs(mean - y2)) < 0.25 * np.ptp(y2)
+    running = np.cumsum(y.astype(np.float64))[1:-1] / np.arange(2, len(y))
+    assert np.mean((mean - y2) ** 2) < 0.02 * np.mean((running - y2) ** 2)
