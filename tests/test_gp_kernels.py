@@ -190,7 +190,7 @@ def test_kernels_print_as_they_are_built():
 def test_a_dominant_linear_term_on_collinear_trending_inputs_keeps_the_factor_accurate(rng):
     """The worst case of a ``linear()`` term: three lags of a saw-tooth trend over [-5, 5] (nearly collinear,
     several sd out), the SE term's amplitude near 0 and the linear one's 1. The noise floor counts the linear
-    term's amplitude (``kernels.amplitude_var``), and a step whose Schur complement shows a factor that lost its
+    term's amplitude (``params.summed_terms_var``), and a step whose Schur complement shows a factor that lost its
     accuracy rebuilds it: every prediction within a fifth of the targets' spread of a float64 solve on the
     window, nearly all far closer (the factor's error reached 10¹⁹ times the spread with a floor on the SE
     term's amplitude alone, 12 times it without the rebuild)."""

@@ -1,4 +1,4 @@
-"""A GP's hyperparameters and the variances they imply: :class:`GPParams`, the signal, amplitude and noise variances.
+"""A GP's hyperparameters and the variances they imply: :class:`GPParams`, the signal, summed-term and noise variances.
 
 The noise variance has a floor relative to the signal's (:func:`noise_floor_rel`, :func:`noise_var`), which
 bounds the condition number of ``K + σ_n²I`` whatever a tune proposes (:mod:`onlinejax.learners.gp.window`).
@@ -13,7 +13,7 @@ import numpy as np
 
 Array = jax.Array
 
-__all__ = ["GPParams", "noise_floor_rel", "signal_var", "amplitude_var", "noise_var", "lengthscales",
+__all__ = ["GPParams", "noise_floor_rel", "signal_var", "summed_terms_var", "noise_var", "lengthscales",
            "SUMMED_TERMS_FLOOR_SHARE"]
 
 
@@ -70,21 +70,21 @@ def signal_var(p: GPParams) -> Array:
 SUMMED_TERMS_FLOOR_SHARE = 0.1
 
 
-def amplitude_var(p: GPParams) -> Array:
-    """``σ_f² (1 + Σ_k ρ_k²)``, ``[]``: the kernel's total amplitude, its terms' signal variances summed.
+def summed_terms_var(p: GPParams) -> Array:
+    """``σ_f² Σ_k ρ_k²``, ``[]``: the signal variances of a sum's other terms (0 for a single kernel).
 
     ``ρ_k`` is each summed term's amplitude relative to ``σ_f`` (the ``log_rel_signal_std`` of a
-    :class:`~onlinejax.learners.gp.kernels.Kernel` sum, ``k1 + k2``; a product's right-hand term has none). A single kernel's is ``σ_f²``.
+    :class:`~onlinejax.learners.gp.kernels.Kernel` sum, ``k1 + k2``; a product's right-hand term has none).
     """
     rel = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(p.extra)[0]
            if getattr(path[-1], "key", None) == "log_rel_signal_std"]
-    return signal_var(p) * (1.0 + sum(jnp.exp(2.0 * r) for r in rel))
+    return signal_var(p) * sum((jnp.exp(2.0 * r) for r in rel), jnp.zeros_like(p.log_signal_std))
 
 
 def noise_var(p: GPParams) -> Array:
     """``σ_n² + floor·(σ_f² + Σ_k σ_k²/10)``: the noise variance actually used (floor from :func:`noise_floor_rel`).
 
-    ``σ_k²`` are a sum's other terms' amplitudes (:func:`amplitude_var`), counted at
+    ``σ_k²`` are a sum's other terms' amplitudes (:func:`summed_terms_var`), counted at
     :data:`SUMMED_TERMS_FLOOR_SHARE`: without them a tune that makes a ``linear()`` term carry the signal and
     ``σ_f`` small would leave no floor at all, and the factor would lose every digit on collinear trending
     inputs. A tenth, with the window step's check of its factor (:func:`onlinejax.learners.gp.window.step_one`),
@@ -92,9 +92,8 @@ def noise_var(p: GPParams) -> Array:
     out, ``σ_f`` near 0; a hundredth does not), where counting them in full acts as a ridge that costs
     noise-free streams log score (``benchmarks/RESULTS.md``, "The GP's factor on trending inputs").
     """
-    extra = amplitude_var(p) - signal_var(p)
     return jnp.exp(2.0 * p.log_noise_std) + noise_floor_rel(p.log_noise_std.dtype) * (
-        signal_var(p) + SUMMED_TERMS_FLOOR_SHARE * extra)
+        signal_var(p) + SUMMED_TERMS_FLOOR_SHARE * summed_terms_var(p))
 
 
 def lengthscales(p: GPParams) -> Array:
