@@ -27,20 +27,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
-#: R's ``datasets::Nile``: annual flow of the Nile at Aswan, 10⁸ m³, 1871-1970.
-NILE = [1120, 1160, 963, 1210, 1160, 1160, 813, 1230, 1370, 1140, 995, 935, 1110, 994, 1020, 960, 1180, 799, 958,
-        1140, 1100, 1210, 1150, 1250, 1260, 1220, 1030, 1100, 774, 840, 874, 694, 940, 833, 701, 916, 692, 1020, 1050,
-        969, 831, 726, 456, 824, 702, 1120, 1100, 832, 764, 821, 768, 845, 864, 862, 698, 845, 744, 796, 1040, 759,
-        781, 865, 845, 944, 984, 897, 822, 1010, 771, 676, 649, 846, 812, 742, 801, 1040, 860, 874, 848, 890, 744,
-        749, 838, 1050, 918, 986, 797, 923, 975, 815, 1020, 906, 901, 1170, 912, 746, 919, 718, 714, 740]
-
-
 def series() -> dict:
     from onlinejax.data import shipped
 
     _, X, y, _ = shipped.trump_approval()
     water = shipped.lagged(shipped.water_flow(), 2)
-    return {"nile": shipped.lagged(NILE, 2), "airline": shipped.lagged(shipped.airline_passengers(), 3),
+    return {"nile": shipped.lagged(shipped.nile(), 2), "airline": shipped.lagged(shipped.airline_passengers(), 3),
             "water150": (water[0][:150], water[1][:150]), "trump120": (np.asarray(X)[:120], np.asarray(y)[:120])}
 
 

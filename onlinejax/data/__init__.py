@@ -1,7 +1,7 @@
 """Synthetic streams and shipped data sets."""
 from .synthetic import abrupt_drift_stream, drifting_linear_stream
 from .hostile import PATHOLOGIES, hostile_stream
-from .shipped import airline_passengers, chick_weights, lagged, trump_approval, water_flow
+from .shipped import airline_passengers, chick_weights, lagged, nile, trump_approval, water_flow
 from .grid import (GridStream, StreamGroup, grid_names, grid_streams, parse_name, stratified_names, taxi_stream,
                    thesis_grid, thesis_stream)
 
@@ -22,6 +22,7 @@ __all__ = [
     "trump_approval",
     "chick_weights",
     "airline_passengers",
+    "nile",
     "water_flow",
     "lagged",
     "grid",

@@ -8,8 +8,10 @@
 * :func:`airline_passengers` and :func:`water_flow` — River's monthly airline
   passengers (144) and hourly water flow (1268) series; :func:`lagged` turns
   a series into an autoregressive stream (lagged targets as features).
+* :func:`nile` — the annual flow of the Nile at Aswan, 1871-1970 (100 values, R's
+  ``datasets::Nile``), stored in this module.
 
-They read the CSV files inside the River package; River is an optional
+The others read the CSV files inside the River package; River is an optional
 dependency (``pip install onlinejax[test]`` or ``river``), and without it a
 clear ``ImportError`` says so.
 """
@@ -21,7 +23,14 @@ import importlib.resources
 
 import numpy as np
 
-__all__ = ["trump_approval", "chick_weights", "airline_passengers", "water_flow", "lagged"]
+__all__ = ["trump_approval", "chick_weights", "airline_passengers", "water_flow", "nile", "lagged"]
+
+#: R's ``datasets::Nile`` (Durbin & Koopman 2001, ch. 2; Cobb 1978): annual flow at Aswan, 10⁸ m³, 1871-1970.
+_NILE = (1120, 1160, 963, 1210, 1160, 1160, 813, 1230, 1370, 1140, 995, 935, 1110, 994, 1020, 960, 1180, 799, 958,
+         1140, 1100, 1210, 1150, 1250, 1260, 1220, 1030, 1100, 774, 840, 874, 694, 940, 833, 701, 916, 692, 1020, 1050,
+         969, 831, 726, 456, 824, 702, 1120, 1100, 832, 764, 821, 768, 845, 864, 862, 698, 845, 744, 796, 1040, 759,
+         781, 865, 845, 944, 984, 897, 822, 1010, 771, 676, 649, 846, 812, 742, 801, 1040, 860, 874, 848, 890, 744,
+         749, 838, 1050, 918, 986, 797, 923, 975, 815, 1020, 906, 901, 1170, 912, 746, 919, 718, 714, 740)
 
 
 def _river_csv(name: str):
@@ -84,6 +93,17 @@ def water_flow():
     """
     _, rows = _river_csv("water-flow.csv")
     return np.array([r[1] for r in rows], dtype=np.float64)
+
+
+def nile():
+    """The annual flow of the Nile at Aswan, 1871-1970 (R's ``datasets::Nile``), a level shift near 1899.
+
+    A short, noisy series whose lags carry little signal: a test of a learner's first items.
+
+    Returns:
+      ``y [100]`` float64, in 10⁸ m³.
+    """
+    return np.array(_NILE, dtype=np.float64)
 
 
 def lagged(series, lags: int):
