@@ -459,6 +459,46 @@ def test_later_tunes_use_retune_restarts(rng):
         gp_window(2, 8, tune_options=GPTuneOptions(retune_restarts=0))
 
 
+def _np_neg_lml(X, y, p):
+    """float64 numpy: ``-log N(y | 0, σ_f² K_SE + σ_n²·I)`` (R&W eq. 2.30) at :class:`GPParams` ``p``."""
+    from onlinejax.learners.gp.params import noise_var
+
+    X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+    u = X / np.exp(np.asarray(p.log_lengthscale, np.float64))
+    K = np.exp(2.0 * float(p.log_signal_std)) * np.exp(-0.5 * ((u[:, None] - u[None]) ** 2).sum(-1))
+    K += float(noise_var(p)) * np.eye(len(y))
+    sign, logdet = np.linalg.slogdet(K)
+    return 0.5 * (y @ np.linalg.solve(K, y) + logdet + len(y) * np.log(2 * np.pi))
+
+
+@pytest.mark.float32_only  # which starts a tune runs; the tune's numerics are tested in both dtypes
+def test_retune_from_initial_starts_the_second_tune_also_from_the_initial_hyperparameters(rng):
+    """With ``retune_from_initial`` the second tune, begun from a lengthscale 150× too long (where the likelihood
+    has no gradient in it: a tune from there stays), also starts from the initial hyperparameters and ends at a
+    marginal likelihood as good as the better of one start from each (float64 numpy); the third runs one start."""
+    X, Y = _stream(rng, 32, noise=0.3)
+    opts = GPTuneOptions(restarts=2, steps=20, noise_floor=0.0, lengthscale_prior=None, from_data=False)
+    initial = GPHyper(noise_std=0.3, lengthscale=2.0)
+    lrn = gp_window(2, 32, mean="zero", initial=initial, tune_options=opts._replace(retune_from_initial=True))
+    plain = gp_window(2, 32, mean="zero", initial=initial, tune_options=opts)
+    s = lrn.learn(lrn.init(), X, Y)
+    t1 = lrn.tune(s)
+    stuck = t1._replace(params=t1.params._replace(log_lengthscale=t1.params.log_lengthscale + 5.0))
+    t2, t2_plain = lrn.tune(stuck), plain.tune(stuck)
+    assert int(t2.n_tunes) == 2
+    kfn, args = KERNELS["se"], (s.X, s.y, s.valid)
+    one = opts._replace(restarts=1)
+    from_stuck = tune_hyperparameters(kfn, "zero", stuck.params, *args, tune_options=one)
+    from_initial = tune_hyperparameters(kfn, "zero", lrn.init().params, *args, tune_options=one)
+    nll = [_np_neg_lml(X, Y, q) for q in (t2.params, t2_plain.params, from_stuck, from_initial)]
+    assert nll[0] <= min(nll[2], nll[3]) + 1e-3 * abs(nll[3])
+    assert nll[1] > nll[3] + 1.0  # without the option the second tune stays where it began
+    third = lrn.tune(t2._replace(params=stuck.params))  # one start: from where it is
+    np.testing.assert_allclose(_np_neg_lml(X, Y, third.params), nll[2], rtol=1e-3)
+    with pytest.raises(TypeError, match=r"tune_options\.retune_from_initial"):
+        gp_window(2, 8, tune_options=GPTuneOptions(retune_from_initial=1))
+
+
 # --- issue 23: overconfident tuned windows --------------------------------------------------------
 # A window on raw-scale data (4 inputs of scale 50, targets ~3e4 ± 1e4) with the unit-scale defaults
 # (signal 1, noise 0.1, lengthscale 1), like the thesis grid's 4-d streams of scale 50. One learner (the

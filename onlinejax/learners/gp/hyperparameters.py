@@ -63,6 +63,11 @@ class GPTuneOptions(NamedTuple):
       from_data: also start from the window's statistics (``σ_f`` = residuals' root mean square,
         ``ℓ_j = sd(x_j)``) when that start has the better objective than the current hyperparameters
         (default True; :func:`tune_start`).
+      retune_from_initial: ``False`` (default); ``True``: the second tune also runs ``restarts`` starts, the
+        second of them from the learner's initial hyperparameters (:func:`restart_plan`). A first tune on a
+        few items (a standardiser's warm-up) can settle where a tune on a whole window from the initial ones
+        would not, and later tunes, each starting from the last, stay there: e.g. a ``linear()`` term carrying
+        a 4-d stream's signal, the SE term's amplitude near 0 and its lengthscales without a gradient.
     """
 
     steps: int = 20
@@ -73,6 +78,7 @@ class GPTuneOptions(NamedTuple):
     noise_floor: float = NOISE_FLOOR
     lengthscale_prior: Optional[float] = LENGTHSCALE_PRIOR
     from_data: bool = True
+    retune_from_initial: bool = False
 
     def checked(self) -> "GPTuneOptions":
         """The record with its values checked and as Python numbers (``ValueError`` naming the field)."""
@@ -86,10 +92,12 @@ class GPTuneOptions(NamedTuple):
             check_positive(prior, "tune_options.lengthscale_prior")
             prior = float(prior)
         check_bool(self.from_data, "tune_options.from_data")
+        check_bool(self.retune_from_initial, "tune_options.retune_from_initial")
         return GPTuneOptions(check_int(self.steps, "tune_options.steps", 0),
                              check_int(self.restarts, "tune_options.restarts", 1),
                              check_int(self.retune_restarts, "tune_options.retune_restarts", 1), self.method,
-                             float(self.learning_rate), float(self.noise_floor), prior, bool(self.from_data))
+                             float(self.learning_rate), float(self.noise_floor), prior, bool(self.from_data),
+                             bool(self.retune_from_initial))
 
 
 def checked_tune_options(options) -> GPTuneOptions:
@@ -338,8 +346,22 @@ def select_restart(w: TuneWindow, ps: GPParams, ls: Array, l_base: Array, active
     return keep_if(jnp.isfinite(ls[best]) | jnp.isfinite(l_base), excess_to_params(w, out), params)
 
 
+def restart_plan(o: GPTuneOptions, n_tunes: Array, initial: Callable[[], GPParams]):
+    """``(n_active, second)`` for a learner's tune after ``n_tunes: []`` earlier ones (``o`` checked).
+
+    ``n_active``: ``o.restarts`` starts on the first tune, ``min(o.retune_restarts, o.restarts)`` afterwards,
+    and with ``o.retune_from_initial`` ``o.restarts`` on the second too, whose second start is then
+    ``initial()`` (the learner's initial hyperparameters): ``second = (initial(), n_tunes == 1)`` for
+    :func:`tune_hyperparameters` (``None`` without the option).
+    """
+    later = min(o.retune_restarts, o.restarts)
+    if not o.retune_from_initial:
+        return jnp.where(n_tunes == 0, o.restarts, later), None
+    return jnp.where(n_tunes <= 1, o.restarts, later), (initial(), n_tunes == 1)
+
+
 def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
-                         tune_options: GPTuneOptions = GPTuneOptions(), n_active=None) -> GPParams:
+                         tune_options: GPTuneOptions = GPTuneOptions(), n_active=None, second=None) -> GPParams:
     """Maximise the window's log marginal likelihood (or posterior, with a prior) over ``params`` with optax.
 
     The objective (:func:`tune_objective`) is ``log p(y | X, θ) + log p(θ)``
@@ -394,6 +416,8 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
       params: :class:`~onlinejax.learners.gp.params.GPParams` to start from; X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool.
       tune_options: :class:`GPTuneOptions` (static; default: the learner's tune).
       n_active: ``None`` or a ``[]`` int32 array, the number of starts run (at most ``tune_options.restarts``).
+      second: ``None``, or ``(GPParams, [] bool)``: where the bool holds, the second start is these
+        hyperparameters instead of the start's copy (:func:`restart_plan`).
     Returns:
       :class:`~onlinejax.learners.gp.params.GPParams` (the same shapes as ``params``).
     Raises:
@@ -406,5 +430,9 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
     n_active = o.restarts if n_active is None else jnp.maximum(n_active, 1)
     active = jnp.arange(o.restarts) < n_active
     run = partial(tune_restart, loss, steps=o.steps, method=o.method, learning_rate=o.learning_rate)
-    ps, ls, l_starts = jax.lax.map(lambda a: run(*a), (_restart_starts(base, o.restarts, w.spread), active))
+    starts = _restart_starts(base, o.restarts, w.spread)
+    if second is not None and o.restarts >= 2:
+        q, use = second
+        starts = jax.tree_util.tree_map(lambda a, b: a.at[1].set(jnp.where(use, b.astype(a.dtype), a[1])), starts, q)
+    ps, ls, l_starts = jax.lax.map(lambda a: run(*a), (starts, active))
     return select_restart(w, ps, ls, l_starts[0], active, base, params)

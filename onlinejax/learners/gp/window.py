@@ -106,8 +106,8 @@ from ...core.batching import cond_if_any
 from ...core.linalg import inv_chol_drop_first, inv_chol_slide, lower_triangular_inverse, variance_floor
 from .hyperparameters import (LENGTHSCALE_PRIOR, LINE_SEARCH_STEPS, NOISE_FLOOR, GPTuneOptions, TuneWindow,  # noqa
                               _finite_tree, _log_prior, _restart_starts, _window_moments, checked_tune_options,
-                              excess_to_params, params_to_excess, select_restart, tune_hyperparameters, tune_objective,
-                              tune_restart, tune_start, tune_window)
+                              excess_to_params, params_to_excess, restart_plan, select_restart, tune_hyperparameters,
+                              tune_objective, tune_restart, tune_start, tune_window)
 from .kernels import cross, gp_params, resolve_kernel, squared_exponential  # noqa
 from .params import GPParams, noise_var, signal_var  # noqa
 from .likelihood import (MEANS, _mean_kind, masked_kernel_matrix, mean_at, mean_index, mean_residuals,  # noqa
@@ -117,23 +117,8 @@ from .window_options import GPHyper, GPWindowOptions
 
 Array = jax.Array
 
-__all__ = [
-    "GPWindowState",
-    "gp_window",
-    "GPHyper",
-    "GPTuneOptions",
-    "GPWindowOptions",
-    "init",
-    "predict_one",
-    "step_one",
-    "learn_one",
-    "evict",
-    "tune",
-    "latent",
-    "window_scale",
-    "tune_hyperparameters",
-    "LENGTHSCALE_PRIOR",
-]
+__all__ = ["GPWindowState", "gp_window", "GPHyper", "GPTuneOptions", "GPWindowOptions", "init", "predict_one", "step_one",
+           "learn_one", "evict", "tune", "latent", "window_scale", "tune_hyperparameters", "LENGTHSCALE_PRIOR"]
 
 
 class GPWindowState(NamedTuple):
@@ -376,15 +361,15 @@ def evict(state: GPWindowState, *, mean: Optional[str] = "average", adapt_scale:
 # tune: type-II MAP hyperparameters of the window
 # --------------------------------------------------------------------------
 def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: Optional[str] = "average",
-         tune_options: GPTuneOptions = GPTuneOptions(), adapt_scale: bool = True) -> GPWindowState:
+         tune_options: GPTuneOptions = GPTuneOptions(), adapt_scale: bool = True,
+         initial: GPHyper = GPHyper()) -> GPWindowState:
     """Re-estimate the hyperparameters on the window and rebuild the factor once.
 
-    :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) under
-    ``tune_options`` (:class:`GPTuneOptions`) with its ``restarts`` starts on
-    the first tune and ``min(retune_restarts, restarts)`` afterwards (later
-    tunes begin from parameters already fitted to the stream; the count is an
-    array, so it does not recompile); then
-    ``R = chol(K_y)⁻¹`` from scratch
+    :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) under ``tune_options`` (:class:`GPTuneOptions`)
+    with the starts of :func:`~onlinejax.learners.gp.hyperparameters.restart_plan` (``restarts`` on the first
+    tune, ``min(retune_restarts, restarts)`` on later ones, which begin from parameters already fitted to the
+    stream; ``retune_from_initial`` also starts the second from ``initial``, :class:`GPHyper`; the count is an
+    array, so it does not recompile); then ``R = chol(K_y)⁻¹`` from scratch
     (:func:`~onlinejax.learners.gp.likelihood.masked_kernel_matrix`,
     :func:`onlinejax.core.linalg.lower_triangular_inverse`), the mean function,
     ``z`` and ``ĉ`` refreshed and ``n_tunes`` incremented. A window whose
@@ -395,9 +380,10 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     """
     m = _mean_of(state, mean)
     o = checked_tune_options(tune_options)  # at trace time: a direct call gets the field named too
-    n_active = jnp.where(state.n_tunes == 0, o.restarts, min(o.retune_restarts, o.restarts))
+    n_active, second = restart_plan(o, state.n_tunes, lambda: gp_params(
+        state.X.shape[1], *initial[:3], state.X.dtype, kernel=kernel))
     p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, tune_options=o,
-                             n_active=n_active)
+                             n_active=n_active, second=second)
     # targets without spread (a stuck sensor) say nothing about the hyperparameters: a likelihood fitted to
     # them drives the noise and signal variances to 0, and the next items are learned into a singular factor
     _, _, var_y = _window_moments(state.X, state.y, state.valid)
@@ -495,5 +481,6 @@ def gp_window(n_features: int, window: int, *, kernel="se", mean: str = "average
                         predict_one=partial(predict_one, kernel=kfn), n_features=d,
                         cores=LearnerCores(step_one=partial(step_one, **learn_opts),
                                            evict=partial(evict, mean=core_mean, adapt_scale=wo.adapt_scale),
-                                           tune=jax.jit(partial(tune, **opts, tune_options=tune_options))),
+                                           tune=jax.jit(partial(tune, **opts, tune_options=tune_options,
+                                                                initial=initial))),
                         skip_nonfinite=True)
