@@ -67,7 +67,7 @@ from .wrappers.baseline import climatology, train_once
 from .wrappers.calibration import calibrated, calibrated_combination
 from .wrappers.changepoint import bocpd
 from .wrappers.combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
-from .learners.gp import GPWindowOptions, gp_window
+from .learners.gp import GPHyper, GPTuneOptions, GPWindowOptions, gp_window
 from .learners.gp.kernels import as_kernel, linear
 from .learners.gp.likelihood import MEANS
 from .learners.kernel_regression import kernel_regression
@@ -280,6 +280,13 @@ RECOMMENDED_NAIVE_ALARM = 0.7
 #: best on the thesis's grid, without its extrapolation on real data (``benchmarks/RESULTS.md``, "A linear kernel
 #: term in the recommended GP").
 RECOMMENDED_KERNEL = as_kernel("se") + linear()
+#: The recommended GP's hyperparameters before its first tune (on the warm-up's first 16 items,
+#: :data:`~onlinejax.wrappers.standardize.WARMUP_TUNE_MIN`): noise of 0.3 times the standardised signal's
+#: amplitude, not the default tenth, which interpolates a noisy real series' first items through its noise.
+RECOMMENDED_GP_INITIAL = GPHyper(noise_std=0.3)
+#: The recommended GP's tune: its second (its first on a whole window) also starts from
+#: :data:`RECOMMENDED_GP_INITIAL`, since its first, on the warm-up's items, can settle where a window's cannot.
+RECOMMENDED_GP_TUNE = GPTuneOptions(retune_from_initial=True)
 
 #: ``RecommendedWindowedLinear``'s evidence tune keeps every raw weight's prior at most ``1/c`` times looser than
 #: the unit prior (:class:`~onlinejax.learners.linear.WindowedOptions`'s ``prior_floor``): a window of repeated
@@ -363,7 +370,8 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
 
 
 def _recommended_gp(n_inputs: int, window: int):
-    return gp_window(n_inputs, window, mean="average", kernel=RECOMMENDED_KERNEL)
+    return gp_window(n_inputs, window, mean="average", kernel=RECOMMENDED_KERNEL, initial=RECOMMENDED_GP_INITIAL,
+                     tune_options=RECOMMENDED_GP_TUNE)
 
 
 def _recommended() -> list[GridLearner]:

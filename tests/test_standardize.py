@@ -215,6 +215,46 @@ def test_warmup_refits_in_the_final_coordinates(rng):
     assert int(res.state.scaler.seen) == F and float(res.state.scaler.y_mean) == pytest.approx(ym, rel=1e-5)
 
 
+def test_warmup_refits_on_16_items_or_more_are_tuned_each_from_the_init(rng):
+    """The refits after the warm-up's 16th item and at its end are tuned: the inner GP then holds the
+    hyperparameters of a GP that learned the items so far, from its init, in the statistics of then and was
+    tuned; the 2nd-8th items' refits are not tuned (float64: to the digit)."""
+    from onlinejax.learners.gp import gp_window
+    from onlinejax.wrappers.standardize import WARMUP_TUNE_MIN, inner_coordinates
+
+    n, F = 40, 32
+    X = np.column_stack([rng.uniform(0, 10, n), 300 + rng.uniform(0, 50, n)])
+    y = 50 * np.sin(X[:, 0]) + 0.5 * X[:, 1] + 10 * rng.normal(size=n)
+    X, y = X.astype(DTYPE), y.astype(DTYPE)
+    gp = gp_window(2, F)
+    opts = StandardizeOptions(warmup=F)
+    lrn = standardize(gp, options=opts)
+    res = progressive_validation(lrn, lrn.init(), X, y, record=lambda s: (s.inner.params, s.inner.n_tunes, s.scaler))
+    params, n_tunes, scalers = res.records
+    leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
+    init = [np.asarray(a) for a in jax.tree_util.tree_leaves(gp.init().params)]
+
+    def at(t):
+        return [a[t] for a in leaves]
+
+    def tuned_from_init(t):  # a fresh GP on items 0..t in the statistics after item t, then tuned
+        sc = jax.tree_util.tree_map(lambda a: a[t], scalers)
+        ref = gp.init()
+        for i in range(t + 1):
+            ref = gp.learn(ref, *inner_coordinates(opts, sc, jnp.asarray(X[i]), jnp.asarray(y[i])))
+        return jax.tree_util.tree_leaves(gp.tune(ref).params)
+
+    k = WARMUP_TUNE_MIN - 1  # the item on which the statistics took their 16th
+    for t in (0, 3, 7, k - 1):
+        for a, b in zip(at(t), init):
+            np.testing.assert_array_equal(a, b)
+    for t in (k, F - 1):
+        for a, b in zip(at(t), tuned_from_init(t)):
+            np.testing.assert_allclose(a, np.asarray(b), rtol=tol(1e-8, 1e-3), atol=tol(1e-10, 1e-4))
+    assert not all(np.array_equal(a, b) for a, b in zip(at(k), init))
+    assert np.all(np.asarray(n_tunes)[:k] == 0) and np.all(np.asarray(n_tunes)[k:] == 1)
+
+
 def test_warmup_skips_nonfinite_items_and_vmaps(rng):
     n, F = 40, 10
     X = rng.normal(size=(3, n, 2)) * 50 + 300

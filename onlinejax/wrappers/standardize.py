@@ -87,7 +87,7 @@ The module's anatomy: the statistics are in :mod:`onlinejax.wrappers.scaler`
 :func:`~onlinejax.wrappers.standardize_state.restart`) in
 :mod:`onlinejax.wrappers.standardize_state`; here the thresholds (:data:`SHIFT_Z`,
 :data:`SHIFT_RUN`, :data:`OUTLIER_Z`, :data:`OUTLIER_RUN`, :data:`DRIFT_STEP`,
-:data:`DRIFT_RUN`, :data:`GATE_MIN`), :func:`learn_one`, :func:`update_one`
+:data:`DRIFT_RUN`, :data:`GATE_MIN`, :data:`WARMUP_TUNE_MIN`), :func:`learn_one`, :func:`update_one`
 with its input runs, :func:`rebase` and :func:`standardize`. Each step
 takes the inner learner (and the options) as leading arguments that
 :func:`standardize` binds; every name is importable from this module.
@@ -145,6 +145,9 @@ DRIFT_STEP = 1.0
 DRIFT_RUN = 4
 #: Items the statistics need before they judge a target an outlier.
 GATE_MIN = 8
+#: A refit within the warm-up or at its end on at least this many items also tunes the inner learner, whose
+#: hyperparameters would otherwise stay its init's until its first tune (a state machine's: after a whole window).
+WARMUP_TUNE_MIN = 16
 
 
 def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, moved: Array,
@@ -161,7 +164,10 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     learner is then :func:`~onlinejax.wrappers.standardize_state.refit` from its
     initial state on the kept items within the new range (those before a
     jump lie beyond it), and also tuned, as its
-    hyperparameters were those of the old coordinates. An inner state with a
+    hyperparameters were those of the old coordinates; a refit within the
+    warm-up or at its end on :data:`WARMUP_TUNE_MIN` or more items is tuned too
+    (the hyperparameters of the inner learner's init are a guess, kept until
+    its own first tune: a state machine's after a whole window). An inner state with a
     ``tune_pending`` flag (the state machine of
     :func:`~onlinejax.wrappers.adaptive.adaptive`) tunes on its next item (its own
     tune: a program holds one copy of it), another inner learner with a
@@ -197,13 +203,14 @@ def rebase(learner: Learner, options: StandardizeOptions, s: StandardizeState, m
     s = s._replace(scaler=keep_if(moved, again, s.scaler), kept=k, outside=zero(s.outside),
                    shifting=zero(s.shifting), drifting=zero(s.drifting), far_run=jnp.where(moved, 0, s.far_run))
     s = refit(learner, options, s, k.valid & ~(moved & jnp.any(_beyond_range(options, s.scaler, k.x), axis=-1)))
+    tune = moved | (k.count >= WARMUP_TUNE_MIN)
     if hasattr(s.inner, "tune_pending"):  # AdaptiveState (not imported: adaptive imports the combination's types)
         # a refit of a whole phase ended in the machine's own tune already
         tuned = s.inner.n_tunes > s.initial.n_tunes
-        return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | (moved & ~tuned)))
+        return s._replace(inner=s.inner._replace(tune_pending=s.inner.tune_pending | (tune & ~tuned)))
     if learner.tune is None:
         return s
-    return s._replace(inner=cond_if_any(learner.tune, max_batch=1)(moved, s.inner))
+    return s._replace(inner=cond_if_any(learner.tune, max_batch=1)(tune, s.inner))
 
 
 def learn_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array,
@@ -231,7 +238,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     ``warmup=F`` the item is also stored (while the statistics take it, then
     every item not withheld, in a ring buffer of the last ``K``, ``keep``),
     on the 2nd, 4th, 8th, ... item before the ``F``-th refitted in the
-    coordinates of then (:func:`_refit_in_warmup`), and on the ``F``-th item the inner learner is
+    coordinates of then (:func:`_refit_in_warmup`; from :data:`WARMUP_TUNE_MIN`
+    items on also tuned), and on the ``F``-th item the inner learner is
     :func:`~onlinejax.wrappers.standardize_state.refit` (through
     :func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``), or the
     warm-up starts again (:func:`~onlinejax.wrappers.standardize_state.restart`,
@@ -298,7 +306,8 @@ def _refit_in_warmup(options: StandardizeOptions, seen: Array, new: Array) -> Ar
     items the statistics move by whole standard deviations, so a window would hold items in units that
     no longer agree (the predictions of items 2-30 then follow noise in the units rather than the data).
     On the 2nd, 4th, 8th, ... item (a power of two, below ``F``) the learner is refitted on the items kept
-    (:func:`rebase` without a move: the same refit as at the warm-up's end). A learner whose change of
+    (:func:`rebase` without a move: the same refit as at the warm-up's end, from :data:`WARMUP_TUNE_MIN`
+    items on with a tune). A learner whose change of
     coordinates is exact (``reexpress``) needs none.
     """
     if options.reexpress is not None:
