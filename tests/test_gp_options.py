@@ -50,7 +50,7 @@ def test_a_record_is_given_as_a_record():
 def test_the_defaults_are_the_keyword_factorys():
     """The records' defaults are the values ``gp_window``'s keywords had (a change here changes every GP)."""
     assert GPHyper() == (1.0, 0.1, 1.0)
-    assert GPTuneOptions() == (20, 2, 1, "lbfgs", 0.05, 1e-3, 2.0, True)
+    assert GPTuneOptions() == (20, 2, 1, "lbfgs", 0.05, 1e-3, 2.0, True, False)
     assert GPWindowOptions() == (False, False, True)
     assert GPTuneOptions().checked() == GPTuneOptions()
 

@@ -198,7 +198,8 @@ def test_warmup_refits_in_the_final_coordinates(rng):
     n, F, W = 120, 20, 16
     X = np.column_stack([rng.uniform(0, 100, n), 7.3e5 + rng.uniform(0, 50, n)])
     y = 1000 + X @ np.array([2.0, -3.0]) + rng.normal(size=n)
-    lrn = standardize(oj.windowed_bayes_linreg(2, W, intercept=True), options=StandardizeOptions(warmup=F))
+    untuned = oj.windowed_bayes_linreg(2, W, intercept=True)._replace(tune=None)  # the refits on 16 items or more would tune it
+    lrn = standardize(untuned, options=StandardizeOptions(warmup=F))
     res = progressive_validation(lrn, lrn.init(), X, y)
     xm, xs, ym, ys = X[:F].mean(0), X[:F].std(0), y[:F].mean(), y[:F].std()
     ref = ym + ys * _windowed_reference((X - xm) / xs, (y - ym) / ys, W)
@@ -208,7 +209,7 @@ def test_warmup_refits_in_the_final_coordinates(rng):
         xm, xs, ym, ys = X[:t].mean(0), X[:t].std(0), y[:t].mean(), y[:t].std()
         ref_t = ym + ys * _windowed_reference((X[:t + 1] - xm) / xs, (y[:t + 1] - ym) / ys, W)[t]
         assert abs(mu[t] - ref_t) < tol(1e-8, 1e-3) * np.std(y) + tol(0.0, 1e-6) * abs(ref_t), (t, mu[t], ref_t)
-    moving = standardize(oj.windowed_bayes_linreg(2, W, intercept=True))
+    moving = standardize(untuned)
     mu_moving = np.asarray(progressive_validation(moving, moving.init(), X[:F], y[:F]).predictions.mean)
     np.testing.assert_array_equal(mu[:2], mu_moving[:2])  # before the first refit it predicts as without a warm-up
     assert np.max(np.abs(mu[2:F] - mu_moving[2:F])) > 1e-3 * np.std(y)  # and then differs
