@@ -368,7 +368,8 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     :func:`tune_hyperparameters` (type-II MAP, R&W eq. 5.5/5.8) under ``tune_options`` (:class:`GPTuneOptions`)
     with the starts of :func:`~onlinejax.learners.gp.hyperparameters.restart_plan` (``restarts`` on the first
     tune, ``min(retune_restarts, restarts)`` on later ones, which begin from parameters already fitted to the
-    stream; ``retune_from_initial`` also starts the second from ``initial``, :class:`GPHyper`; the count is an
+    stream; ``retune_from_initial`` also starts the second from ``initial``, the factory's :class:`GPHyper`, not
+    ``init``'s overrides; the count is an
     array, so it does not recompile); then ``R = chol(K_y)⁻¹`` from scratch
     (:func:`~onlinejax.learners.gp.likelihood.masked_kernel_matrix`,
     :func:`onlinejax.core.linalg.lower_triangular_inverse`), the mean function,
@@ -381,7 +382,7 @@ def tune(state: GPWindowState, *, kernel: Callable = squared_exponential, mean: 
     m = _mean_of(state, mean)
     o = checked_tune_options(tune_options)  # at trace time: a direct call gets the field named too
     n_active, second = restart_plan(o, state.n_tunes, lambda: gp_params(
-        state.X.shape[1], *initial[:3], state.X.dtype, kernel=kernel))
+        state.X.shape[1], initial.signal_std, initial.noise_std, initial.lengthscale, state.X.dtype, kernel=kernel))
     p = tune_hyperparameters(kernel, m, state.params, state.X, state.y, state.valid, tune_options=o,
                              n_active=n_active, second=second)
     # targets without spread (a stuck sensor) say nothing about the hyperparameters: a likelihood fitted to
