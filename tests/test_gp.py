@@ -497,6 +497,8 @@ def test_retune_from_initial_starts_the_second_tune_also_from_the_initial_hyperp
     np.testing.assert_allclose(_np_neg_lml(X, Y, third.params), nll[2], rtol=1e-3)
     with pytest.raises(TypeError, match=r"tune_options\.retune_from_initial"):
         gp_window(2, 8, tune_options=GPTuneOptions(retune_from_initial=1))
+    with pytest.raises(ValueError, match=r"^tune_options\.retune_from_initial: needs restarts >= 2"):
+        gp_window(2, 8, tune_options=GPTuneOptions(restarts=1, retune_restarts=1, retune_from_initial=True))
 
 
 # --- issue 23: overconfident tuned windows --------------------------------------------------------

@@ -63,8 +63,9 @@ class GPTuneOptions(NamedTuple):
       from_data: also start from the window's statistics (``σ_f`` = residuals' root mean square,
         ``ℓ_j = sd(x_j)``) when that start has the better objective than the current hyperparameters
         (default True; :func:`tune_start`).
-      retune_from_initial: ``False`` (default); ``True``: the second tune also runs ``restarts`` starts, the
-        second of them from the learner's initial hyperparameters (:func:`restart_plan`). A first tune on a
+      retune_from_initial: ``False`` (default); ``True`` (needs ``restarts >= 2``): the second tune also runs
+        ``restarts`` starts, the second of them from the learner's initial hyperparameters
+        (:func:`restart_plan`). A first tune on a
         few items (a standardiser's warm-up) can settle where a tune on a whole window from the initial ones
         would not, and later tunes, each starting from the last, stay there: e.g. a ``linear()`` term carrying
         a 4-d stream's signal, the SE term's amplitude near 0 and its lengthscales without a gradient.
@@ -93,6 +94,9 @@ class GPTuneOptions(NamedTuple):
             prior = float(prior)
         check_bool(self.from_data, "tune_options.from_data")
         check_bool(self.retune_from_initial, "tune_options.retune_from_initial")
+        if self.retune_from_initial and check_int(self.restarts, "tune_options.restarts", 1) < 2:
+            raise ValueError("tune_options.retune_from_initial: needs restarts >= 2 (its second start is the "
+                             f"initial hyperparameters), got restarts={self.restarts!r}")
         return GPTuneOptions(check_int(self.steps, "tune_options.steps", 0),
                              check_int(self.restarts, "tune_options.restarts", 1),
                              check_int(self.retune_restarts, "tune_options.retune_restarts", 1), self.method,
@@ -417,11 +421,12 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
       tune_options: :class:`GPTuneOptions` (static; default: the learner's tune).
       n_active: ``None`` or a ``[]`` int32 array, the number of starts run (at most ``tune_options.restarts``).
       second: ``None``, or ``(GPParams, [] bool)``: where the bool holds, the second start is these
-        hyperparameters instead of the start's copy (:func:`restart_plan`).
+        hyperparameters instead of the start's copy (:func:`restart_plan`; needs ``restarts >= 2``).
     Returns:
       :class:`~onlinejax.learners.gp.params.GPParams` (the same shapes as ``params``).
     Raises:
-      ValueError: naming the field of a bad option (``tune_options.noise_floor: ...``).
+      ValueError: naming the field of a bad option (``tune_options.noise_floor: ...``), or ``second`` with
+        fewer than two restarts.
     """
     o = checked_tune_options(tune_options)
     w = tune_window(mean, X, y, valid, o.noise_floor, params.log_noise_std.dtype)
@@ -431,7 +436,9 @@ def tune_hyperparameters(kernel, mean, params: GPParams, X, y, valid, *,
     active = jnp.arange(o.restarts) < n_active
     run = partial(tune_restart, loss, steps=o.steps, method=o.method, learning_rate=o.learning_rate)
     starts = _restart_starts(base, o.restarts, w.spread)
-    if second is not None and o.restarts >= 2:
+    if second is not None:
+        if o.restarts < 2:
+            raise ValueError(f"second: needs tune_options.restarts >= 2, got {o.restarts}")
         q, use = second
         starts = jax.tree_util.tree_map(lambda a, b: a.at[1].set(jnp.where(use, b.astype(a.dtype), a[1])), starts, q)
     ps, ls, l_starts = jax.lax.map(lambda a: run(*a), (starts, active))
