@@ -16,7 +16,7 @@ import numpy as np
 
 Array = jax.Array
 
-__all__ = ["student_t_cdf", "student_t_quantile"]
+__all__ = ["student_t_cdf", "student_t_quantile", "student_t_quantile_series"]
 
 #: Degrees of freedom from which :func:`student_t_cdf` uses Hill's normal approximation.
 _HILL_MIN_DF = 20.0
@@ -158,3 +158,29 @@ def _log_gamma_ratio_excess(x: Array) -> Array:
     for j in range(10):
         carried = carried - jnp.log1p(0.5 / (xl + j))
     return jnp.where(big, series, series + carried)
+
+
+def student_t_quantile_series(p: Array, z: Array, df: Array) -> Array:
+    """Quantile ``t_ν(p)`` for ``p`` in (0.5, 1) from the normal one ``z = Φ⁻¹(p)``, in closed form: no loop.
+
+    Exact at ``ν = 1`` (``tan(π(p - ½))``) and ``ν = 2`` (``(2p - 1)/sqrt(2p(1 - p))``); from ``ν = 3``
+    the Cornish-Fisher expansion in ``1/ν`` to four terms (Abramowitz & Stegun 26.7.5), which is
+    low by at most 1.2e-3 relatively at ``p ≤ 0.975`` and 8e-3 at ``p = 0.995`` (at ``ν = 3``; the
+    error falls like ``ν⁻⁵``). A ``ν`` below 2.5 is taken as 1 or 2 (below 1.5: 1), so use it for
+    integer ``ν`` (a count of items) or where that accuracy is enough; :func:`student_t_quantile`
+    bisects the exact CDF instead. Broadcasts; ``p`` and ``z`` may be arrays (a calibrated level in
+    a state).
+    """
+    df = jnp.asarray(df)
+    p = jnp.asarray(p, df.dtype)
+    z = jnp.asarray(z, df.dtype)
+    z2 = z * z
+    g1 = (z2 + 1.0) * z / 4.0
+    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
+    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
+    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
+    r = 1.0 / jnp.maximum(df, 3.0)
+    series = z + r * (g1 + r * (g2 + r * (g3 + r * g4)))
+    one = jnp.tan(np.pi * (p - 0.5))
+    two = (2.0 * p - 1.0) / jnp.sqrt(2.0 * p * (1.0 - p))
+    return jnp.where(df < 1.5, one, jnp.where(df < 2.5, two, series))

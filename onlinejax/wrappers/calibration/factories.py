@@ -17,6 +17,7 @@ from ...core.base import (Learner, LearnerCores, check_in_range, check_int, chec
 from ...learners.linear.bayes import bayes_linreg, reexpress
 from ..standardize_state import StandardizeOptions
 from .recalibration import RECALIBRATION_CLIP
+from .width_cap import WIDTH_CAP
 from .wrapper import ConformalOptions, RecalibrationOptions, init, learn_one, predict_one, step_one, update_one
 
 __all__ = ["METHODS", "ACIOptions", "QuantileOptions", "recalibrate", "conformal", "calibrated",
@@ -246,8 +247,9 @@ def _recipe_options(level, quantile, recalibrate, df) -> tuple[RecalibrationOpti
     # conformal's own defaults for what the recipes do not set (one place holds them: its signature)
     defaults = {k: p.default for k, p in inspect.signature(conformal).parameters.items()
                 if p.default is not inspect.Parameter.empty}
-    return _conformal_options(**{**defaults, "level": level, "method": "quantile", "quantile": quantile,
-                                 "recalibrate": recalibrate, "df": df})
+    rc, cc = _conformal_options(**{**defaults, "level": level, "method": "quantile", "quantile": quantile,
+                                   "recalibrate": recalibrate, "df": df})
+    return rc, cc._replace(width_cap=WIDTH_CAP)
 
 
 #: :func:`calibrated`'s standardisation: moving statistics, the standardised inputs clipped at 5 standard deviations.
@@ -265,7 +267,10 @@ def calibrated(learner: Learner, level: float = 0.95, *, df: Optional[float] = 4
     (:func:`onlinejax.wrappers.standardize.standardize`, by default inputs clipped at 5
     standard deviations), the variance recalibrated by its running ``z²``,
     the ``level`` interval's coverage held by quantile tracking, and a
-    Student-t output with ``df`` degrees of freedom around that interval.
+    Student-t output with ``df`` degrees of freedom around that interval,
+    at most :data:`~onlinejax.wrappers.calibration.WIDTH_CAP` times as wide as the
+    climatology's at the same item (:mod:`~onlinejax.wrappers.calibration.width_cap`;
+    ``conformal(standardize(learner), level, "quantile", recalibrate=, df=)`` has no cap).
     The recommended configurations of :mod:`onlinejax.zoo` are built so.
 
     Args:
@@ -307,7 +312,7 @@ def calibrated_combination(learner: Learner, level: float = 0.95, *, df: Optiona
 
     ``conformal(learner, level, method="quantile", recalibrate=recalibrate,
     df=df)`` (e.g. over :func:`onlinejax.wrappers.combination.combine` of calibrated
-    members), except that the calibrators leave out the labels before the
+    members) with :func:`calibrated`'s width cap, except that the calibrators leave out the labels before the
     targets differ, as the members' own calibrators do: the members'
     predictions before had no target scale, and a residual measured in their
     guessed unit (two targets near 1000 against a unit prior) would set the

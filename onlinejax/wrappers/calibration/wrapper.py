@@ -30,6 +30,13 @@ inside (a combination of :func:`~onlinejax.wrappers.calibration.calibrated` memb
 differ, the same condition on a stream's start, tracked from the labels
 (:class:`~onlinejax.wrappers.scaler.SpreadState`).
 
+The width cap (``ConformalOptions.width_cap``, set by the recipes
+:func:`~onlinejax.wrappers.calibration.calibrated` and
+:func:`~onlinejax.wrappers.calibration.calibrated_combination`): :func:`output` narrows an
+interval wider than ``k`` times the climatology's at the same item to that width
+(:mod:`~onlinejax.wrappers.calibration.width_cap`); the calibrators judge the interval
+before the cap, and :func:`update_one` recovers it as it recovers a floored one.
+
 The wrappers' anatomy: :class:`CalibratedState`, the static
 :class:`RecalibrationOptions` / :class:`ConformalOptions`, :func:`init`,
 :func:`correct` (``N(μ, c_t² σ²)``), :func:`update` (the calibrators'
@@ -51,6 +58,7 @@ from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale
 from .recalibration import (LOG_CHI2_MEAN, RecalibrationState, is_informative, recalibrated_variance,
                             recalibration_init, recalibration_update)
+from .width_cap import WidthCapState, capped, width_cap_init, width_cap_update
 
 Array = jax.Array
 
@@ -72,6 +80,8 @@ class CalibratedState(NamedTuple):
         Gaussian output).
       targets: :class:`~onlinejax.wrappers.scaler.SpreadState` of the labels (``None``
         without ``ConformalOptions.after_spread``).
+      width_cap: :class:`~onlinejax.wrappers.calibration.width_cap.WidthCapState`, the targets'
+        statistics of the interval's cap (``None`` without ``ConformalOptions.width_cap``).
     """
 
     inner: Any
@@ -80,6 +90,7 @@ class CalibratedState(NamedTuple):
     n_skipped: Array
     t_ratio: Optional[Array] = None
     targets: Optional[SpreadState] = None
+    width_cap: Optional[WidthCapState] = None
 
 
 class RecalibrationOptions(NamedTuple):
@@ -113,6 +124,9 @@ class ConformalOptions(NamedTuple):
       after_spread: the inner learner's members standardise inside: the
         calibrators leave out the labels before the targets differ (module
         doc, "The first items").
+      width_cap: ``None``, or ``k``: the issued interval is at most ``k`` times as wide as the
+        climatology's at the same item (:mod:`~onlinejax.wrappers.calibration.width_cap`; the
+        calibrators judge the interval before the cap).
     """
 
     method: str
@@ -126,6 +140,7 @@ class ConformalOptions(NamedTuple):
     df: Optional[float] = None
     standardized: bool = False
     after_spread: bool = False
+    width_cap: Optional[float] = None
 
 
 def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], /,
@@ -163,7 +178,8 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
     if conf is not None and conf.df is not None:
         ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(conf.df, dt))
     targets = spread_init(dt) if conf is not None and conf.after_spread else None
-    return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio, targets)
+    cap = width_cap_init(dt) if conf is not None and conf.width_cap is not None else None
+    return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio, targets, cap)
 
 
 def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
@@ -216,12 +232,16 @@ def unknown_scale_floor(recal: Optional[RecalibrationOptions], conf: Optional[Co
     return jnp.where(_scale_known(conf, s), var, jnp.maximum(var, level))
 
 
-def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction):
-    """The corrected Gaussian, or (with ``conf.df``) the Student-t with the same central ``level`` interval.
+def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction, info: Array):
+    """The corrected Gaussian ``pred`` within the width cap, or (with ``conf.df``) the Student-t with its central ``level`` interval.
 
-    Scale ``σ_c · Φ⁻¹(1 - α/2)/t_ν(1 - α/2)`` (``s.t_ratio``), so the two share
-    the calibrated interval.
+    The cap (``conf.width_cap``, :func:`~onlinejax.wrappers.calibration.width_cap.capped`) bounds an
+    informative (``info``) prediction's variance; the Student-t's scale is ``σ_c · Φ⁻¹(1 - α/2)/t_ν(1 - α/2)``
+    (``s.t_ratio``), so the two share the calibrated interval.
     """
+    if conf is not None and conf.width_cap is not None:
+        c = s.conformal
+        pred = Prediction(pred.mean, capped(s.width_cap, c.alpha, c.z_alpha, pred.var, info, conf.width_cap))
     if conf is None or conf.df is None:
         return pred
     return StudentTPrediction(pred.mean, jnp.sqrt(pred.var) * s.t_ratio, jnp.full_like(pred.mean, conf.df))
@@ -245,7 +265,7 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
       ``(state, the returned prediction)`` (:func:`output`).
     """
     out, v0, info = correct(recal, conf, s, pred)
-    return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info), output(conf, s, out)
+    return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info), output(conf, s, out, info)
 
 
 def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred: Prediction, out: Prediction,
@@ -269,7 +289,8 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
                                 max_scale=conf.max_scale)
     # the items the members' scalers count
     targets = None if s.targets is None else spread_update(s.targets, y, learnable(x, y))
-    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio, targets)
+    cap = None if s.width_cap is None else width_cap_update(s.width_cap, y, jnp.isfinite(y))
+    return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio, targets, cap)
 
 
 def _scale_known(conf: Optional[ConformalOptions], s: CalibratedState):
@@ -291,8 +312,8 @@ def uncorrect(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOpt
     An issued ``N(μ, σ_c²)`` (or the Student-t of the same interval, ``σ_c =
     scale / s.t_ratio``) came from ``N(μ, σ_c² / m / s)``, ``m`` the conformal
     multiplier and ``s`` the recalibration scale of ``s``. Exact when ``s``
-    is the state the prediction was issued from and neither the variance cap
-    nor the floor was active (then the recalibration's own floor is
+    is the state the prediction was issued from and neither a variance cap
+    (the overflow's, the width cap's) nor the floor was active (then the recalibration's own floor is
     inverted as a scale). An issued variance of no information (not
     informative, :func:`~onlinejax.wrappers.calibration.is_informative`) is the inner one as it was.
 
@@ -324,16 +345,29 @@ def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[Confo
     :func:`correct` is a product of scales except where one of its floors
     or caps binds; there a range of inner variances gives the same issued
     one. Probed with :func:`correct` itself: a variance 0.1 % smaller comes
-    out 0.1 % smaller unless a floor or cap binds (a variance within 0.1 % of
-    one counts as binding: predicting it again costs time, not exactness).
+    out 0.1 % smaller unless a floor binds, and (with the width cap) one 0.1 %
+    larger comes out 0.1 % larger unless the cap binds (a variance within 0.1 % of
+    either counts as binding: predicting it again costs time, not exactness).
     An issued variance of no information (:func:`~onlinejax.wrappers.calibration.is_informative`) may come
     from an informative one through the overflow cap: not exact either.
 
     Args:
       recal, conf: the options (static); s: :class:`CalibratedState`; inner: ``[]`` leaves; v: ``[]``.
     """
-    probe = correct(recal, conf, s, Prediction(inner.mean, inner.var * (1.0 - 1e-3)))[0].var
-    return is_informative(inner.mean, v) & (probe < v * (1.0 - 5e-4))
+    def issued_var(factor):
+        out, _, info = correct(recal, conf, s, Prediction(inner.mean, inner.var * factor))
+        return _within_cap(conf, s, out, info).var
+
+    exact = is_informative(inner.mean, v) & (issued_var(1.0 - 1e-3) < v * (1.0 - 5e-4))
+    if conf is None or conf.width_cap is None:
+        return exact
+    # the width cap binds from above: the recovered variance maps onto the cap, and so does every larger one
+    return exact & (issued_var(1.0 + 1e-3) > v * (1.0 + 5e-4))
+
+
+def _within_cap(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction, info: Array) -> Prediction:
+    """The corrected Gaussian ``pred`` within the width cap (:func:`output`'s first step)."""
+    return output(conf._replace(df=None), s, pred, info) if conf is not None else pred
 
 
 def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
@@ -359,13 +393,14 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
     exact = inverse_is_exact(recal, conf, s, pred, out.var)
 
     def again(a):
-        p, _, _, s, x = a
+        p, _, _, _, s, x = a
         # the issued mean: a caller whose x changed since has the prediction it received learned
         p = Prediction(p.mean, learner.predict(s.inner, x).var.astype(p.var.dtype))
-        _, v0, info = correct(recal, conf, s, p)
-        return p, v0, info, s, x
+        out, v0, info = correct(recal, conf, s, p)
+        return p, out, v0, info, s, x
 
-    pred, v0, info = jax.lax.cond(exact, lambda a: a, again, (pred, v0, info, s, x))[:3]
+    # the calibrators judge the calibrated interval before the width cap (its module doc)
+    pred, out, v0, info = jax.lax.cond(exact, lambda a: a, again, (pred, out, v0, info, s, x))[:4]
     inner = learner.update(s.inner, x, y, pred)
     return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info)
 
@@ -397,4 +432,5 @@ def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Opt
 def predict_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
                 s: CalibratedState, x: Array):
     """The corrected prediction of the inner learner's prediction for ``x: [d]`` (:func:`correct`, :func:`output`)."""
-    return output(conf, s, correct(recal, conf, s, learner.predict(s.inner, x))[0])
+    out, _, info = correct(recal, conf, s, learner.predict(s.inner, x))
+    return output(conf, s, out, info)
