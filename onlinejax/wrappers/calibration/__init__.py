@@ -25,8 +25,7 @@ wrappers built from them, one module each, each importing only those before it:
   :func:`quantile_update`; the "P" and optional "I" controller of conformal PID control,
   Angelopoulos, Candès & Tibshirani 2023).
 * :mod:`onlinejax.wrappers.calibration.width_cap`: the recipes' cap of the issued interval at
-  :data:`WIDTH_CAP` times the climatology's width (:class:`WidthCapState`, :func:`width_cap_update`,
-  :func:`width_cap_variance`).
+  :data:`WIDTH_CAP` times the climatology's width (:func:`width_cap_variance`).
 * :mod:`onlinejax.wrappers.calibration.wrapper`: the wrapped learner's state :class:`CalibratedState`, its static
   :class:`RecalibrationOptions` / :class:`ConformalOptions` and per-item functions (:func:`init`,
   :func:`correct`, :func:`update`, :func:`step_one`, :func:`update_one`, ...), and how the first items
@@ -61,7 +60,7 @@ must not wind their scale up), so there the guarantee is about that interval, of
 issued one is the narrower part where the cap binds.
 """
 from .recalibration import RecalibrationState, recalibrated_variance, recalibration_init, recalibration_update
-from .width_cap import WIDTH_CAP, WIDTH_CAP_MEMORY, WidthCapState, width_cap_init, width_cap_update, width_cap_variance
+from .width_cap import WIDTH_CAP, width_cap_variance
 from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
 from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, learn_one, output,
@@ -103,10 +102,6 @@ __all__ = [
     "quantile_var_scale",
     "interval_miss",
     "WIDTH_CAP",
-    "WIDTH_CAP_MEMORY",
-    "WidthCapState",
-    "width_cap_init",
-    "width_cap_update",
     "width_cap_variance",
     "CalibratedState",
     "RecalibrationOptions",

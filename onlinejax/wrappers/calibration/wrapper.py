@@ -58,7 +58,8 @@ from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale
 from .recalibration import (LOG_CHI2_MEAN, RecalibrationState, is_informative, recalibrated_variance,
                             recalibration_init, recalibration_update)
-from .width_cap import WidthCapState, capped, width_cap_init, width_cap_update
+from ..baseline import ClimatologyState, climatology_init, climatology_learn
+from .width_cap import capped
 
 Array = jax.Array
 
@@ -80,8 +81,8 @@ class CalibratedState(NamedTuple):
         Gaussian output).
       targets: :class:`~onlinejax.wrappers.scaler.SpreadState` of the labels (``None``
         without ``ConformalOptions.after_spread``).
-      width_cap: :class:`~onlinejax.wrappers.calibration.width_cap.WidthCapState`, the targets'
-        statistics of the interval's cap (``None`` without ``ConformalOptions.width_cap``).
+      width_cap: the targets' :class:`~onlinejax.wrappers.baseline.ClimatologyState`, the
+        interval cap's yardstick (``None`` without ``ConformalOptions.width_cap``).
     """
 
     inner: Any
@@ -90,7 +91,7 @@ class CalibratedState(NamedTuple):
     n_skipped: Array
     t_ratio: Optional[Array] = None
     targets: Optional[SpreadState] = None
-    width_cap: Optional[WidthCapState] = None
+    width_cap: Optional[ClimatologyState] = None
 
 
 class RecalibrationOptions(NamedTuple):
@@ -178,7 +179,7 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
     if conf is not None and conf.df is not None:
         ratio = c.z_alpha / student_t_quantile(1.0 - 0.5 * c.alpha, jnp.asarray(conf.df, dt))
     targets = spread_init(dt) if conf is not None and conf.after_spread else None
-    cap = width_cap_init(dt) if conf is not None and conf.width_cap is not None else None
+    cap = climatology_init(dtype=dt) if conf is not None and conf.width_cap is not None else None
     return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio, targets, cap)
 
 
@@ -289,7 +290,7 @@ def _calibrate(recal, conf, s: CalibratedState, inner, x: Array, y: Array, pred:
                                 max_scale=conf.max_scale)
     # the items the members' scalers count
     targets = None if s.targets is None else spread_update(s.targets, y, learnable(x, y))
-    cap = None if s.width_cap is None else width_cap_update(s.width_cap, y, jnp.isfinite(y))
+    cap = None if s.width_cap is None else climatology_learn(s.width_cap, y)
     return CalibratedState(inner, r, c, s.n_skipped + (~ok), s.t_ratio, targets, cap)
 
 
