@@ -8,7 +8,7 @@ inner learner with it; ``update`` recovers the inner prediction from an
 issued one (:func:`uncorrect`; where a floor or cap of the correction was
 binding, so that the issued variance does not tell the inner one, the inner
 learner's variance is predicted again: :func:`inverse_is_exact`), so the
-calibrators judge the interval the caller received, also when the label arrives later
+calibrators judge the interval the caller received (before the width cap, below), also when the label arrives later
 (:func:`onlinejax.evaluation.delayed_progressive_validation`); ``learn``
 (no prediction at hand) predicts now. Labels that are not finite, and items whose prediction is not
 finite or abstains (variance ``≥ sqrt(finfo.max)``, the library's "no
@@ -394,13 +394,15 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
     exact = inverse_is_exact(recal, conf, s, pred, out.var)
 
     def again(a):
-        p, _, _, _, s, x = a
+        p, out, _, _, s, x = a
         # the issued mean: a caller whose x changed since has the prediction it received learned
         p = Prediction(p.mean, learner.predict(s.inner, x).var.astype(p.var.dtype))
-        out, v0, info = correct(recal, conf, s, p)
+        calibrated, v0, info = correct(recal, conf, s, p)
+        # the calibrators judge the issued interval, but where the width cap bound the one before it (module doc)
+        bound = _within_cap(conf, s, calibrated, info).var < calibrated.var
+        out = Prediction(out.mean, jnp.where(bound, calibrated.var, out.var))
         return p, out, v0, info, s, x
 
-    # the calibrators judge the calibrated interval before the width cap (its module doc)
     pred, out, v0, info = jax.lax.cond(exact, lambda a: a, again, (pred, out, v0, info, s, x))[:4]
     inner = learner.update(s.inner, x, y, pred)
     return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info)
