@@ -168,8 +168,14 @@ def student_t_quantile_series(p: Array, z: Array, df: Array) -> Array:
     low by at most 1.2e-3 relatively at ``p ≤ 0.975`` and 8e-3 at ``p = 0.995`` (at ``ν = 3``; the
     error falls like ``ν⁻⁵``). A ``ν`` below 2.5 is taken as 1 or 2 (below 1.5: 1), so use it for
     integer ``ν`` (a count of items) or where that accuracy is enough; :func:`student_t_quantile`
-    bisects the exact CDF instead. Broadcasts; ``p`` and ``z`` may be arrays (a calibrated level in
-    a state).
+    bisects the exact CDF instead.
+
+    Args:
+      p: ``[...]`` the probability in (0.5, 1) (an array: e.g. a calibrated level in a state).
+      z: ``[...]`` ``Φ⁻¹(p)``, which the caller usually holds already (a calibrator's ``z_α``).
+      df: ``[...]`` degrees of freedom ``ν >= 1``; the three broadcast.
+    Returns:
+      ``[...]`` ``t_ν(p)`` in ``df``'s dtype.
     """
     df = jnp.asarray(df)
     p = jnp.asarray(p, df.dtype)

@@ -240,9 +240,7 @@ def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Predictio
     informative (``info``) prediction's variance; the Student-t's scale is ``σ_c · Φ⁻¹(1 - α/2)/t_ν(1 - α/2)``
     (``s.t_ratio``), so the two share the calibrated interval.
     """
-    if conf is not None and conf.width_cap is not None:
-        c = s.conformal
-        pred = Prediction(pred.mean, capped(s.width_cap, c.alpha, c.z_alpha, pred.var, info, conf.width_cap))
+    pred = _within_cap(conf, s, pred, info)
     if conf is None or conf.df is None:
         return pred
     return StudentTPrediction(pred.mean, jnp.sqrt(pred.var) * s.t_ratio, jnp.full_like(pred.mean, conf.df))
@@ -367,8 +365,11 @@ def inverse_is_exact(recal: Optional[RecalibrationOptions], conf: Optional[Confo
 
 
 def _within_cap(conf: Optional[ConformalOptions], s: CalibratedState, pred: Prediction, info: Array) -> Prediction:
-    """The corrected Gaussian ``pred`` within the width cap (:func:`output`'s first step)."""
-    return output(conf._replace(df=None), s, pred, info) if conf is not None else pred
+    """The corrected Gaussian ``pred`` within the width cap (:func:`output`'s first step); as it is without one."""
+    if conf is None or conf.width_cap is None:
+        return pred
+    c = s.conformal
+    return Prediction(pred.mean, capped(s.width_cap, c.alpha, c.z_alpha, pred.var, info, conf.width_cap))
 
 
 def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
