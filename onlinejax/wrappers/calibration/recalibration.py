@@ -41,10 +41,11 @@ both (all in ``O(1)`` state):
   one label moves them by at most ``ω a``, however large or small its
   residual, and a factor ``K`` in the variance is crossed in
   ``O(log K)`` labels (the distance shrinks geometrically), not
-  ``O(K)``. ``g`` is kept in ``[f - ln b, f + 2 ln b]`` (``b`` =
-  :data:`RECALIBRATION_BAND`; narrower above, as a miss moves a
-  conformal step ``(1 - α)/α`` times as far as a cover does), and ``s``
-  moves with ``g`` by the same factor.
+  ``O(K)``. ``g`` is kept in ``[f - ln b, f + ln b]`` (``b`` =
+  :data:`RECALIBRATION_BAND`), and ``s`` moves with ``g`` by the same
+  factor: a learner whose variance grows relative to its errors item
+  after item (a model whose units drift) is followed downwards as fast as
+  upwards, not left over-covering.
 - *A bound by the geometric mean.* ``exp(g) ≤ s ≤ b exp(g - E[log χ²₁])``:
   the mean of ``z²`` is at least their geometric mean (Jensen), and for a
   Gaussian it is ``exp(-E[log χ²₁]) = 3.56`` times it, so this allows tails
@@ -85,7 +86,7 @@ RECALIBRATION_VAR_CAP = 25.0
 LOG_CHI2_MEAN = -1.2703628454614782
 #: Recalibration: weight of the fast running mean of ``log z²`` (a memory of ~10 labels).
 RECALIBRATION_FAST = 0.1
-#: Recalibration: the slow scale is kept within this factor below the fast one (its square above), and
+#: Recalibration: the slow scale is kept within this factor of the fast one, and
 #: the mean of ``z²`` within this factor of the Gaussian value of their geometric mean.
 RECALIBRATION_BAND = 2.0
 #: Recalibration: one ``log z²`` enters the log-scale estimates clipped to this distance from them.
@@ -227,10 +228,10 @@ def recalibration_update(state: RecalibrationState, mean: Array, var: Array, y: 
     f = state.log_fast + wf * (jnp.clip(lz2, state.log_fast - a, state.log_fast + a) - state.log_fast)
     g = state.log_slow + (1.0 - rho_t) * (jnp.clip(lz2, state.log_slow - a, state.log_slow + a) - state.log_slow)
     # the slow scale follows the fast one out of a band: a variance off by orders of magnitude (a learner's
-    # statistics blown up by one outlier) is corrected within tens of labels, not ln(factor)/(1 - ρ); the
-    # band is narrower above, as a miss moves the conformal step (1 - α)/α times as far as a cover
+    # statistics blown up by one outlier) is corrected within tens of labels, not ln(factor)/(1 - ρ), and a
+    # variance growing item after item relative to the errors is followed down as fast as up
     band = float(np.log(RECALIBRATION_BAND))
-    shift = jnp.clip(g, f - band, f + 2.0 * band) - g
+    shift = jnp.clip(g, f - band, f + band) - g
     g = g + shift
     scale = scale * jnp.exp(shift)
     # the mean of z² is at least their geometric mean (Jensen) and, for the residual laws a Gaussian
