@@ -556,3 +556,40 @@ def test_make_learner_refuses_a_downdate_or_evict_of_the_wrong_shape():
         make_learner(**parts, cores=LearnerCores(evict=lambda s, x, y: s))
     L = make_learner(**parts, cores=LearnerCores(downdate=lambda s, x, y: s + y, evict=lambda s: s - 1))
     assert float(L.downdate(L.init(), [1.0], 2.0)) == 2.0 and float(L.evict(L.init())) == -1.0
+
+
+def _affine_cases():
+    from onlinejax.core.base import StudentTPrediction
+    from onlinejax.core.student_mixture import StudentTMixture
+    from onlinejax.wrappers.combination import MixturePrediction
+    dt = jnp.result_type(float)
+    lw = jnp.log(jnp.asarray([0.7, 0.2, 0.1], dt))
+    means, sds = jnp.asarray([0.3, -1.0, 2.5], dt), jnp.asarray([0.5, 2.0, 0.2], dt)
+    w = np.exp(np.asarray(lw, np.float64))
+    m = float(w @ np.asarray(means, np.float64))
+    v = float(w @ (np.asarray(sds, np.float64) ** 2 + (np.asarray(means, np.float64) - m) ** 2))
+    return [Prediction(jnp.asarray(0.3, dt), jnp.asarray(2.0, dt)),
+            StudentTPrediction(jnp.asarray(0.3, dt), jnp.asarray(1.5, dt), jnp.asarray(3.5, dt)),
+            StudentTMixture(lw, means, sds, jnp.asarray([3.0, 5.0, 30.0], dt)),
+            MixturePrediction(jnp.asarray(m, dt), jnp.asarray(v, dt), lw, means, sds ** 2)]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_affine_is_the_law_of_the_moved_and_scaled_variable(case):
+    # Y' = a + bY: F'(a + by) = F(y), p'(a + by) = p(y)/b, the moments and the interval moved alike
+    pred = _affine_cases()[case]
+    a, b = -40.0, 7.5
+    moved = pred.affine(jnp.asarray(a, pred.mean.dtype), jnp.asarray(b, pred.mean.dtype))
+    assert type(moved) is type(pred)
+    ys = np.asarray([-3.0, -0.4, 0.3, 1.1, 4.0])
+    rtol = tol(1e-10, 2e-5)
+    for y in ys:
+        y2 = jnp.asarray(a + b * y, pred.mean.dtype)
+        np.testing.assert_allclose(float(moved.cdf(y2)), float(pred.cdf(jnp.asarray(y, pred.mean.dtype))), rtol=rtol,
+                                   atol=tol(1e-12, 1e-6))
+        np.testing.assert_allclose(float(moved.log_prob(y2)), float(pred.log_prob(jnp.asarray(y, pred.mean.dtype)))
+                                   - np.log(b), rtol=rtol, atol=tol(1e-10, 1e-5))
+    np.testing.assert_allclose(float(moved.mean), a + b * float(pred.mean), rtol=rtol)
+    np.testing.assert_allclose(float(moved.var), b * b * float(pred.var), rtol=rtol)
+    (lo, hi), (lo2, hi2) = pred.interval(0.9), moved.interval(0.9)
+    np.testing.assert_allclose([float(lo2), float(hi2)], [a + b * float(lo), a + b * float(hi)], rtol=tol(1e-8, 1e-4))

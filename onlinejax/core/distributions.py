@@ -59,6 +59,10 @@ class Prediction(NamedTuple):
         """Predictive standard deviation ``sqrt(var)``, shape of ``mean``."""
         return jnp.sqrt(self.var)
 
+    def affine(self, shift: Array, scale: Array) -> "Prediction":
+        """The law of ``shift + scale·Y`` (``scale > 0``): ``N(shift + scale·mean, scale²·var)``."""
+        return Prediction(shift + scale * self.mean, scale * scale * self.var)
+
     def interval(self, level: float = 0.95) -> tuple[Array, Array]:
         """Central interval ``mean ± z·std`` with ``z = Φ⁻¹((1 + level)/2)``.
 
@@ -133,6 +137,10 @@ class StudentTPrediction(NamedTuple):
     mean: Array
     scale: Array
     df: Array
+
+    def affine(self, shift: Array, scale: Array) -> "StudentTPrediction":
+        """The law of ``shift + scale·Y`` (``scale > 0``): location ``shift + scale·μ``, scale ``scale·s``, the same ``ν``."""
+        return StudentTPrediction(shift + scale * self.mean, scale * self.scale, self.df)
 
     @property
     def var(self) -> Array:

@@ -50,6 +50,12 @@ class StudentTMixture(NamedTuple):
     scales: Array
     dfs: Array
 
+    def affine(self, shift: Array, scale: Array) -> "StudentTMixture":
+        """The law of ``shift + scale·Y`` (``scale > 0``): every component moved and scaled, the weights kept."""
+        s = jnp.asarray(scale)[..., None]
+        return StudentTMixture(self.log_weights, jnp.asarray(shift)[..., None] + s * self.means, s * self.scales,
+                               self.dfs)
+
     @property
     def weights(self) -> Array:
         """``[..., M]`` ``exp(log_weights)``."""

@@ -58,6 +58,12 @@ class MixturePrediction(NamedTuple):
         """Moment-matched standard deviation ``sqrt(var)``."""
         return jnp.sqrt(self.var)
 
+    def affine(self, shift: Array, scale: Array) -> "MixturePrediction":
+        """The law of ``shift + scale·Y`` (``scale > 0``): the moments and every component moved and scaled."""
+        sh, s = jnp.asarray(shift), jnp.asarray(scale)
+        return MixturePrediction(sh + s * self.mean, s * s * self.var, self.log_weights,
+                                 sh[..., None] + s[..., None] * self.means, (s * s)[..., None] * self.vars)
+
     @property
     def weights(self) -> Array:
         """``[..., M]`` member weights ``exp(log_weights)``."""
