@@ -690,3 +690,32 @@ def test_correct_is_the_identity_when_calibrated_and_keeps_abstentions():
     np.testing.assert_array_equal(np.asarray(v0), np.asarray(pred.var))
     with pytest.raises(ValueError, match="conformal"):
         calibrated_init(ORACLE, rc, None, conformal={"gamma": 0.1})
+
+
+def test_judged_gaussian_has_the_inner_predictions_central_interval():
+    """The calibrators judge a Student-t or a mixture by the Gaussian with its mean and its central interval's
+    width (scipy's quantiles): a mixture with a broad component of weight 10⁻³ has a variance many times its
+    interval's, and the judged variance follows the interval; a Gaussian is itself; no conformal step: the moments."""
+    from onlinejax.core.base import StudentTPrediction
+    from onlinejax.core.student_mixture import StudentTMixture
+    from onlinejax.wrappers.calibration import judged
+
+    conf = ConformalOptions("quantile", 0.95, 0.005, 0.02, 100, None, 1.0, 1e4, 4.0)
+    z = stats.norm.ppf(0.975)
+    t = StudentTPrediction(jnp.asarray(1.0, DTYPE), jnp.asarray(2.0, DTYPE), jnp.asarray(5.0, DTYPE))
+    g = judged(conf, t)
+    np.testing.assert_allclose(float(g.var), (2.0 * stats.t.ppf(0.975, 5.0) / z) ** 2, rtol=tol(1e-6, 2e-3))
+    assert float(g.mean) == 1.0
+    lw = jnp.log(jnp.asarray([0.999, 0.001], DTYPE))
+    mix = StudentTMixture(lw, jnp.asarray([0.0, 0.0], DTYPE), jnp.asarray([0.01, 3.0], DTYPE),
+                          jnp.asarray([30.0, 8.0], DTYPE))
+    g = judged(conf, mix)
+    w, loc, sc, df = [0.999, 0.001], [0.0, 0.0], [0.01, 3.0], [30.0, 8.0]
+    cdf = lambda y: sum(wi * stats.t.cdf((y - m) / s, d) for wi, m, s, d in zip(w, loc, sc, df))
+    from scipy.optimize import brentq
+    hi = brentq(lambda y: cdf(y) - 0.975, 0.0, 10.0, xtol=1e-12)
+    np.testing.assert_allclose(float(g.var), (hi / z) ** 2, rtol=tol(1e-6, 2e-3))
+    assert float(mix.var) > 50.0 * float(g.var)
+    gauss = Prediction(jnp.asarray(0.5, DTYPE), jnp.asarray(3.0, DTYPE))
+    assert judged(conf, gauss) is gauss
+    assert judged(None, mix) is mix

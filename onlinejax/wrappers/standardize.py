@@ -106,7 +106,7 @@ from ..core.base import Learner, LearnerCores, Prediction, describe_factory, kee
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
 from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, predict_one, refit,
-                                restart)
+                                rescaled, restart)
 from ..core.window import ring_push
 
 Array = jax.Array
@@ -273,7 +273,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     sc = keep_if(withhold, s.scaler, new_sc)
     xt, yt = inner_coordinates(options, sc, x, y)
     sy_new = scales(sc)[1]
-    pred_t = Prediction((pred.mean - sc.y_mean) / sy_new, pred.var / (sy_new * sy_new))
+    pred_t = rescaled(pred, -sc.y_mean / sy_new, 1.0 / sy_new)
     inner = s.inner if options.reexpress is None else _reexpressed(options, s.inner, s.scaler, sc)
     inner = learner.update(inner, jnp.where(ok, xt, x), jnp.where(ok, yt, y), pred_t)
     spread = _has_spread(sc.x_var, sc.x_mean)

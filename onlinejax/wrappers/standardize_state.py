@@ -180,11 +180,22 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(options.keep or warmup, d, dt), *runs)
 
 
-def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array) -> Prediction:
-    """The inner prediction ``N(μ̃, σ̃²)`` of ``x̃`` mapped back: ``N(ȳ + s_y μ̃, s_y² σ̃²)``; ``x: [d]``."""
+def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeState, x: Array):
+    """The inner prediction of ``x̃`` mapped back to the raw scale, ``x: [d]``.
+
+    The law of ``ȳ + s_y Ỹ``: ``N(ȳ + s_y μ̃, s_y² σ̃²)`` for a Gaussian, and a Student-t or a mixture
+    stays one (its ``affine``), so a wrapper outside judges the inner learner's own distribution; a
+    prediction without ``affine`` is mapped back as the Gaussian of its moments.
+    """
     p = learner.predict(s.inner, inner_coordinates(options, s.scaler, x))
-    sy = scales(s.scaler)[1]
-    return Prediction(s.scaler.y_mean + sy * p.mean, sy * sy * p.var)
+    return rescaled(p, s.scaler.y_mean, scales(s.scaler)[1])
+
+
+def rescaled(pred, shift: Array, scale: Array):
+    """The law of ``shift + scale·Y`` for ``Y ~ pred`` (``scale > 0``): ``pred.affine``, or the Gaussian of its moments."""
+    if hasattr(pred, "affine"):
+        return pred.affine(shift, scale)
+    return Prediction(shift + scale * pred.mean, scale * scale * pred.var)
 
 
 def refit(learner: Learner, options: StandardizeOptions, s: StandardizeState, use: Array) -> StandardizeState:

@@ -9,7 +9,9 @@ of its distribution online from the labels, as a scale-corrected Gaussian
 
 with one multiplier ``c_t`` per item, so that ``interval(level)``,
 ``log_prob`` and the CRPS of the returned :class:`~onlinejax.core.base.Prediction`
-describe one and the same distribution.
+describe one and the same distribution. A Student-t or mixture predictive is judged
+by the Gaussian of its central interval (:func:`judged`) when a conformal step calibrates
+that interval: the calibrators correct the interval the learner gives, not its variance.
 
 Calibrators (pure ``init`` / ``update`` functions over NamedTuple states, usable on their own) and the
 wrappers built from them, one module each, each importing only those before it:
@@ -63,8 +65,8 @@ from .recalibration import RecalibrationState, recalibrated_variance, recalibrat
 from .width_cap import WIDTH_CAP, width_cap_variance
 from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
-from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, learn_one, output,
-                      predict_one, step_one, update, update_one)
+from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, judged, learn_one,
+                      output, predict_one, step_one, update, update_one)
 from .factories import (CALIBRATED_STANDARDIZATION, CARRIED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions,
                         calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
 
@@ -107,6 +109,7 @@ __all__ = [
     "RecalibrationOptions",
     "ConformalOptions",
     "init",
+    "judged",
     "correct",
     "output",
     "update",

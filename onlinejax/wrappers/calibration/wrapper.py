@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...core.base import Learner, Prediction, StudentTPrediction, learnable, state_dtype, student_t_quantile
+from ...core.base import Learner, Prediction, StudentTPrediction, learnable, normal_quantile, state_dtype, student_t_quantile
 from ..scaler import SpreadState, spread_init, spread_update, target_scale_known
 from .aci import aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import quantile_init, quantile_update, quantile_var_scale
@@ -63,7 +63,7 @@ from .width_cap import capped
 
 Array = jax.Array
 
-__all__ = ["CalibratedState", "RecalibrationOptions", "ConformalOptions", "init", "correct", "output", "update",
+__all__ = ["CalibratedState", "RecalibrationOptions", "ConformalOptions", "init", "judged", "correct", "output", "update",
            "update_one", "step_one", "learn_one", "predict_one"]
 
 
@@ -183,6 +183,26 @@ def init(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional
     return CalibratedState(inner, r, c, jnp.zeros((), jnp.int32), ratio, targets, cap)
 
 
+def judged(conf: Optional[ConformalOptions], pred) -> Prediction:
+    """The inner prediction as the calibrators judge it: a Gaussian with its mean and its central interval's width.
+
+    A Gaussian is itself. A Student-t or a mixture becomes ``N(μ, ((u - l)/(2 z_α))²)``, ``(l, u)`` its central
+    ``conf.level`` interval and ``z_α = Φ⁻¹(1 - α/2)``, so the calibrators correct the interval the inner
+    learner gives, not its variance: a mixture's variance can be many times its interval's (a change-point
+    mixture's component of weight 10⁻³ at the prior held 60 % of the variance of a run mixture whose interval
+    it barely moves, ``benchmarks/RESULTS.md``, "Why BOCPD over-covers"). Without a conformal step (a
+    recalibrator alone matches variances), or where that interval is not finite and wider than 0, the moments.
+
+    Args:
+      conf: the options or ``None`` (static); pred: the inner prediction (``[]`` leaves).
+    """
+    if conf is None or isinstance(pred, Prediction):
+        return pred
+    lo, hi = pred.interval(conf.level)
+    var = ((hi - lo) / (2.0 * normal_quantile(conf.level))) ** 2
+    return Prediction(pred.mean, jnp.where(jnp.isfinite(var) & (var > 0), var, pred.var))
+
+
 def correct(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState,
             pred: Prediction) -> tuple[Prediction, Array, Array]:
     """Scale the inner prediction: ``N(μ, c_t² σ²)`` (:mod:`onlinejax.wrappers.calibration`).
@@ -248,7 +268,7 @@ def output(conf: Optional[ConformalOptions], s: CalibratedState, pred: Predictio
 
 def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions], s: CalibratedState, inner,
            x: Array, y: Array, pred: Prediction):
-    """Correct ``pred``, then update the calibrators with the label ``y``.
+    """Correct ``pred`` (as :func:`judged`), then update the calibrators with the label ``y``.
 
     Recalibration: :func:`~onlinejax.wrappers.calibration.recalibration_update` on the unscaled ``N(μ, σ²)``.
     ACI (Gibbs & Candès 2021, eq. 2): :func:`~onlinejax.wrappers.calibration.aci_update` with ``err_t`` the
@@ -263,6 +283,7 @@ def update(recal: Optional[RecalibrationOptions], conf: Optional[ConformalOption
     Returns:
       ``(state, the returned prediction)`` (:func:`output`).
     """
+    pred = judged(conf, pred)
     out, v0, info = correct(recal, conf, s, pred)
     return _calibrate(recal, conf, s, inner, x, y, pred, out, v0, info), output(conf, s, out, info)
 
@@ -397,7 +418,7 @@ def update_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Op
     def again(a):
         p, out, _, _, s, x = a
         # the issued mean: a caller whose x changed since has the prediction it received learned
-        p = Prediction(p.mean, learner.predict(s.inner, x).var.astype(p.var.dtype))
+        p = Prediction(p.mean, judged(conf, learner.predict(s.inner, x)).var.astype(p.var.dtype))
         calibrated, v0, info = correct(recal, conf, s, p)
         # the calibrators judge the issued interval, but where the width cap bound the one before it (module doc)
         bound = _within_cap(conf, s, calibrated, info).var < calibrated.var
@@ -436,5 +457,5 @@ def learn_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Opt
 def predict_one(learner: Learner, recal: Optional[RecalibrationOptions], conf: Optional[ConformalOptions],
                 s: CalibratedState, x: Array):
     """The corrected prediction of the inner learner's prediction for ``x: [d]`` (:func:`correct`, :func:`output`)."""
-    out, _, info = correct(recal, conf, s, learner.predict(s.inner, x))
+    out, _, info = correct(recal, conf, s, judged(conf, learner.predict(s.inner, x)))
     return output(conf, s, out, info)
