@@ -65,7 +65,7 @@ from functools import partial
 from .wrappers.adaptive import MachineOptions, adaptive
 from .wrappers.baseline import climatology, train_once
 from .wrappers.calibration import calibrated, calibrated_combination
-from .wrappers.changepoint import bocpd
+from .wrappers.changepoint import ReexpressRuns, bocpd
 from .wrappers.combination import bma, combine, ewa_squared_error, fixed_share, mean_correction, stacking
 from .learners.gp import GPHyper, GPTuneOptions, GPWindowOptions, gp_window
 from .learners.gp.kernels import as_kernel, linear
@@ -75,6 +75,7 @@ from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatur
                               bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
                               odd_features, thesis_features)
 from .learners.linear.bayes import forgetting_from_thesis
+from .learners.linear.nig import reexpress_noise
 from .learners.linear.random_features import random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .core.schedule import TunePlan
@@ -360,11 +361,14 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     standardised target's variance, 4 degrees of freedom; given the noise, the weights' prior is the
     unit prior in units of it) and follows a wandering level and relation, so that a trend or
     a random walk is not read as a stream of changes, and a change is judged against the run's own
-    noise. The calibration wrapper then fixes the intervals' scale.
+    noise. The runs' noise follows the moving standardisation's target units
+    (:class:`~onlinejax.wrappers.changepoint.ReexpressRuns` of :func:`~onlinejax.learners.linear.nig.reexpress_noise`),
+    and the calibration wrapper then fixes the scale of the run mixture's interval.
     """
     return both_maps(n_features,
                      lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard),
-                                                  standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
+                                             standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP,
+                                                                                reexpress=ReexpressRuns(reexpress_noise))),
                      lambda m: nig_linreg(m, prior=NIGPrior(m * noise_var, noise_var, 4.0),
                                           forgetting=forgetting, trend=trend))
 

@@ -238,3 +238,56 @@ def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
     assert int(res.state.n_alarms) == 1
     with pytest.raises(ValueError, match="^hazard: "):
         bocpd_detector(hazard=0.0)
+
+
+def test_reexpress_runs_scales_every_runs_noise_and_keeps_the_prior():
+    """``ReexpressRuns(reexpress_noise)``: each run's inverse-gamma ``b`` times ``g²`` (the noise variance of
+    ``ỹ' = gỹ + h`` is ``g²σ²``), the weights and counts as they were, the prior untouched; a value."""
+    from onlinejax.learners.linear import nig_linreg
+    from onlinejax.learners.linear.nig import reexpress_noise
+    from onlinejax.wrappers.changepoint import ReexpressRuns
+
+    lrn = bocpd(nig_linreg(2, forgetting=0.99), 4, hazard=0.1)
+    r = np.random.default_rng(0)
+    s = lrn.init()
+    for _ in range(12):
+        s = lrn.learn(s, jnp.asarray(r.normal(size=2), s.log_weights.dtype),
+                      jnp.asarray(r.normal(), s.log_weights.dtype))
+    g = 0.3
+    moved = ReexpressRuns(reexpress_noise)(s, jnp.ones(2), jnp.zeros(2), jnp.asarray(g), jnp.asarray(5.0))
+    np.testing.assert_allclose(np.asarray(moved.runs.b), g * g * np.asarray(s.runs.b), rtol=tol(1e-14, 1e-6))
+    for new, old in [(moved.runs.a, s.runs.a), (moved.runs.mean, s.runs.mean), (moved.prior.b, s.prior.b),
+                     (moved.log_weights, s.log_weights)]:
+        np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
+    assert ReexpressRuns(reexpress_noise) == ReexpressRuns(reexpress_noise)
+    assert hash(ReexpressRuns(reexpress_noise)) == hash(ReexpressRuns(reexpress_noise))
+
+
+def test_standardize_returns_the_run_mixture_on_the_raw_scale():
+    """Behind a standardisation the run mixture stays a Student-t mixture (not the Gaussian of its moments):
+    the inner mixture of the standardised input, every component moved by ``ȳ`` and scaled by ``s_y``."""
+    from onlinejax.core.student_mixture import StudentTMixture
+    from onlinejax.learners.linear import nig_linreg
+    from onlinejax.wrappers.standardize import StandardizeOptions, standardize
+    from onlinejax.wrappers.standardize_state import inner_coordinates, scales
+
+    runs = bocpd(nig_linreg(1, intercept=True), 4, hazard=0.05)
+    lrn = standardize(runs)
+    r = np.random.default_rng(1)
+    X = r.normal(size=(30, 1)) * 10.0 + 50.0
+    y = 3.0 * X[:, 0] + r.normal(size=30) * 2.0 + 1000.0
+    s = lrn.init()
+    dt = s.scaler.y_mean.dtype
+    for i in range(30):
+        s = lrn.learn(s, jnp.asarray(X[i], dt), jnp.asarray(y[i], dt))
+    x = jnp.asarray([55.0], dt)
+    p = lrn.predict(s, x)
+    assert isinstance(p, StudentTMixture)
+    inner = runs.predict(s.inner, inner_coordinates(StandardizeOptions(), s.scaler, x))
+    sy, ym = float(scales(s.scaler)[1]), float(s.scaler.y_mean)
+    np.testing.assert_array_equal(np.asarray(p.log_weights), np.asarray(inner.log_weights))
+    np.testing.assert_allclose(np.asarray(p.means), ym + sy * np.asarray(inner.means), rtol=tol(1e-12, 1e-5))
+    np.testing.assert_allclose(np.asarray(p.scales), sy * np.asarray(inner.scales), rtol=tol(1e-12, 1e-5))
+    # its 90 % interval holds 90 % of its own probability (not a Gaussian's of the same variance)
+    lo, hi = p.interval(0.9)
+    np.testing.assert_allclose(float(p.cdf(hi)) - float(p.cdf(lo)), 0.9, atol=tol(1e-8, 1e-4))

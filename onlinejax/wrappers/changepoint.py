@@ -40,7 +40,7 @@ The module's anatomy: :class:`BOCPDState`; :func:`init`; :func:`components`
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +53,7 @@ from ..core.student_mixture import StudentTMixture
 Array = jax.Array
 
 __all__ = ["BOCPDState", "init", "components", "predict_one", "learn_one", "step_one", "changepoint_probability",
-           "expected_run_length", "bocpd", "ScaleRunsState", "scale_runs_init", "scale_runs_update",
+           "expected_run_length", "bocpd", "ReexpressRuns", "ScaleRunsState", "scale_runs_init", "scale_runs_update",
            "recent_change_probability"]
 
 
@@ -249,6 +249,27 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
 # --------------------------------------------------------------------------
 # A change in the residuals' scale: the state machine's BOCPD drift detector
 # --------------------------------------------------------------------------
+class ReexpressRuns(NamedTuple):
+    """A standardisation's ``reexpress`` for :func:`bocpd`: the inner learner's, applied to every run.
+
+    ``ReexpressRuns(reexpress)(state, r, c, g, h)`` carries each hypothesis's posterior into the new
+    coordinates (:func:`~onlinejax.wrappers.standardize.standardize`'s ``reexpress``); the prior stays as it is,
+    so a change starts from the prior's guess in today's standardised units. A value (equal for equal
+    ``reexpress``), so learners built with it compare and hash equal.
+
+    Attributes:
+      reexpress: the inner learner's ``reexpress(state, r [d], c [d], g [], h []) -> state`` (e.g.
+        :func:`onlinejax.learners.linear.nig.reexpress_noise`).
+    """
+
+    reexpress: Callable
+
+    def __call__(self, state: BOCPDState, x_ratio: Array, x_shift: Array, y_ratio: Array, y_shift: Array) -> BOCPDState:
+        runs = jax.vmap(self.reexpress, in_axes=(0, None, None, None, None))(state.runs, x_ratio, x_shift, y_ratio,
+                                                                            y_shift)
+        return state._replace(runs=runs)
+
+
 class ScaleRunsState(NamedTuple):
     """Run-length posterior of standardised residuals ``z ~ N(0, s²)`` whose variance ``s²`` changes.
 

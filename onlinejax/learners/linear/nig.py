@@ -61,7 +61,7 @@ from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, varianc
 Array = jax.Array
 
 __all__ = ["NIGState", "nig_linreg", "init", "predict_one", "step_one", "update_one", "predictive", "absorb",
-           "forget", "max_count", "NIGPrior"]
+           "forget", "max_count", "reexpress_noise", "NIGPrior"]
 
 
 class NIGPrior(NamedTuple):
@@ -257,6 +257,25 @@ def step_one(state: NIGState, x: Array, y: Array, *, intercept: bool = False, tr
         W, a, b = forget(W, a, b, state.forgetting, state.prior_a, state.prior_precision)
     new = state._replace(mean=m, cov_sqrt=W, a=a, b=b, n_seen=state.n_seen + ok, n_skipped=state.n_skipped + ~ok)
     return new, pred
+
+
+def reexpress_noise(state: NIGState, x_ratio: Array, x_shift: Array, y_ratio: Array, y_shift: Array) -> NIGState:
+    """The noise's posterior in new target units ``ỹ' = gỹ + h``: ``b ← g²b``, a standardisation's ``reexpress``.
+
+    The noise variance of ``ỹ'`` is ``g²σ²`` and ``a`` is a count, so the inverse-gamma posterior's
+    ``b`` scales by ``g²`` (:func:`~onlinejax.wrappers.standardize.standardize`'s ``reexpress``; the
+    inputs' ``r``, ``c`` and the shift ``h`` are not used). Only the noise: the weights stay in the
+    coordinates they were learned in, as without a ``reexpress`` (behind a feature map that is not
+    affine in the inputs, such as :func:`~onlinejax.learners.linear.odd_features`, no exact change of their
+    coordinates exists). Where a moving standardisation's target scale grows (a trending series), the
+    predictive's spread then follows the targets' units instead of keeping early residuals, and the
+    prior's guess, in the units of their time.
+
+    Args:
+      state: :class:`NIGState`; x_ratio, x_shift: ``[d]`` (unused); y_ratio: ``[]`` ``g > 0``; y_shift: ``[]`` (unused).
+    """
+    del x_ratio, x_shift, y_shift
+    return state._replace(b=state.b * y_ratio * y_ratio)
 
 
 def update_one(state: NIGState, x: Array, y: Array, pred=None, *, intercept: bool = False, trend: bool = False,
