@@ -85,7 +85,7 @@ def test_calibrateds_default_is_the_former_learner_bitwise():
     X = rng.normal(size=(60, 2)) * [1e3, 1e-2] + [7e5, 0.0]
     y = X[:, 0] * 1e-3 + 50.0 * X[:, 1] + rng.normal(size=60)
     rc = RecalibrationOptions(0.99, RECALIBRATION_CLIP, 1e12, None)
-    cc = ConformalOptions("quantile", 0.95, 0.005, 0.02, 100, None, 1.0, 1e4, 4.0, standardized=True,
+    cc = ConformalOptions("quantile", 0.95, 0.005, 0.05, 100, None, 1.0, 1e4, 4.0, standardized=True,
                           width_cap=WIDTH_CAP)
     by_hand = _calibrated(standardize(LRN, options=StandardizeOptions(clip=5.0)), rc, cc)
     for got, want in [(calibrated(LRN), by_hand), (oj.calibrated_bayes_linreg(2), None)]:

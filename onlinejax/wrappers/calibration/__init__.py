@@ -67,8 +67,9 @@ from .aci import ACIState, aci_init, aci_update, aci_var_scale, interval_miss
 from .quantile import QuantileState, quantile_init, quantile_threshold, quantile_update, quantile_var_scale
 from .wrapper import (CalibratedState, ConformalOptions, RecalibrationOptions, correct, init, judged, learn_one,
                       output, predict_one, step_one, update, update_one)
-from .factories import (CALIBRATED_STANDARDIZATION, CARRIED_STANDARDIZATION, METHODS, ACIOptions, QuantileOptions,
-                        calibrated, calibrated_bayes_linreg, calibrated_combination, conformal, recalibrate)
+from .factories import (CALIBRATED_STANDARDIZATION, CARRIED_STANDARDIZATION, METHODS, RECIPE_QUANTILE, ACIOptions,
+                        QuantileOptions, calibrated, calibrated_bayes_linreg, calibrated_combination, conformal,
+                        recalibrate)
 
 # the rest of the modules' names, importable from here as before the split (onlinejax.wrappers.combination uses some)
 from .recalibration import LOG_CHI2_MEAN, RECALIBRATION_BAND, RECALIBRATION_CLIP, RECALIBRATION_FAST  # noqa: F401
@@ -88,6 +89,7 @@ __all__ = [
     "ACIOptions",
     "QuantileOptions",
     "CALIBRATED_STANDARDIZATION",
+    "RECIPE_QUANTILE",
     "CARRIED_STANDARDIZATION",
     "RecalibrationState",
     "recalibration_init",
