@@ -246,9 +246,6 @@ def bocpd(learner: Learner, n_runs: int = 32, *, hazard=0.01) -> Learner:
                         cores=LearnerCores(step_one=partial(step_one, learner=learner)), skip_nonfinite=True)
 
 
-# --------------------------------------------------------------------------
-# A change in the residuals' scale: the state machine's BOCPD drift detector
-# --------------------------------------------------------------------------
 class ReexpressRuns(NamedTuple):
     """A standardisation's ``reexpress`` for :func:`bocpd`: the inner learner's, applied to every run.
 
@@ -270,6 +267,9 @@ class ReexpressRuns(NamedTuple):
         return state._replace(runs=runs)
 
 
+# --------------------------------------------------------------------------
+# A change in the residuals' scale: the state machine's BOCPD drift detector
+# --------------------------------------------------------------------------
 class ScaleRunsState(NamedTuple):
     """Run-length posterior of standardised residuals ``z ~ N(0, s²)`` whose variance ``s²`` changes.
 

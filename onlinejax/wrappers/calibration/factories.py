@@ -255,11 +255,9 @@ def _recipe_options(level, quantile, recalibrate, df) -> tuple[RecalibrationOpti
 #: :func:`calibrated`'s standardisation: moving statistics, the standardised inputs clipped at 5 standard deviations.
 CALIBRATED_STANDARDIZATION = StandardizeOptions(clip=5.0)
 #: :func:`calibrated`'s quantile tracking: a step factor of 0.05, not :func:`conformal`'s 0.02, so that a short
-#: series' coverage settles within its first hundred items (on 15 real series of about 150 items, 5 of 105
-#: learner-series pairs outside 92-97 % instead of 15; on 2,000-item grid streams a log score 0.004-0.013 nats
-#: per item lower: ``benchmarks/RESULTS.md``, "The recipes' quantile step"). :func:`calibrated_combination`
-#: keeps 0.02: over members that settle so, its own coverage was within 92-97 % on every series either way,
-#: and the faster step cost it 0.013 nats per item on the grid.
+#: series' coverage settles within its first hundred items, at a slightly less sharp interval on long streams
+#: (``benchmarks/RESULTS.md``, "The recipes' quantile step"). :func:`calibrated_combination` keeps 0.02: over
+#: members that settle so, its own coverage settles too, and the faster step only costs it sharpness.
 RECIPE_QUANTILE = QuantileOptions(lr=0.05)
 
 

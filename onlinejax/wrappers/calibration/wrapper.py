@@ -189,9 +189,10 @@ def judged(conf: Optional[ConformalOptions], pred) -> Prediction:
     A Gaussian is itself. A Student-t or a mixture becomes ``N(μ, ((u - l)/(2 z_α))²)``, ``(l, u)`` its central
     ``conf.level`` interval and ``z_α = Φ⁻¹(1 - α/2)``, so the calibrators correct the interval the inner
     learner gives, not its variance: a mixture's variance can be many times its interval's (a change-point
-    mixture's component of weight 10⁻³ at the prior held 60 % of the variance of a run mixture whose interval
-    it barely moves, ``benchmarks/RESULTS.md``, "Why BOCPD over-covers"). Without a conformal step (a
-    recalibrator alone matches variances), or where that interval is not finite and wider than 0, the moments.
+    mixture's low-weight component at the prior can hold most of the variance and barely move the interval,
+    ``benchmarks/RESULTS.md``, "The recalibrator's band, and BOCPD judged by its run mixture's interval").
+    Without a conformal step (a recalibrator alone matches variances), or where that interval is not finite
+    and wider than 0, the moments.
 
     Args:
       conf: the options or ``None`` (static); pred: the inner prediction (``[]`` leaves).
