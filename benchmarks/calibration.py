@@ -107,6 +107,8 @@ def run_real(names) -> None:
             print(f"{sname:26s} {n:5d} {d:3d} {name:28s} {m['icr']:6.3f} {m['skill']:7.3f} {m['smse']:8.4f} "
                   f"{m['mlpd']:8.3f} {m['crps']:9.4f} {m['bad_var']:4d}   ({time.perf_counter() - t0:.1f} s)",
                   flush=True)
+            # each learner's programs stay in jit's cache; a hundred of them exhausted LLVM's memory mappings
+            jax.clear_caches()
         try:
             print(f"{sname:26s} {n:5d} {d:3d} {'River BayesianLinearRegression':28s} {'':6s} {'':7s} "
                   f"{river_blr_smse(X, y):8.4f}", flush=True)
