@@ -18,6 +18,7 @@ so every evaluation path scores it by its own distribution:
 """
 from __future__ import annotations
 
+import statistics
 from typing import NamedTuple
 
 import jax
@@ -29,7 +30,7 @@ from .distributions import StudentTPrediction, normal_quantile, student_t_abs_mo
 
 Array = jax.Array
 
-__all__ = ["StudentTMixture", "student_t_mixture_quantile", "student_t_mixture_crps"]
+__all__ = ["StudentTMixture", "student_t_mixture_quantile", "student_t_mixture_quantile_newton", "student_t_mixture_crps"]
 
 #: Gauss-Legendre nodes of the CRPS cross terms (the integrand is smooth in the mapped variable).
 _QUADRATURE_NODES = 64
@@ -92,6 +93,17 @@ class StudentTMixture(NamedTuple):
         both = student_t_mixture_quantile(self, (0.5 - 0.5 * float(level), 0.5 + 0.5 * float(level)))
         return both[..., 0], both[..., 1]
 
+    def interval_newton(self, level: float = 0.95, steps: int = 8) -> tuple[Array, Array]:
+        """The central ``level`` interval by ``steps`` safeguarded Newton steps (:func:`student_t_mixture_quantile_newton`).
+
+        Eight steps instead of :meth:`interval`'s ~90 bisections, and equal to it where they converge (a mixture
+        dominated by components near one another, as a change-point run mixture is); else an approximation
+        inside the exact quantile's bracket.
+        """
+        normal_quantile(level)  # validates level
+        both = student_t_mixture_quantile_newton(self, (0.5 - 0.5 * float(level), 0.5 + 0.5 * float(level)), steps)
+        return both[..., 0], both[..., 1]
+
     def cdf(self, y: Array) -> Array:
         """``Σ_m w_m F_{ν_m}((y - μ_m)/s_m)``, shape of ``mean``."""
         y = jnp.asarray(y, self.means.dtype)[..., None]
@@ -134,18 +146,8 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     for v in qs:
         check_in_range(v, "q", 0.0, 1.0, hi_open=True)
     dt = pred.means.dtype
-    p_max = max(max(v, 1.0 - v) for v in qs)
-    live = pred.log_weights > -jnp.inf
-    cauchy = float(np.tan(np.pi * (p_max - 0.5)))
-    heavy = jnp.minimum(max(cauchy, 0.5 / (1.0 - p_max)) ** (1.0 / pred.dfs), np.sqrt(np.finfo(dt).max))
-    bound = jnp.where(pred.dfs >= 1.0, cauchy, heavy)
-    reach = jnp.where(live, pred.scales * jnp.asarray(bound, dt), 0.0)
-    lo = jnp.min(jnp.where(live, pred.means - reach, jnp.inf), axis=-1)[..., None]
-    hi = jnp.max(jnp.where(live, pred.means + reach, -jnp.inf), axis=-1)[..., None]
+    lo, hi, comp, w, _ = _bracket(pred, qs)
     target = jnp.asarray(qs, dt)
-    lo, hi = jnp.broadcast_to(lo, lo.shape[:-1] + (len(qs),)), jnp.broadcast_to(hi, hi.shape[:-1] + (len(qs),))
-    comp = StudentTPrediction(pred.means[..., None, :], pred.scales[..., None, :], pred.dfs[..., None, :])
-    w = jnp.where(live, pred.weights, 0.0)[..., None, :]
 
     def body(_, b):
         lo, hi = b
@@ -156,6 +158,68 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     lo, hi = jax.lax.fori_loop(0, int(np.finfo(dt).nmant) + 66, body, (lo, hi))
     out = 0.5 * (lo + hi)
     return out if isinstance(q, (tuple, list)) else out[..., 0]
+
+
+def _bracket(pred: StudentTMixture, qs: tuple):
+    """``(lo, hi, comp, w, live)``: :func:`student_t_mixture_quantile`'s bracket ``[..., len(qs)]`` and the components."""
+    dt = pred.means.dtype
+    p_max = max(max(v, 1.0 - v) for v in qs)
+    live = pred.log_weights > -jnp.inf
+    cauchy = float(np.tan(np.pi * (p_max - 0.5)))
+    heavy = jnp.minimum(max(cauchy, 0.5 / (1.0 - p_max)) ** (1.0 / pred.dfs), np.sqrt(np.finfo(dt).max))
+    bound = jnp.where(pred.dfs >= 1.0, cauchy, heavy)
+    reach = jnp.where(live, pred.scales * jnp.asarray(bound, dt), 0.0)
+    lo = jnp.min(jnp.where(live, pred.means - reach, jnp.inf), axis=-1)[..., None]
+    hi = jnp.max(jnp.where(live, pred.means + reach, -jnp.inf), axis=-1)[..., None]
+    lo, hi = jnp.broadcast_to(lo, lo.shape[:-1] + (len(qs),)), jnp.broadcast_to(hi, hi.shape[:-1] + (len(qs),))
+    comp = StudentTPrediction(pred.means[..., None, :], pred.scales[..., None, :], pred.dfs[..., None, :])
+    w = jnp.where(live, pred.weights, 0.0)[..., None, :]
+    return lo, hi, comp, w, live
+
+
+def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) -> Array:
+    """The ``q``-quantiles of a Student-t mixture by ``steps`` safeguarded Newton steps on its CDF.
+
+    Starts at the heaviest component's quantile in the normal approximation
+    ``μ_k + s_k z_q √(ν_k/(ν_k - 2))`` (``z_q`` alone for ``ν_k <= 2``), clipped into the bracket of
+    :func:`student_t_mixture_quantile`. Each step evaluates the CDF ``F`` and density ``f`` once, narrows the
+    bracket by the sign of ``F - q`` and takes the Newton step ``x - (F - q)/f`` where it stays inside the
+    bracket, else the bracket's midpoint (Press et al., *Numerical Recipes*, 3rd ed., §9.4, ``rtsafe``). It
+    converges quadratically near a simple root, so a mixture whose heaviest components lie near one another
+    needs 3-5 steps; a fixed count keeps the program free of data-dependent loops.
+
+    Args:
+      pred: ``[..., M]`` components.
+      q: a probability in (0, 1), or a tuple of them (static).
+      steps: the number of steps (static, >= 1).
+    Returns:
+      ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
+    """
+    qs = tuple(q) if isinstance(q, (tuple, list)) else (q,)
+    for v in qs:
+        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
+    dt = pred.means.dtype
+    lo, hi, comp, w, live = _bracket(pred, qs)
+    target = jnp.asarray(qs, dt)
+    k = jnp.argmax(jnp.where(live, pred.log_weights, -jnp.inf), axis=-1)[..., None]
+    take = lambda a: jnp.take_along_axis(a, k, axis=-1)  # noqa: E731
+    nu = take(pred.dfs)
+    z = jnp.asarray([statistics.NormalDist().inv_cdf(v) for v in qs], dt)
+    inflate = jnp.where(nu > 2.0, jnp.sqrt(nu / jnp.maximum(nu - 2.0, 1e-30)), 1.0)
+    x = jnp.clip(take(pred.means) + take(pred.scales) * inflate * z, lo, hi)
+
+    def body(_, c):
+        x, lo, hi = c
+        xe = x[..., None]
+        f_x = jnp.sum(jnp.where(w > 0, w * comp.cdf(xe), 0.0), axis=-1) - target
+        dens = jnp.sum(jnp.where(w > 0, w * jnp.exp(comp.log_prob(xe)), 0.0), axis=-1)
+        lo, hi = jnp.where(f_x < 0, x, lo), jnp.where(f_x < 0, hi, x)
+        newton = x - f_x / jnp.where(dens > 0, dens, 1.0)
+        ok = (dens > 0) & (newton >= lo) & (newton <= hi)  # inclusive: a root hit exactly stays
+        return jnp.where(ok, newton, 0.5 * (lo + hi)), lo, hi
+
+    x = jax.lax.fori_loop(0, int(steps), body, (x, lo, hi))[0]
+    return x if isinstance(q, (tuple, list)) else x[..., 0]
 
 
 def _quadrature(dt, df):
