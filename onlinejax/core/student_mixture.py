@@ -142,12 +142,7 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     Returns:
       ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
     """
-    qs = tuple(q) if isinstance(q, (tuple, list)) else (q,)
-    for v in qs:
-        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
-    dt = pred.means.dtype
-    lo, hi, comp, w, _ = _bracket(pred, qs)
-    target = jnp.asarray(qs, dt)
+    qs, target, lo, hi, comp, w, _ = _bracket(pred, q)
 
     def body(_, b):
         lo, hi = b
@@ -155,13 +150,17 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
         below = jnp.sum(jnp.where(w > 0, w * comp.cdf(mid[..., None]), 0.0), axis=-1) < target
         return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
 
-    lo, hi = jax.lax.fori_loop(0, int(np.finfo(dt).nmant) + 66, body, (lo, hi))
+    lo, hi = jax.lax.fori_loop(0, int(np.finfo(pred.means.dtype).nmant) + 66, body, (lo, hi))
     out = 0.5 * (lo + hi)
     return out if isinstance(q, (tuple, list)) else out[..., 0]
 
 
-def _bracket(pred: StudentTMixture, qs: tuple):
-    """``(lo, hi, comp, w, live)``: :func:`student_t_mixture_quantile`'s bracket ``[..., len(qs)]`` and the components."""
+def _bracket(pred: StudentTMixture, q):
+    """``(qs, target, lo, hi, comp, w, live)``: the checked levels, the bracket ``[..., len(qs)]`` of
+    :func:`student_t_mixture_quantile` and the components."""
+    qs = tuple(q) if isinstance(q, (tuple, list)) else (q,)
+    for v in qs:
+        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
     dt = pred.means.dtype
     p_max = max(max(v, 1.0 - v) for v in qs)
     live = pred.log_weights > -jnp.inf
@@ -174,7 +173,7 @@ def _bracket(pred: StudentTMixture, qs: tuple):
     lo, hi = jnp.broadcast_to(lo, lo.shape[:-1] + (len(qs),)), jnp.broadcast_to(hi, hi.shape[:-1] + (len(qs),))
     comp = StudentTPrediction(pred.means[..., None, :], pred.scales[..., None, :], pred.dfs[..., None, :])
     w = jnp.where(live, pred.weights, 0.0)[..., None, :]
-    return lo, hi, comp, w, live
+    return qs, jnp.asarray(qs, dt), lo, hi, comp, w, live
 
 
 def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) -> Array:
@@ -195,12 +194,8 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
     Returns:
       ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
     """
-    qs = tuple(q) if isinstance(q, (tuple, list)) else (q,)
-    for v in qs:
-        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
+    qs, target, lo, hi, comp, w, live = _bracket(pred, q)
     dt = pred.means.dtype
-    lo, hi, comp, w, live = _bracket(pred, qs)
-    target = jnp.asarray(qs, dt)
     k = jnp.argmax(jnp.where(live, pred.log_weights, -jnp.inf), axis=-1)[..., None]
     take = lambda a: jnp.take_along_axis(a, k, axis=-1)  # noqa: E731
     nu = take(pred.dfs)
