@@ -103,6 +103,8 @@ def test_newton_quantiles_of_a_run_mixture_equal_scipys():
     p = _mixture([0.5, 0.5], [-5.0, 5.0], [0.1, 0.1], [10.0, 10.0])
     both = np.asarray(newton(p, (0.3, 0.7), 8))
     assert np.all(np.isfinite(both)) and np.all(np.abs(both) < 10.0)
+    with pytest.raises(ValueError, match="steps"):
+        student_t_mixture_quantile_newton(p, 0.5, 0)
 
 
 def test_student_t_mixture_crps_is_infinite_without_a_mean():

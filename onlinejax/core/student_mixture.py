@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import check_in_range
+from .checks import check_in_range, check_int
 from .distributions import StudentTPrediction, normal_quantile, student_t_abs_moments
 
 Array = jax.Array
@@ -98,7 +98,7 @@ class StudentTMixture(NamedTuple):
 
         Eight steps instead of :meth:`interval`'s ~90 bisections, and equal to it where they converge (a mixture
         dominated by components near one another, as a change-point run mixture is); else an approximation
-        inside the exact quantile's bracket.
+        inside the exact quantile's bracket. Returns ``(lower, upper)``, each of ``mean``'s shape.
         """
         normal_quantile(level)  # validates level
         both = student_t_mixture_quantile_newton(self, (0.5 - 0.5 * float(level), 0.5 + 0.5 * float(level)), steps)
@@ -194,6 +194,7 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
     Returns:
       ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
     """
+    steps = check_int(steps, "steps", 1)
     qs, target, lo, hi, comp, w, live = _bracket(pred, q)
     dt = pred.means.dtype
     k = jnp.argmax(jnp.where(live, pred.log_weights, -jnp.inf), axis=-1)[..., None]
@@ -213,7 +214,7 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
         ok = (dens > 0) & (newton >= lo) & (newton <= hi)  # inclusive: a root hit exactly stays
         return jnp.where(ok, newton, 0.5 * (lo + hi)), lo, hi
 
-    x = jax.lax.fori_loop(0, int(steps), body, (x, lo, hi))[0]
+    x = jax.lax.fori_loop(0, steps, body, (x, lo, hi))[0]
     return x if isinstance(q, (tuple, list)) else x[..., 0]
 
 
