@@ -7,7 +7,7 @@ from scipy import integrate, optimize, stats
 
 from onlinejax.wrappers.combination import (MixturePrediction, bma, combine, ewa_squared_error, fixed_share, mean_correction,
                                             mixture_crps, mixture_prediction,
-                                            mixture_quantile, replay, stacking)
+                                            mixture_quantile, mixture_quantile_newton, replay, stacking)
 from onlinejax.core.base import learnable
 from onlinejax.evaluation import delayed_progressive_validation, progressive_validation
 from onlinejax.learners.kernel_regression import kernel_regression
@@ -658,6 +658,32 @@ def test_mixture_prediction_crps_equals_the_integral_over_leading_axes():
                                   np.asarray(mixture_crps(one.weights, one.means, one.vars, jnp.asarray(y[1, 2], DTYPE))))
 
 
+def test_newton_quantiles_of_a_member_mixture_equal_scipys():
+    """Eight safeguarded Newton steps from the heaviest member reach scipy's root of the mixture CDF on mixtures
+    like a combination's (members near one another, one broad member of small weight); a bimodal mixture stays
+    finite inside the members' quantiles; a member of weight 0 holding NaN is left out."""
+    r = np.random.default_rng(3)
+    newton = jax.jit(mixture_quantile_newton, static_argnums=(1, 2))
+    for _ in range(5):
+        w = np.concatenate([r.dirichlet(np.full(4, 1.0)) * 0.99, [0.01]])
+        mu = np.concatenate([r.normal(0.0, 0.3, 4), [0.5]])
+        var = np.concatenate([r.uniform(0.2, 3.0, 4), [100.0]])
+        p = mixture_prediction(jnp.log(jnp.asarray(w, DTYPE)), jnp.asarray(mu, DTYPE), jnp.asarray(var, DTYPE))
+        cdf = lambda t: w @ stats.norm.cdf(t, mu, np.sqrt(var))  # noqa: E731
+        got = np.asarray(newton(p, (0.025, 0.975), 8))
+        for g, q in zip(got, (0.025, 0.975)):
+            ref = optimize.brentq(lambda t: cdf(t) - q, -100, 100, xtol=1e-14)
+            np.testing.assert_allclose(g, ref, rtol=tol(1e-9, 1e-4))
+        lo, hi = p.interval_newton(0.95)
+        np.testing.assert_allclose([float(lo), float(hi)], got, rtol=tol(1e-12, 1e-6))
+    p = mixture_prediction(jnp.log(jnp.asarray([0.5, 0.5, 0.0], DTYPE)), jnp.asarray([-5.0, 5.0, jnp.nan], DTYPE),
+                           jnp.asarray([0.01, 0.01, 1.0], DTYPE))
+    both = np.asarray(newton(p, (0.3, 0.7), 8))
+    assert np.all(np.isfinite(both)) and np.all(np.abs(both) <= 5.0 + 0.01 ** 0.5 * 0.6)
+    with pytest.raises(ValueError, match="steps"):
+        mixture_quantile_newton(p, (0.5,), 0)
+
+
 def test_mixture_interval_default_is_the_exact_quantiles():
     """interval(level) (the method the metrics call) gives mixture_quantile's (1 ∓ level)/2 quantiles bit for bit."""
     r = np.random.default_rng(5)
@@ -684,7 +710,7 @@ def test_package_keeps_every_name_and_imports_one_way():
 
     import onlinejax.wrappers.combination as C
 
-    names = ("MixturePrediction mixture_prediction mixture_quantile mixture_crps CombinationState MixState WeightRule "
+    names = ("MixturePrediction mixture_prediction mixture_quantile mixture_quantile_newton mixture_crps CombinationState MixState WeightRule "
              "bma fixed_share stacking ewa_squared_error combine mix_init mix_step replay gaussian_log_density "
              "mean_correction MeanCorrection MeanCorrectionState RECALIBRATION_CLIP RECALIBRATION_VAR_CAP "
              "BMAState FixedShareState EWASquaredErrorState").split()

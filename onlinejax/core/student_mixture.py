@@ -30,7 +30,8 @@ from .distributions import StudentTPrediction, normal_quantile, student_t_abs_mo
 
 Array = jax.Array
 
-__all__ = ["StudentTMixture", "student_t_mixture_quantile", "student_t_mixture_quantile_newton", "student_t_mixture_crps"]
+__all__ = ["StudentTMixture", "student_t_mixture_quantile", "student_t_mixture_quantile_newton", "student_t_mixture_crps",
+           "safeguarded_newton_quantile"]
 
 #: Gauss-Legendre nodes of the CRPS cross terms (the integrand is smooth in the mapped variable).
 _QUADRATURE_NODES = 64
@@ -181,11 +182,9 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
 
     Starts at the heaviest component's quantile in the normal approximation
     ``μ_k + s_k z_q √(ν_k/(ν_k - 2))`` (``z_q`` alone for ``ν_k <= 2``), clipped into the bracket of
-    :func:`student_t_mixture_quantile`. Each step evaluates the CDF ``F`` and density ``f`` once, narrows the
-    bracket by the sign of ``F - q`` and takes the Newton step ``x - (F - q)/f`` where it stays inside the
-    bracket, else the bracket's midpoint (Press et al., *Numerical Recipes*, 3rd ed., §9.4, ``rtsafe``). It
-    converges quadratically near a simple root, so a mixture whose heaviest components lie near one another
-    needs 3-5 steps; a fixed count keeps the program free of data-dependent loops.
+    :func:`student_t_mixture_quantile`, then :func:`safeguarded_newton_quantile` (``rtsafe``). It converges
+    quadratically near a simple root, so a mixture whose heaviest components lie near one another needs 3-5
+    steps; a fixed count keeps the program free of data-dependent loops.
 
     Args:
       pred: ``[..., M]`` components.
@@ -202,20 +201,47 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
     nu = take(pred.dfs)
     z = jnp.asarray([statistics.NormalDist().inv_cdf(v) for v in qs], dt)
     inflate = jnp.where(nu > 2.0, jnp.sqrt(nu / jnp.maximum(nu - 2.0, 1e-30)), 1.0)
-    x = jnp.clip(take(pred.means) + take(pred.scales) * inflate * z, lo, hi)
+    x = take(pred.means) + take(pred.scales) * inflate * z
+
+    def cdf_and_density(x):
+        xe = x[..., None]
+        return (jnp.sum(jnp.where(w > 0, w * comp.cdf(xe), 0.0), axis=-1),
+                jnp.sum(jnp.where(w > 0, w * jnp.exp(comp.log_prob(xe)), 0.0), axis=-1))
+
+    x = safeguarded_newton_quantile(cdf_and_density, target, x, lo, hi, steps)
+    return x if isinstance(q, (tuple, list)) else x[..., 0]
+
+
+def safeguarded_newton_quantile(cdf_and_density, q: Array, start: Array, lo: Array, hi: Array, steps: int) -> Array:
+    """The ``q``-quantile of a distribution by ``steps`` safeguarded Newton steps on its CDF, inside a bracket.
+
+    ``rtsafe`` (Press et al., *Numerical Recipes*, 3rd ed., §9.4) with a fixed step count: each step
+    evaluates the CDF ``F`` and density ``f`` at ``x`` once, narrows the bracket ``[lo, hi]`` by the sign of
+    ``F(x) - q`` and takes the Newton step ``x - (F(x) - q)/f(x)`` where it stays inside the bracket
+    (inclusive, so that a root hit exactly stays), else the bracket's midpoint. Quadratic near a simple
+    root; never outside the bracket.
+
+    Args:
+      cdf_and_density: ``x -> (F(x), f(x))``, each of ``x``'s shape.
+      q: ``[...]`` probabilities (broadcast against ``start``).
+      start: ``[...]`` the first guess (clipped into the bracket).
+      lo, hi: ``[...]`` a bracket of the quantile: ``F(lo) <= q <= F(hi)``.
+      steps: the number of steps (static, >= 1).
+    Returns:
+      ``[...]`` the quantiles.
+    """
+    steps = check_int(steps, "steps", 1)
 
     def body(_, c):
         x, lo, hi = c
-        xe = x[..., None]
-        f_x = jnp.sum(jnp.where(w > 0, w * comp.cdf(xe), 0.0), axis=-1) - target
-        dens = jnp.sum(jnp.where(w > 0, w * jnp.exp(comp.log_prob(xe)), 0.0), axis=-1)
+        cdf, dens = cdf_and_density(x)
+        f_x = cdf - q
         lo, hi = jnp.where(f_x < 0, x, lo), jnp.where(f_x < 0, hi, x)
         newton = x - f_x / jnp.where(dens > 0, dens, 1.0)
-        ok = (dens > 0) & (newton >= lo) & (newton <= hi)  # inclusive: a root hit exactly stays
+        ok = (dens > 0) & (newton >= lo) & (newton <= hi)
         return jnp.where(ok, newton, 0.5 * (lo + hi)), lo, hi
 
-    x = jax.lax.fori_loop(0, steps, body, (x, lo, hi))[0]
-    return x if isinstance(q, (tuple, list)) else x[..., 0]
+    return jax.lax.fori_loop(0, steps, body, (jnp.clip(start, lo, hi), lo, hi))[0]
 
 
 def _quadrature(dt, df):

@@ -191,9 +191,10 @@ def judged(conf: Optional[ConformalOptions], pred) -> Prediction:
     learner gives, not its variance: a mixture's variance can be many times its interval's (a change-point
     mixture's low-weight component at the prior can hold most of the variance and barely move the interval,
     ``benchmarks/RESULTS.md``, "The recalibrator's band, and BOCPD judged by its run mixture's interval").
-    A Student-t mixture's interval is :meth:`~onlinejax.core.student_mixture.StudentTMixture.interval_newton`'s
-    (8 safeguarded Newton steps, the exact quantiles where they converge, as on a change-point run mixture;
-    the exact bisection evaluates the whole mixture's CDF about 90 times per item). Without a conformal step (a
+    A mixture's interval is its ``interval_newton`` (:class:`~onlinejax.core.student_mixture.StudentTMixture`, a
+    combination's :class:`~onlinejax.wrappers.combination.MixturePrediction`: 8 safeguarded Newton steps, the
+    exact quantiles where they converge, as on a change-point run mixture or members near one another; the exact
+    bisection evaluates the whole mixture's CDF about 90 times per item). Without a conformal step (a
     recalibrator alone matches variances), or where that interval is not finite and wider than 0, the moments.
 
     Args:

@@ -13,7 +13,7 @@ member learn. The package's modules, each importing only those before it:
 
 * :mod:`~onlinejax.wrappers.combination.distribution` — :class:`MixturePrediction`
   (exact moments, quantiles, log density and CRPS of the mixture),
-  :func:`mixture_prediction`, :func:`mixture_quantile`, :func:`mixture_crps`;
+  :func:`mixture_prediction`, :func:`mixture_quantile` (and :func:`mixture_quantile_newton`), :func:`mixture_crps`;
 * :mod:`~onlinejax.wrappers.combination.rules` — the weight rules :func:`bma`,
   :func:`fixed_share`, :func:`ewa_squared_error`, :func:`stacking`
   (:class:`WeightRule` records of pure ``init``/``update`` functions);
@@ -42,13 +42,14 @@ but dominates the moment-matched one.
 """
 from ..calibration import RECALIBRATION_CLIP, RECALIBRATION_VAR_CAP
 from .correction import MeanCorrection, MeanCorrectionState, mean_correction
-from .distribution import MixturePrediction, gaussian_log_density, mixture_crps, mixture_prediction, mixture_quantile
+from .distribution import (MixturePrediction, gaussian_log_density, mixture_crps, mixture_prediction, mixture_quantile,
+                           mixture_quantile_newton)
 from .learner import CombinationOptions  # noqa: F401
 from .learner import CombinationState, MixState, combine, mix_init, mix_step, replay
 from .rules import BMAState, EWASquaredErrorState, FixedShareState  # noqa: F401
 from .rules import WeightRule, bma, ewa_squared_error, fixed_share, stacking
 
-__all__ = ["MixturePrediction", "mixture_prediction", "mixture_quantile", "mixture_crps",
+__all__ = ["MixturePrediction", "mixture_prediction", "mixture_quantile", "mixture_quantile_newton", "mixture_crps",
            "CombinationState", "MixState", "WeightRule", "bma", "fixed_share", "stacking", "ewa_squared_error", "combine",
            "mix_init", "mix_step", "replay", "gaussian_log_density", "mean_correction", "MeanCorrection",
            "MeanCorrectionState", "RECALIBRATION_CLIP", "RECALIBRATION_VAR_CAP"]

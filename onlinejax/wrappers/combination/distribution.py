@@ -23,11 +23,13 @@ import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
 from ...core.base import check_in_range, normal_quantile
+from ...core.student_mixture import safeguarded_newton_quantile
 from ..calibration import is_informative
 
 Array = jax.Array
 
-__all__ = ["MixturePrediction", "mixture_prediction", "mixture_quantile", "mixture_crps", "gaussian_log_density"]
+__all__ = ["MixturePrediction", "mixture_prediction", "mixture_quantile", "mixture_quantile_newton", "mixture_crps",
+           "gaussian_log_density"]
 
 
 class MixturePrediction(NamedTuple):
@@ -89,6 +91,16 @@ class MixturePrediction(NamedTuple):
         lo = mixture_quantile(self, 0.5 - 0.5 * float(level))
         hi = mixture_quantile(self, 0.5 + 0.5 * float(level))
         return lo, hi
+
+    def interval_newton(self, level: float = 0.95, steps: int = 8) -> tuple[Array, Array]:
+        """The central ``level`` interval by ``steps`` safeguarded Newton steps (:func:`mixture_quantile_newton`).
+
+        Eight steps instead of :meth:`interval`'s ~90 bisections, equal to it where they converge; else an
+        approximation inside the exact quantile's bracket. Returns ``(lower, upper)``, each of ``mean``'s shape.
+        """
+        normal_quantile(level)  # validates level
+        both = mixture_quantile_newton(self, (0.5 - 0.5 * float(level), 0.5 + 0.5 * float(level)), steps)
+        return both[..., 0], both[..., 1]
 
     def cdf(self, y: Array) -> Array:
         """Mixture CDF ``Σ_m w_m Φ((y - μ_m)/σ_m)``, shape of ``mean`` (members of weight 0 left out)."""
@@ -190,6 +202,40 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
 
     lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
     return 0.5 * (lo + hi)
+
+
+def mixture_quantile_newton(pred: MixturePrediction, q: tuple, steps: int = 8) -> Array:
+    """The ``q``-quantiles of a Gaussian mixture by ``steps`` safeguarded Newton steps on its CDF.
+
+    Starts at the heaviest member's quantile, inside :func:`mixture_quantile`'s bracket (the smallest and
+    largest member quantile), then :func:`~onlinejax.core.student_mixture.safeguarded_newton_quantile`.
+
+    Args:
+      pred: a :class:`MixturePrediction` with ``[..., M]`` members.
+      q: a tuple of probabilities in (0, 1) (static).
+      steps: the number of steps (static, >= 1).
+    Returns:
+      ``[..., len(q)]`` quantiles.
+    """
+    for v in q:
+        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
+    dt = pred.means.dtype
+    w = jnp.exp(pred.log_weights)[..., None, :]
+    live = w > 0
+    means, sd = pred.means[..., None, :], jnp.sqrt(pred.vars)[..., None, :]
+    qs = jnp.asarray(q, dt)
+    qm = means + sd * ndtri(qs)[:, None]  # [..., len(q), M]
+    lo = jnp.min(jnp.where(live, qm, jnp.inf), axis=-1)
+    hi = jnp.max(jnp.where(live, qm, -jnp.inf), axis=-1)
+    k = jnp.argmax(jnp.where(live, w, -1.0), axis=-1)[..., None]
+    start = jnp.take_along_axis(qm, k, axis=-1)[..., 0]
+
+    def cdf_and_density(t):
+        z = (t[..., None] - means) / sd
+        return (jnp.sum(jnp.where(live, w * ndtr(z), 0.0), axis=-1),
+                jnp.sum(jnp.where(live, w * jnp.exp(-0.5 * z * z) / (sd * np.sqrt(2.0 * np.pi)), 0.0), axis=-1))
+
+    return safeguarded_newton_quantile(cdf_and_density, qs, start, lo, hi, steps)
 
 
 def _abs_moment(u: Array, s: Array) -> Array:
