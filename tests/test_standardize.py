@@ -54,6 +54,43 @@ def test_matches_float64_reference(rng):
     np.testing.assert_allclose(np.asarray(p.var)[k:], v[k:], rtol=tol(1e-7, 5e-2))
 
 
+def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_again(rng):
+    """Inputs log-uniform over [1e-6, 1e6]: on the 16th item (``LOG_ITEMS``) the input is taken as
+    ``log(1 + x/c)``, ``c`` its smallest value so far, and the statistics and the learner start again, so from the
+    18th item on the predictions are the float64 reference's on the transformed inputs from the 17th (the 17th is
+    centred on the last targets' mean instead of 0). An input with a value <= 0 among its first 16, or one of
+    ordinary spread, stays raw; under jit and vmap each stream decides for itself."""
+    from onlinejax.wrappers.standardize_state import LOG_ITEMS
+
+    n = 70
+    x0 = np.exp(rng.uniform(np.log(1e-6), np.log(1e6), n))
+    X = np.column_stack([x0, rng.uniform(0.0, 1.0, n)])
+    y = 2.0 * np.log(x0) + X[:, 1] + 0.3 * rng.normal(size=n)
+    lrn = standardize(oj.bayes_linreg(2))
+    run = jax.jit(lambda X, y: progressive_validation(lrn, lrn.init(), X, y))
+    out = run(X.astype(DTYPE), y.astype(DTYPE))
+    c = x0[:LOG_ITEMS].min()
+    np.testing.assert_allclose(np.asarray(out.state.log_scale), [c, 0.0], rtol=tol(1e-12, 1e-6))
+    Xt = np.column_stack([np.log1p(x0 / c), X[:, 1]])
+    mu, v = _np_reference(Xt[LOG_ITEMS:], y[LOG_ITEMS:])
+    k = LOG_ITEMS + 1
+    np.testing.assert_allclose(np.asarray(out.predictions.mean)[k:], mu[1:], rtol=tol(1e-8, 2e-3), atol=tol(1e-8, 2e-3))
+    np.testing.assert_allclose(np.asarray(out.predictions.var)[k:], v[1:], rtol=tol(1e-7, 5e-2))
+    # a zero among the first 16, or the option off: raw inputs, as the reference on X
+    X0 = X.copy()
+    X0[3, 0] = 0.0
+    for Xs, opts in ((X0, StandardizeOptions()), (X, StandardizeOptions(log_spread=None))):
+        lr = standardize(oj.bayes_linreg(2), options=opts)
+        o = progressive_validation(lr, lr.init(), Xs.astype(DTYPE), y.astype(DTYPE))
+        assert not np.any(np.asarray(o.state.log_scale))
+    both = jax.jit(jax.vmap(lambda X, y: progressive_validation(lrn, lrn.init(), X, y).predictions.mean))(
+        np.stack([X, X0]).astype(DTYPE), np.stack([y, y]).astype(DTYPE))
+    np.testing.assert_allclose(np.asarray(both[0]), np.asarray(out.predictions.mean), rtol=tol(1e-12, 1e-5),
+                               atol=tol(1e-12, 1e-4))
+    with pytest.raises(ValueError, match="log_spread"):
+        standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_spread=0.0))
+
+
 def test_inputs_standardised_upstream_reach_the_learner_as_given(rng):
     """``scale_inputs=False`` (River's scaler in front): only the targets are standardised; the inputs are
     learned as they come, clipped at ``clip``."""

@@ -45,16 +45,18 @@ def welford_update(n: Array, mean: Array, var: Array, value: Array, decay=1.0) -
 
     Args:
       n: ``[]`` (decayed) count of the items so far (0 before the first).
-      mean: running mean; var: running mean squared deviation (any finite value before the first item).
+      mean: running mean; var: running mean squared deviation (any finite values before the first item: the
+        first sets the mean to itself and the variance to 0 exactly).
       value: the new item; decay: weight of the past per item, in ``(0, 1]``.
     Returns:
       ``(n, mean, var)`` after ``value``.
     """
     n_max = 1.0 / (32.0 * jnp.finfo(jnp.result_type(n, mean)).eps)
-    n = jnp.minimum(decay * n + 1.0, n_max)
+    first = n == 0  # the first item is the mean exactly (from a kept nonzero mean, m + (v - m) can miss v by an ulp
+    n = jnp.minimum(decay * n + 1.0, n_max)  # and its variance would read that ulp times |v - m| as a spread)
     delta = value - mean
-    mean = mean + delta / n
-    return n, mean, var + (delta * (value - mean) - var) / n
+    mean = jnp.where(first, value, mean + delta / n)
+    return n, mean, jnp.where(first, 0.0, var + (delta * (value - mean) - var) / n)
 
 
 def keep_if(ok: Array, new: State, old: State) -> State:

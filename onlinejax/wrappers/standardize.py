@@ -105,8 +105,8 @@ from ..core.base import Learner, LearnerCores, Prediction, describe_factory, kee
 # the statistics and the wrapper's state and plain steps, re-exported: every name is importable from here
 from .scaler import (NEVER, ScalerState, _cleared, _clipped, _has_spread, _scale, scaler_init, scaler_update, scales,
                      target_scale_known, to_inner)
-from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, predict_one, refit,
-                                rescaled, restart)
+from .standardize_state import (StandardizeOptions, StandardizeState, init, inner_coordinates, log_scaled,
+                                log_track_update, predict_one, refit, rescaled, restart)
 from ..core.window import ring_push
 
 Array = jax.Array
@@ -257,6 +257,8 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     # not skip_nonfinite: a non-finite item leaves the scaler as it was and reaches the learner as it came,
     # to be skipped (and counted) there; the warm-up counts only the items the statistics took
     ok = learnable(x, y)
+    log_track, log_scale, logged = log_track_update(options, s, x, ok)
+    x = log_scaled(s, x)  # the inputs of the scale decided before this item (one that decides starts again)
     sy = scales(s.scaler)[1]
     warmup = options.warmup
     # fixed statistics of fewer than GATE_MIN items are known once fixed
@@ -280,12 +282,11 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     spread_items = jnp.where(ok, jnp.where(spread, jnp.minimum(s.spread_items + 1, SHIFT_RUN), 0), s.spread_items)
     out = s._replace(inner=keep_if(withhold, s.inner, inner), scaler=sc, outside=outside, far_run=far_run,
                      n_withheld=s.n_withheld + withhold, spread_items=spread_items, shifting=shifting,
-                     drifting=drifting,
-                     last_x=jnp.where(ok, x, s.last_x))
+                     drifting=drifting, last_x=jnp.where(ok, x, s.last_x), log_track=log_track, log_scale=log_scale)
     shifted = far_run >= OUTLIER_RUN
     if warmup is None:
         moved = jnp.any(shifting & (outside >= SHIFT_RUN))
-        return _centre_on_shift(cond_if_any(restart)(moved | shifted, out), shifted, y)
+        return _centre_on_shift(cond_if_any(restart)(moved | shifted | logged, out), shifted, y)
     new = sc.seen > s.scaler.seen  # the item entered the statistics: keep it for the refit
     store = jnp.where(s.scaler.seen < warmup, new, ok & ~withhold)  # then keep the last F items
     out = out._replace(kept=keep_if(store, ring_push(s.kept, x, y), s.kept))
@@ -296,7 +297,7 @@ def update_one(learner: Learner, options: StandardizeOptions, s: StandardizeStat
     out = cond_if_any(lambda sma: (rebase(learner, options, *sma), *sma[1:]))(
         (done & spread) | moved | _refit_in_warmup(options, sc.seen, new), (out, moved, moved & ~jumped))[0]
     stuck = (done & ~spread) | (moved & ~_has_spread(out.scaler.y_var, out.scaler.y_mean))  # no scale: start again
-    return _centre_on_shift(cond_if_any(restart)(stuck | shifted, out), shifted, y)
+    return _centre_on_shift(cond_if_any(restart)(stuck | shifted | logged, out), shifted, y)
 
 
 def _refit_in_warmup(options: StandardizeOptions, seen: Array, new: Array) -> Array:
@@ -476,7 +477,7 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
     """
     opts = check_record(options, StandardizeOptions, "options").checked()
     # a given item is downdated in the current coordinates, like the inner learner learned it
-    ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, x, y))
+    ops = pass_through(learner, map_item=lambda s, x, y: inner_coordinates(opts, s.scaler, log_scaled(s, x), y))
     return make_learner(init=partial(init, learner, opts), learn_one=partial(learn_one, learner, opts),
                         predict_one=partial(predict_one, learner, opts), n_features=learner.n_features,
                         cores=LearnerCores(update_one=partial(update_one, learner, opts), **ops))

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from ..core.batching import cond_if_any
 from ..core.checks import changed_fields, check_bool
 from ..core.base import (Learner, Prediction, check_in_range, check_int, check_positive, keep_if,
                          state_dtype)
@@ -24,7 +25,8 @@ from ..core.window import ring_init
 
 Array = jax.Array
 
-__all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init", "predict_one", "refit", "restart"]
+__all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init", "predict_one", "refit", "restart",
+           "LogTrack", "LOG_ITEMS", "log_track_update", "log_scaled"]
 
 
 class StandardizeState(NamedTuple):
@@ -56,6 +58,9 @@ class StandardizeState(NamedTuple):
         outside the statistics' range is a drift, every item of it within
         :data:`~onlinejax.wrappers.standardize.DRIFT_STEP` standard deviations of the
         item before (a trending input), not a jump.
+      log_track: the first :data:`LOG_ITEMS` finite inputs' log spread (:class:`LogTrack`).
+      log_scale: ``[d]`` per input, ``c > 0`` where it is taken in log scale, ``sign(x)·log(1 + |x|/c)``
+        (:func:`log_scaled`), else 0.
     """
 
     inner: Any
@@ -69,6 +74,65 @@ class StandardizeState(NamedTuple):
     shifting: Array
     last_x: Array
     drifting: Array
+    log_track: Any
+    log_scale: Array
+
+
+#: The number of finite items whose inputs decide which inputs are taken in log scale (``StandardizeOptions.log_spread``).
+LOG_ITEMS = 16
+
+
+class LogTrack(NamedTuple):
+    """The first :data:`LOG_ITEMS` finite inputs: their natural logarithms, smallest value and signs.
+
+    Attributes:
+      count: ``[]`` int32 items counted (at most :data:`LOG_ITEMS`).
+      logs: ``[LOG_ITEMS, d]`` ``ln x`` of each input counted (0 where it was not positive).
+      lo: ``[d]`` the smallest input.
+      positive: ``[d]`` bool, every input counted was > 0.
+    """
+
+    count: Array
+    logs: Array
+    lo: Array
+    positive: Array
+
+
+def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Array, ok: Array):
+    """Count the raw input ``x: [d]`` (when ``ok``), and on the :data:`LOG_ITEMS`-th decide the log scales.
+
+    An input whose first :data:`LOG_ITEMS` values were all positive with a robust standard deviation of their
+    natural logarithm (interquartile range / 1.349) of at least ``options.log_spread`` (values spanning
+    several decades, as sizes, counts and prices can, which standardisation would leave as a few huge values
+    among many near 0) is taken in log scale from then on, with ``c`` its smallest value. The quartiles, not
+    the standard deviation: one tiny value among uniform inputs moves the latter by several units of log.
+
+    Returns:
+      ``(log_track, log_scale [d], decided [])``: ``decided`` true on the item that set a log scale (the
+      statistics and the inner learner, which saw the raw inputs, then start again).
+    """
+    t = s.log_track
+    if options.log_spread is None or not options.scale_inputs:
+        return t, s.log_scale, jnp.zeros((), bool)
+    on = ok & (t.count < LOG_ITEMS)
+    lx = jnp.log(jnp.where(x > 0, x, 1.0))
+    logs = t.logs.at[jnp.minimum(t.count, LOG_ITEMS - 1)].set(jnp.where(on, lx, t.logs[jnp.minimum(t.count, LOG_ITEMS - 1)]))
+    t = LogTrack(t.count + on, logs, jnp.where(on, jnp.minimum(t.lo, x), t.lo), t.positive & ~(on & ~(x > 0)))
+
+    def decide(tc):  # once per stream: the quantiles' sort is not paid on every item
+        t, c = tc
+        q1, q3 = jnp.quantile(t.logs, jnp.asarray([0.25, 0.75], t.logs.dtype), axis=0)
+        return t, jnp.where(t.positive & (q3 - q1 >= 1.349 * options.log_spread), t.lo, c)
+
+    log_scale = cond_if_any(decide)(on & (t.count == LOG_ITEMS), (t, s.log_scale))[1]
+    return t, log_scale, jnp.any(log_scale != s.log_scale)
+
+
+def log_scaled(s: "StandardizeState", x: Array) -> Array:
+    """``x: [..., d]`` with each input in log scale where ``s.log_scale`` says so: ``sign(x)·log(1 + |x|/c)``."""
+    c = s.log_scale
+    on = c > 0
+    return jnp.where(on, jnp.sign(x) * jnp.log1p(jnp.abs(x) / jnp.where(on, c, 1.0)), x)
 
 
 class StandardizeOptions(NamedTuple):
@@ -98,6 +162,10 @@ class StandardizeOptions(NamedTuple):
       reexpress: ``None`` (default), or (without ``warmup``, with ``scale_inputs``) the inner
         learner's change of coordinates ``reexpress(state, r [d], c [d], g [], h []) -> state``
         (e.g. :func:`onlinejax.learners.linear.bayes.reexpress`), applied whenever the statistics move.
+      log_spread: ``3.0`` (default), or ``None`` (never): an input whose first :data:`LOG_ITEMS` finite
+        values are all positive with a robust standard deviation (interquartile range / 1.349) of their
+        natural log of at least this (> 0) is taken in log scale from then on (:func:`log_track_update`; the statistics and the inner
+        learner start again on that item). Not with ``scale_inputs=False``.
 
     Example:
       >>> StandardizeOptions(clip=5.0, warmup=32)
@@ -110,6 +178,7 @@ class StandardizeOptions(NamedTuple):
     scale_inputs: bool = True
     keep: Optional[int] = None
     reexpress: Optional[Callable] = None
+    log_spread: Optional[float] = 3.0
 
     def checked(self, name: str = "options") -> "StandardizeOptions":
         """The options checked, as the wrapper reads them (``clip`` a float, ``keep`` resolved to ``K``).
@@ -136,8 +205,12 @@ class StandardizeOptions(NamedTuple):
         if self.reexpress is not None and (warmup is not None or not self.scale_inputs):
             raise ValueError(f"{name}.reexpress: only for moving statistics of the inputs and the target "
                              "(warmup=None, scale_inputs=True)")
+        log_spread = self.log_spread
+        if log_spread is not None:
+            check_positive(log_spread, f"{name}.log_spread")
+            log_spread = float(log_spread)
         return StandardizeOptions(self.decay, clip, warmup, bool(self.scale_inputs),
-                                  warmup if keep is None else keep, self.reexpress)
+                                  warmup if keep is None else keep, self.reexpress, log_spread)
 
     def __repr__(self) -> str:
         return changed_fields(self)
@@ -174,7 +247,9 @@ def init(learner: Learner, options: StandardizeOptions, /, decay=None, **inner_k
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
     i0, id_ = jnp.zeros((), jnp.int32), jnp.zeros((d,), jnp.int32)
-    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), jnp.zeros((d,), dt), jnp.zeros((d,), bool))
+    zd = jnp.zeros((d,), dt)
+    logs = (LogTrack(i0, jnp.zeros((LOG_ITEMS, d), dt), jnp.full((d,), jnp.inf, dt), jnp.ones((d,), bool)), zd)
+    runs = (id_, i0, i0, id_, jnp.zeros((d,), bool), zd, jnp.zeros((d,), bool)) + logs
     if warmup is None:
         return StandardizeState(inner, scaler_init(d, decay, dt), inner, None, *runs)
     return StandardizeState(inner, scaler_init(d, decay, dt, warmup), inner, ring_init(options.keep or warmup, d, dt), *runs)
@@ -187,7 +262,7 @@ def predict_one(learner: Learner, options: StandardizeOptions, s: StandardizeSta
     stays one (its ``affine``), so a wrapper outside judges the inner learner's own distribution; a
     prediction without ``affine`` is mapped back as the Gaussian of its moments.
     """
-    p = learner.predict(s.inner, inner_coordinates(options, s.scaler, x))
+    p = learner.predict(s.inner, inner_coordinates(options, s.scaler, log_scaled(s, x)))
     return rescaled(p, s.scaler.y_mean, scales(s.scaler)[1])
 
 
