@@ -56,11 +56,11 @@ def test_matches_float64_reference(rng):
 
 def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_again(rng):
     """Inputs log-uniform over [1e-6, 1e6]: on the 16th item (``LOG_ITEMS``) the input is taken as
-    ``log(1 + x/c)``, ``c`` its smallest value so far, and the statistics and the learner start again, so from the
+    ``log(1 + x/c)``, ``c`` a thousandth of its smallest value so far (``LOG_FLOOR``), and the statistics and the learner start again, so from the
     18th item on the predictions are the float64 reference's on the transformed inputs from the 17th (the 17th is
     centred on the last targets' mean instead of 0). An input with a value <= 0 among its first 16, or one of
     ordinary spread, stays raw; under jit and vmap each stream decides for itself."""
-    from onlinejax.wrappers.standardize_state import LOG_ITEMS
+    from onlinejax.wrappers.standardize_state import LOG_FLOOR, LOG_ITEMS
 
     n = 70
     x0 = np.exp(rng.uniform(np.log(1e-6), np.log(1e6), n))
@@ -69,7 +69,7 @@ def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_
     lrn = standardize(oj.bayes_linreg(2))
     run = jax.jit(lambda X, y: progressive_validation(lrn, lrn.init(), X, y))
     out = run(X.astype(DTYPE), y.astype(DTYPE))
-    c = x0[:LOG_ITEMS].min()
+    c = LOG_FLOOR * x0[:LOG_ITEMS].min()
     np.testing.assert_allclose(np.asarray(out.state.log_scale), [c, 0.0], rtol=tol(1e-12, 1e-6))
     Xt = np.column_stack([np.log1p(x0 / c), X[:, 1]])
     mu, v = _np_reference(Xt[LOG_ITEMS:], y[LOG_ITEMS:])

@@ -74,6 +74,12 @@ within :data:`DRIFT_STEP` standard deviations of the one before: after
 (``keep=K``: a window learner's whole window), and the inner learner is
 refitted on the kept items within the new range.
 
+An input whose first :data:`~onlinejax.wrappers.standardize_state.LOG_ITEMS` values are all positive and
+span decades (``StandardizeOptions.log_spread``: a robust standard deviation of their log of at least 3) is
+taken in log scale from then on (:func:`~onlinejax.wrappers.standardize_state.log_scaled`; the statistics
+and the inner learner, which saw it raw, start again): standardised raw, such an input is a few huge
+values among many near 0.
+
 The module's anatomy: the statistics are in :mod:`onlinejax.wrappers.scaler`
 (:class:`~onlinejax.wrappers.scaler.ScalerState`, :func:`~onlinejax.wrappers.scaler.scaler_init`,
 :func:`~onlinejax.wrappers.scaler.scaler_update`, :func:`~onlinejax.wrappers.scaler.scales`,
@@ -461,6 +467,8 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
           applied whenever the statistics move, before the item is learned, so a learner that keeps
           what it learned holds every item in today's coordinates (module doc). Not behind a scaler
           that moves the inputs' coordinates upstream: the target must then move with them.
+        * ``log_spread``: ``3.0``, or ``None``: the robust standard deviation of an input's first 16
+          logs from which it is taken in log scale (module doc); never with ``scale_inputs=False``.
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune``, ``downdate`` (of an item

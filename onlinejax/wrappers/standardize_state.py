@@ -26,7 +26,7 @@ from ..core.window import ring_init
 Array = jax.Array
 
 __all__ = ["StandardizeState", "StandardizeOptions", "inner_coordinates", "init", "predict_one", "refit", "restart",
-           "LogTrack", "LOG_ITEMS", "log_track_update", "log_scaled"]
+           "LogTrack", "LOG_ITEMS", "LOG_FLOOR", "log_track_update", "log_scaled"]
 
 
 class StandardizeState(NamedTuple):
@@ -80,6 +80,9 @@ class StandardizeState(NamedTuple):
 
 #: The number of finite items whose inputs decide which inputs are taken in log scale (``StandardizeOptions.log_spread``).
 LOG_ITEMS = 16
+#: An input taken in log scale is ``sign(x)·log(1 + |x|/c)`` with ``c`` this times its smallest first value: the
+#: log (up to a shift) down to well below the values that decided it, finite and monotone at 0 and below.
+LOG_FLOOR = 1e-3
 
 
 class LogTrack(NamedTuple):
@@ -104,7 +107,9 @@ def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Ar
     An input whose first :data:`LOG_ITEMS` values were all positive with a robust standard deviation of their
     natural logarithm (interquartile range / 1.349) of at least ``options.log_spread`` (values spanning
     several decades, as sizes, counts and prices can, which standardisation would leave as a few huge values
-    among many near 0) is taken in log scale from then on, with ``c`` its smallest value. The quartiles, not
+    among many near 0) is taken in log scale from then on, with ``c`` :data:`LOG_FLOOR` times its smallest value
+    (a value below ``c`` is squashed towards 0: with ``c`` the smallest value itself, the 1 in 17 later values
+    below it had lost their log-linearity, 1.5 times the clean stream's MSE on log-uniform inputs). The quartiles, not
     the standard deviation: one tiny value among uniform inputs moves the latter by several units of log.
 
     Returns:
@@ -122,7 +127,7 @@ def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Ar
     def decide(tc):  # once per stream: the quantiles' sort is not paid on every item
         t, c = tc
         q1, q3 = jnp.quantile(t.logs, jnp.asarray([0.25, 0.75], t.logs.dtype), axis=0)
-        return t, jnp.where(t.positive & (q3 - q1 >= 1.349 * options.log_spread), t.lo, c)
+        return t, jnp.where(t.positive & (q3 - q1 >= 1.349 * options.log_spread), LOG_FLOOR * t.lo, c)
 
     log_scale = cond_if_any(decide)(on & (t.count == LOG_ITEMS), (t, s.log_scale))[1]
     return t, log_scale, jnp.any(log_scale != s.log_scale)
