@@ -108,9 +108,9 @@ def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Ar
     natural logarithm (interquartile range / 1.349) of at least ``options.log_spread`` (values spanning
     several decades, as sizes, counts and prices can, which standardisation would leave as a few huge values
     among many near 0) is taken in log scale from then on, with ``c`` :data:`LOG_FLOOR` times its smallest value
-    (a value below ``c`` is squashed towards 0: with ``c`` the smallest value itself, the 1 in 17 later values
-    below it had lost their log-linearity, 1.5 times the clean stream's MSE on log-uniform inputs). The quartiles, not
-    the standard deviation: one tiny value among uniform inputs moves the latter by several units of log.
+    (values below ``c`` are squashed towards 0; later values somewhat below the deciding ones keep their log).
+    The quartiles, not the standard deviation: one tiny value among uniform inputs moves the latter by several
+    units of log.
 
     Returns:
       ``(log_track, log_scale [d], decided [])``: ``decided`` true on the item that set a log scale (the
@@ -121,7 +121,8 @@ def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Ar
         return t, s.log_scale, jnp.zeros((), bool)
     on = ok & (t.count < LOG_ITEMS)
     lx = jnp.log(jnp.where(x > 0, x, 1.0))
-    logs = t.logs.at[jnp.minimum(t.count, LOG_ITEMS - 1)].set(jnp.where(on, lx, t.logs[jnp.minimum(t.count, LOG_ITEMS - 1)]))
+    slot = jnp.minimum(t.count, LOG_ITEMS - 1)
+    logs = t.logs.at[slot].set(jnp.where(on, lx, t.logs[slot]))
     t = LogTrack(t.count + on, logs, jnp.where(on, jnp.minimum(t.lo, x), t.lo), t.positive & ~(on & ~(x > 0)))
 
     def decide(tc):  # once per stream: the quantiles' sort is not paid on every item
