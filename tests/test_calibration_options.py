@@ -36,6 +36,9 @@ LRN = bayes_linreg(2, intercept=True)
     (lambda r: standardize(LRN, options=r), "options.keep", StandardizeOptions(warmup=16, keep=8)),
     (lambda r: standardize(LRN, options=r), "options.reexpress",
      StandardizeOptions(warmup=8, reexpress=oj.linear.bayes.reexpress)),
+    (lambda r: standardize(LRN, options=r), "options.log_spread", StandardizeOptions(log_spread=-1.0)),
+    (lambda r: calibrated(LRN, standardization=r), "standardization.log_spread",
+     StandardizeOptions(log_spread=float("nan"))),
 ])
 def test_a_bad_field_is_a_value_error_naming_it(make, field, bad):
     with pytest.raises(ValueError, match=rf"^{field}: "):
@@ -58,12 +61,12 @@ def test_records_are_given_as_records_and_old_keywords_are_refused():
 def test_the_defaults_are_the_keyword_factorys():
     """The records' defaults are the values the keywords had (a change here changes every calibrated learner)."""
     assert ACIOptions() == (0.005,) and QuantileOptions() == (0.02, 100, None, 1.0)
-    assert StandardizeOptions() == (1.0, None, None, True, None, None)
+    assert StandardizeOptions() == (1.0, None, None, True, None, None, 3.0)
     assert CALIBRATED_STANDARDIZATION == StandardizeOptions(clip=5.0)
     rc, cc = _conformal_options(level=0.95, method="aci", aci=ACIOptions(), quantile=QuantileOptions(),
                                 max_scale=1e4, recalibrate=None, df=None)
     assert rc is None and cc == ConformalOptions("aci", 0.95, 0.005, 0.02, 100, None, 1.0, 1e4, None)
-    assert StandardizeOptions(clip=5, warmup=8).checked() == (1.0, 5.0, 8, True, 8, None)
+    assert StandardizeOptions(clip=5, warmup=8).checked() == (1.0, 5.0, 8, True, 8, None, 3.0)
 
 
 def test_equal_records_build_the_same_learner():
