@@ -60,7 +60,7 @@ def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_
     18th item on the predictions are the float64 reference's on the transformed inputs from the 17th (the 17th is
     centred on the last targets' mean instead of 0). An input with a value <= 0 among its first 16, or one of
     ordinary spread, stays raw; under jit and vmap each stream decides for itself."""
-    from onlinejax.wrappers.standardize_state import LOG_FLOOR, LOG_ITEMS
+    from onlinejax.wrappers.standardize_state import LOG_FLOOR, LOG_ITEMS, log_scaled
 
     n = 70
     x0 = np.exp(rng.uniform(np.log(1e-6), np.log(1e6), n))
@@ -89,6 +89,13 @@ def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_
                                atol=tol(1e-12, 1e-4))
     with pytest.raises(ValueError, match="log_spread"):
         standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_spread=0.0))
+    # inputs over 60 decades: |x|/c would overflow float32; the log scale stays finite and exact
+    st = out.state._replace(log_scale=jnp.asarray([1e-32, 0.0], DTYPE))
+    np.testing.assert_allclose(np.asarray(log_scaled(st, jnp.asarray([1e30, 2.0], DTYPE))),
+                               [np.log1p(1e30 / 1e-32), 2.0], rtol=tol(1e-12, 1e-6))
+    wide = np.column_stack([np.exp(rng.uniform(np.log(1e-30), np.log(1e30), n)), X[:, 1]])
+    p = progressive_validation(lrn, lrn.init(), wide.astype(DTYPE), y.astype(DTYPE)).predictions
+    assert np.all(np.isfinite(np.asarray(p.mean))) and np.all(np.asarray(p.var) > 0)
 
 
 def test_inputs_standardised_upstream_reach_the_learner_as_given(rng):

@@ -128,17 +128,27 @@ def log_track_update(options: "StandardizeOptions", s: "StandardizeState", x: Ar
     def decide(tc):  # once per stream: the quantiles' sort is not paid on every item
         t, c = tc
         q1, q3 = jnp.quantile(t.logs, jnp.asarray([0.25, 0.75], t.logs.dtype), axis=0)
-        return t, jnp.where(t.positive & (q3 - q1 >= 1.349 * options.log_spread), LOG_FLOOR * t.lo, c)
+        floor = jnp.maximum(LOG_FLOOR * t.lo, jnp.finfo(t.lo.dtype).tiny)  # a normal number: its log is finite
+        return t, jnp.where(t.positive & (q3 - q1 >= 1.349 * options.log_spread), floor, c)
 
     log_scale = cond_if_any(decide)(on & (t.count == LOG_ITEMS), (t, s.log_scale))[1]
     return t, log_scale, jnp.any(log_scale != s.log_scale)
 
 
 def log_scaled(s: "StandardizeState", x: Array) -> Array:
-    """``x: [..., d]`` with each input in log scale where ``s.log_scale`` says so: ``sign(x)·log(1 + |x|/c)``."""
+    """``x: [..., d]`` with each input in log scale where ``s.log_scale`` says so: ``sign(x)·log(1 + |x|/c)``.
+
+    Above ``c`` as ``log|x| - log c + log(1 + c/|x|)``: ``|x|/c`` itself overflows for a large ``x`` over a
+    tiny ``c`` (``10³⁰/10⁻³²`` in float32).
+    """
     c = s.log_scale
     on = c > 0
-    return jnp.where(on, jnp.sign(x) * jnp.log1p(jnp.abs(x) / jnp.where(on, c, 1.0)), x)
+    c = jnp.where(on, c, 1.0)
+    a = jnp.abs(x)
+    below = a <= c
+    r = jnp.where(below, jnp.log1p(jnp.where(below, a, 0.0) / c),
+                  jnp.log(jnp.where(below, 1.0, a)) - jnp.log(c) + jnp.log1p(c / jnp.where(below, 1.0, a)))
+    return jnp.where(on, jnp.sign(x) * r, x)
 
 
 class StandardizeOptions(NamedTuple):
