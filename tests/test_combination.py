@@ -710,7 +710,8 @@ def test_package_keeps_every_name_and_imports_one_way():
 
     import onlinejax.wrappers.combination as C
 
-    names = ("MixturePrediction mixture_prediction mixture_quantile mixture_quantile_newton mixture_crps CombinationState MixState WeightRule "
+    names = ("MixturePrediction mixture_prediction mixture_quantile mixture_quantile_newton mixture_crps CombinationState "
+             "MixState WeightRule "
              "bma fixed_share stacking ewa_squared_error combine mix_init mix_step replay gaussian_log_density "
              "mean_correction MeanCorrection MeanCorrectionState RECALIBRATION_CLIP RECALIBRATION_VAR_CAP "
              "BMAState FixedShareState EWASquaredErrorState").split()

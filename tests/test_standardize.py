@@ -56,9 +56,9 @@ def test_matches_float64_reference(rng):
 
 def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_again(rng):
     """Inputs log-uniform over [1e-6, 1e6]: on the 16th item (``LOG_ITEMS``) the input is taken as
-    ``log(1 + x/c)``, ``c`` a thousandth of its smallest value so far (``LOG_FLOOR``), and the statistics and the learner start again, so from the
-    18th item on the predictions are the float64 reference's on the transformed inputs from the 17th (the 17th is
-    centred on the last targets' mean instead of 0). An input with a value <= 0 among its first 16, or one of
+    ``log(1 + x/c)``, ``c`` a thousandth of its smallest value so far (``LOG_FLOOR``), and the statistics and the
+    learner start again, so from the 18th item on the predictions are the float64 reference's on the transformed
+    inputs from the 17th (the 17th is centred on the last targets' mean instead of 0). An input with a value <= 0 among its first 16, or one of
     ordinary spread, stays raw; under jit and vmap each stream decides for itself."""
     from onlinejax.wrappers.standardize_state import LOG_FLOOR, LOG_ITEMS, log_scaled
 

@@ -61,7 +61,8 @@ def _grow(s, d_old: int, k: int):
                if f not in ("inner", "initial", "scaler", "kept", "log_track") and np.ndim(getattr(s, f)) == 1}
         kept = None if s.kept is None else s.kept._replace(x=_insert(s.kept.x, (1,), d_old, k))  # the items kept
         t, seen = s.log_track, bool(np.asarray(s.log_track.count) > 0)  # a 0 counted is no positive value
-        log_track = t._replace(logs=_insert(t.logs, (1,), d_old, k), lo=_insert(t.lo, (0,), d_old, k, 0.0 if seen else np.inf),
+        log_track = t._replace(logs=_insert(t.logs, (1,), d_old, k),
+                               lo=_insert(t.lo, (0,), d_old, k, 0.0 if seen else np.inf),
                                positive=_insert(t.positive, (0,), d_old, k, not seen))
         return s._replace(inner=inner, initial=initial, kept=kept, log_track=log_track,
                           scaler=sc._replace(x_mean=per_input(sc.x_mean), x_var=per_input(sc.x_var)), **own)

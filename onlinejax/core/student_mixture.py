@@ -193,7 +193,6 @@ def student_t_mixture_quantile_newton(pred: StudentTMixture, q, steps: int = 8) 
     Returns:
       ``[...]`` quantiles, or ``[..., len(q)]`` for a tuple.
     """
-    steps = check_int(steps, "steps", 1)
     qs, target, lo, hi, comp, w, live = _bracket(pred, q)
     dt = pred.means.dtype
     k = jnp.argmax(jnp.where(live, pred.log_weights, -jnp.inf), axis=-1)[..., None]

@@ -78,7 +78,8 @@ class StandardizeState(NamedTuple):
     log_scale: Array
 
 
-#: The number of finite items whose inputs decide which inputs are taken in log scale (``StandardizeOptions.log_spread``).
+#: The number of finite items whose inputs decide which inputs are taken in log scale
+#: (``StandardizeOptions.log_spread``).
 LOG_ITEMS = 16
 #: An input taken in log scale is ``sign(x)·log(1 + |x|/c)`` with ``c`` this times its smallest first value: the
 #: log (up to a shift) down to well below the values that decided it, finite and monotone at 0 and below.
@@ -180,8 +181,8 @@ class StandardizeOptions(NamedTuple):
         (e.g. :func:`onlinejax.learners.linear.bayes.reexpress`), applied whenever the statistics move.
       log_spread: ``3.0`` (default), or ``None`` (never): an input whose first :data:`LOG_ITEMS` finite
         values are all positive with a robust standard deviation (interquartile range / 1.349) of their
-        natural log of at least this (> 0) is taken in log scale from then on (:func:`log_track_update`; the statistics and the inner
-        learner start again on that item). Not with ``scale_inputs=False``.
+        natural log of at least this (> 0) is taken in log scale from then on (:func:`log_track_update`;
+        the statistics and the inner learner start again on that item). Not with ``scale_inputs=False``.
 
     Example:
       >>> StandardizeOptions(clip=5.0, warmup=32)

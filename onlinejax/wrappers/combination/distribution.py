@@ -181,27 +181,39 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
     Returns:
       ``[...]`` quantiles.
     """
-    check_in_range(q, "q", 0.0, 1.0, hi_open=True)
-    dt = pred.means.dtype
-    iterations = iterations or int(np.finfo(dt).nmant) + 66
-    w = jnp.exp(pred.log_weights)
-    sd = jnp.sqrt(pred.vars)
-    live = w > 0
-    qm = pred.means + sd * ndtri(jnp.asarray(q, dt))
-    lo = jnp.min(jnp.where(live, qm, jnp.inf), axis=-1)
-    hi = jnp.max(jnp.where(live, qm, -jnp.inf), axis=-1)
-
-    def cdf(t):
-        return jnp.sum(jnp.where(live, w * ndtr((t[..., None] - pred.means) / sd), 0.0), axis=-1)
+    iterations = iterations or int(np.finfo(pred.means.dtype).nmant) + 66
+    qs, w, live, lo, hi, _ = _member_quantiles(pred, (q,))
 
     def body(_, b):
         lo, hi = b
         mid = 0.5 * (lo + hi)
-        below = cdf(mid) < q
+        below = _live_cdf(pred, w, live, mid) < qs
         return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
 
     lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
-    return 0.5 * (lo + hi)
+    return 0.5 * (lo + hi)[..., 0]
+
+
+def _member_quantiles(pred: MixturePrediction, q: tuple):
+    """``(qs [len(q)], w, live [..., 1, M], lo, hi [..., len(q)], qm [..., len(q), M])``: the checked levels, the
+    members' weights, which are live, the members' ``q``-quantiles ``qm`` and their smallest and largest over
+    the live members (the mixture's quantile lies between: its CDF is a convex combination of theirs)."""
+    for v in q:
+        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
+    qs = jnp.asarray(q, pred.means.dtype)
+    w = jnp.exp(pred.log_weights)[..., None, :]
+    live = w > 0
+    qm = pred.means[..., None, :] + jnp.sqrt(pred.vars)[..., None, :] * ndtri(qs)[:, None]
+    lo = jnp.min(jnp.where(live, qm, jnp.inf), axis=-1)
+    hi = jnp.max(jnp.where(live, qm, -jnp.inf), axis=-1)
+    return qs, w, live, lo, hi, qm
+
+
+def _live_cdf(pred: MixturePrediction, w: Array, live: Array, t: Array) -> Array:
+    """``[..., len(q)]`` the mixture's CDF at ``t: [..., len(q)]`` over the live members (``w, live`` of
+    :func:`_member_quantiles`)."""
+    z = (t[..., None] - pred.means[..., None, :]) / jnp.sqrt(pred.vars)[..., None, :]
+    return jnp.sum(jnp.where(live, w * ndtr(z), 0.0), axis=-1)
 
 
 def mixture_quantile_newton(pred: MixturePrediction, q: tuple, steps: int = 8) -> Array:
@@ -217,23 +229,14 @@ def mixture_quantile_newton(pred: MixturePrediction, q: tuple, steps: int = 8) -
     Returns:
       ``[..., len(q)]`` quantiles.
     """
-    for v in q:
-        check_in_range(v, "q", 0.0, 1.0, hi_open=True)
-    dt = pred.means.dtype
-    w = jnp.exp(pred.log_weights)[..., None, :]
-    live = w > 0
-    means, sd = pred.means[..., None, :], jnp.sqrt(pred.vars)[..., None, :]
-    qs = jnp.asarray(q, dt)
-    qm = means + sd * ndtri(qs)[:, None]  # [..., len(q), M]
-    lo = jnp.min(jnp.where(live, qm, jnp.inf), axis=-1)
-    hi = jnp.max(jnp.where(live, qm, -jnp.inf), axis=-1)
+    qs, w, live, lo, hi, qm = _member_quantiles(pred, tuple(q))
     k = jnp.argmax(jnp.where(live, w, -1.0), axis=-1)[..., None]
     start = jnp.take_along_axis(qm, k, axis=-1)[..., 0]
+    means, var = pred.means[..., None, :], pred.vars[..., None, :]
 
     def cdf_and_density(t):
-        z = (t[..., None] - means) / sd
-        return (jnp.sum(jnp.where(live, w * ndtr(z), 0.0), axis=-1),
-                jnp.sum(jnp.where(live, w * jnp.exp(-0.5 * z * z) / (sd * np.sqrt(2.0 * np.pi)), 0.0), axis=-1))
+        dens = jnp.exp(gaussian_log_density(t[..., None], means, var))
+        return _live_cdf(pred, w, live, t), jnp.sum(jnp.where(live, w * dens, 0.0), axis=-1)
 
     return safeguarded_newton_quantile(cdf_and_density, qs, start, lo, hi, steps)
 
