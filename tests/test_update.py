@@ -87,6 +87,8 @@ def _counting(base, calls):
     ("bocpd", lambda b: oj.bocpd(b, 4), 2),
     ("combine", lambda b: oj.combine([b, b]), 2),
     ("conformal(combine)", lambda b: zoo.calibrate_combination(oj.combine([b, b])), 2),
+    ("with_climatology(conformal(combine))",
+     lambda b: oj.with_climatology(zoo.calibrate_combination(oj.combine([b, b])), climatology_prior=0.1), 2),
     ("calibrated(adaptive)", lambda b: calibrated(adaptive(b, 16)), 1),
 ])
 def test_step_predicts_each_inner_learner_once(name, make, n_sites):

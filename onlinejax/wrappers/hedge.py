@@ -12,9 +12,12 @@ Bayes' posterior over the two forecasters with a switching share ``α_t``
 Koolen & de Rooij 2013, "Universal codes from switching strategies", IEEE
 Trans. Inf. Theory 59(11)):
 
-    ``w ← w·p_learner(y) / Σ``,  then  ``w ← (1 - α_t) w + α_t / 2``.
+    ``w ← w·p_learner(y) / Σ``,  then  ``w ← (1 - α_t) w + α_t (1 - π)``,
 
-Its cumulative log score is within about ``log 2 + ½ log t`` nats of the
+``π`` the climatology's prior weight (``climatology_prior``, 0.5 by default;
+the learner's prior weight is ``1 - π``, and the weights start there).
+
+Its cumulative log score is within about ``log(1/min(π, 1-π)) + ½ log t`` nats of the
 better of the two over the whole stream, and of either over a stretch where
 that one leads. So on a short or signal-free series (the first items, a
 lag model of a series with no memory) the prediction falls back to the
@@ -61,12 +64,14 @@ class HedgedState(NamedTuple):
       clim: the climatology's running statistics (:class:`~onlinejax.wrappers.baseline.ClimatologyState`).
       log_weights: ``[2]`` normalised log-weights of (learner, climatology) for the next item.
       n_mixed: ``[]`` items scored since the climatology joined (the share is ``1/(n_mixed + 1)``).
+      log_prior: ``[2]`` log prior weights ``(log(1 - π), log π)``: the start and the share's target.
     """
 
     inner: Any
     clim: ClimatologyState
     log_weights: Array
     n_mixed: Array
+    log_prior: Array
 
 
 class HedgedPrediction(StudentTMixture):
@@ -102,12 +107,17 @@ def _as_student_t(p) -> StudentTPrediction:
     return StudentTPrediction(p.mean, jnp.sqrt(p.var), jnp.full_like(p.mean, 1.0 / jnp.finfo(dt).eps))
 
 
-def init(learner: Learner, /, **inner_kwargs) -> HedgedState:
-    """The wrapped learner's ``init(**inner_kwargs)``, an empty climatology and equal weights."""
+def init(learner: Learner, /, climatology_prior=0.5, **inner_kwargs) -> HedgedState:
+    """The wrapped learner's ``init(**inner_kwargs)``, an empty climatology and the prior weights.
+
+    Args:
+      climatology_prior: ``π`` in ``(0, 1)``, the climatology's prior weight (module doc).
+    """
     inner = learner.init(**inner_kwargs)
     dt = state_dtype(inner)
-    half = jnp.log(jnp.full((2,), 0.5, dt))
-    return HedgedState(inner, climatology_init(dtype=dt), half, jnp.zeros((), dt))
+    pi = jnp.asarray(climatology_prior, dt)
+    log_prior = jnp.log(jnp.stack([1.0 - pi, pi]))
+    return HedgedState(inner, climatology_init(dtype=dt), log_prior, jnp.zeros((), dt), log_prior)
 
 
 def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = False) -> HedgedPrediction:
@@ -117,7 +127,11 @@ def predict_one(learner: Learner, s: HedgedState, x: Array, keep_mean: bool = Fa
     with the climatology's spread around it, scale ``√(s_c² + (μ − μ_c)²)`` (its second
     moment about ``μ`` for ``ν → ∞``), so the mixture's mean is the learner's.
     """
-    p = _as_student_t(learner.predict(s.inner, x))
+    return _hedge(s, _as_student_t(learner.predict(s.inner, x)), keep_mean)
+
+
+def _hedge(s: HedgedState, p: StudentTPrediction, keep_mean: bool) -> HedgedPrediction:
+    """The mixture of the learner's prediction ``p`` and the climatology's under ``s`` (:func:`predict_one`)."""
     c = climatology_predict(s.clim)
     joined = s.clim.n >= 2.0
     log_w = jnp.where(joined, s.log_weights, jnp.asarray([0.0, -jnp.inf], s.log_weights.dtype))
@@ -145,14 +159,32 @@ def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Ar
     mine = issued.component(0)
     # a Gaussian learner gets its variance back as scale² (equal to its own to rounding)
     own = Prediction(mine.mean, mine.scale * mine.scale) if gaussian else mine
-    inner = learner.update(s.inner, x, y, own)
+    return _reweigh(s, learner.update(s.inner, x, y, own), x, y, issued)
+
+
+def step_one(learner: Learner, keep_mean: bool, s: HedgedState, x: Array, y: Array):
+    """:func:`predict_one`, then :func:`update_one`, by the learner's own ``step``: it predicts once.
+
+    (A learner whose ``update`` cannot recover what it predicted from the issued moments, e.g. a
+    calibrated combination's members, would predict again in ``update``.)
+
+    Returns:
+      ``(state, issued)``, ``issued`` the :class:`HedgedPrediction` of :func:`predict_one`.
+    """
+    inner, p = learner.step(s.inner, x, y)
+    issued = _hedge(s, _as_student_t(p), keep_mean)
+    return _reweigh(s, inner, x, y, issued), issued
+
+
+def _reweigh(s: HedgedState, inner, x: Array, y: Array, issued: StudentTMixture) -> HedgedState:
+    """The weights' Bayes step and share, and the climatology's update (:func:`update_one`); ``inner`` the learner's new state."""
     dt = s.log_weights.dtype
     lp = StudentTPrediction(issued.means, issued.scales, issued.dfs).log_prob(y)
     post = issued.log_weights + jnp.where(jnp.isnan(lp), -jnp.inf, lp)
     # both densities 0 (a target beyond the dtype's range of either): nothing to learn about the weights
     post = jnp.where(jnp.isfinite(jax.nn.logsumexp(post)), jax.nn.log_softmax(post), issued.log_weights)
     share = 1.0 / (s.n_mixed + 1.0)
-    shared = jnp.logaddexp(jnp.log1p(-share) + post, jnp.log(0.5 * share))
+    shared = jnp.logaddexp(jnp.log1p(-share) + post, jnp.log(share) + s.log_prior)
     joined = s.clim.n >= 2.0
     mixed = s._replace(log_weights=jnp.where(joined, shared, s.log_weights).astype(dt),
                        n_mixed=s.n_mixed + joined.astype(dt), clim=climatology_learn(s.clim, y))
@@ -161,7 +193,7 @@ def update_one(learner: Learner, gaussian: bool, s: HedgedState, x: Array, y: Ar
 
 
 @describe_factory
-def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
+def with_climatology(learner: Learner, *, keep_mean: bool = False, climatology_prior: float = 0.5) -> Learner:
     """Hedge ``learner``'s predictive with the Student-t climatology's (module doc).
 
     Args:
@@ -172,12 +204,17 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
         and so its MSE, is the learner's, and only its spread is hedged. The default mixes
         the means too, which is what helps where the learner's mean is worse than the
         running mean's (a series whose inputs carry no signal).
+      climatology_prior: ``π`` in ``(0, 1)``, the climatology's prior weight and the share's
+        target (module doc; an array in the state, :class:`HedgedState` ``.log_prior``). A small
+        ``π`` costs a learner that leads little once the climatology is ahead, at most ``log(1/π)``
+        nats per switch.
     Returns:
       A learner with state :class:`HedgedState` whose prediction is a :class:`HedgedPrediction`
       (a ``[2]``-component Student-t mixture: learner, climatology);
       ``init(**kw)`` passes ``kw`` to ``learner.init``; ``tune`` tunes the learner.
     Raises:
       TypeError: ``learner`` is not a :class:`~onlinejax.core.base.Learner` or predicts another distribution.
+      ValueError: ``climatology_prior`` is not in ``(0, 1)``.
 
     Example::
 
@@ -191,9 +228,11 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
         raise TypeError(f"learner: expected a Learner, got {type(learner).__name__}")
     if not isinstance(keep_mean, bool):
         raise TypeError(f"keep_mean: expected a bool, got {type(keep_mean).__name__}")
+    if not 0.0 < float(climatology_prior) < 1.0:
+        raise ValueError(f"climatology_prior: expected a weight in (0, 1), got {climatology_prior}")
 
     def _init(**inner_kwargs):
-        return init(learner, **inner_kwargs)
+        return init(learner, climatology_prior, **inner_kwargs)
 
     def _predict_one(s, x):
         return predict_one(learner, s, x, keep_mean)
@@ -202,9 +241,13 @@ def with_climatology(learner: Learner, *, keep_mean: bool = False) -> Learner:
         gaussian = isinstance(jax.eval_shape(learner.predict, s.inner, x), Prediction)
         return update_one(learner, gaussian, s, x, y, issued)
 
+    def _step_one(s, x, y):
+        return step_one(learner, keep_mean, s, x, y)
+
     def _learn_one(s, x, y):
-        return _update_one(s, x, y, _predict_one(s, x))
+        return _step_one(s, x, y)[0]
 
     # only tune: the weights and the climatology cannot forget an item the inner learner would downdate or evict
     return make_learner(init=_init, learn_one=_learn_one, predict_one=_predict_one, n_features=learner.n_features,
-                        cores=LearnerCores(update_one=_update_one, tune=pass_through(learner)["tune"]))
+                        cores=LearnerCores(update_one=_update_one, step_one=_step_one,
+                                          tune=pass_through(learner)["tune"]))
