@@ -10,7 +10,8 @@ from onlinejax.core.base import StudentTPrediction
 from onlinejax.evaluation import progressive_validation
 from onlinejax.wrappers.hedge import CLIMATOLOGY_MIN_DF
 from onlinejax.learners.linear import bayes_linreg
-from onlinejax.core.student_mixture import StudentTMixture, student_t_mixture_quantile, student_t_mixture_quantile_newton
+from onlinejax.core.student_mixture import (StudentTMixture, bisect_floats, student_t_mixture_quantile,
+                                           student_t_mixture_quantile_newton)
 
 from conftest import DTYPE, X64, tol
 
@@ -70,6 +71,21 @@ def test_student_t_mixture_of_one_component_is_that_student_t():
         student_t_mixture_quantile(p, 1.5)
 
 
+def test_bisect_floats_ends_on_two_adjacent_floats_however_wide_the_bracket():
+    """32 steps in float32 (64 in float64) of bisection in the floats' bit order leave the turn between two
+    neighbouring floats, for brackets spanning 60 decades, reaching infinity or crossing zero; a NaN end gives NaN."""
+    dt = np.dtype(DTYPE)
+    cases = [(-1e30, 1e30, 0.3), (0.0, np.inf, np.sqrt(2.0)), (-5.0, -1e-30, -1e-20), (1e-37, 1.0, 3e-37),
+             (-1.0, 1.0, 2e-30), (-1e30, 1e30, -7.5e12)]  # normal numbers: XLA:CPU flushes subnormals to 0
+    for lo, hi, root in cases:
+        root = dt.type(root)
+        a, b = jax.jit(bisect_floats, static_argnums=0)(lambda t, r=root: t < r, jnp.asarray(lo, dt), jnp.asarray(hi, dt))
+        a, b = dt.type(a), dt.type(b)
+        assert a < root <= b and np.nextafter(a, dt.type(np.inf)) == b, (lo, hi, root, a, b)
+    a, b = bisect_floats(lambda t: t < 1.0, jnp.asarray(np.nan, dt), jnp.asarray(2.0, dt))
+    assert np.isnan(float(a)) and np.isnan(float(b))
+
+
 def test_student_t_mixture_quantile_brackets_tails_heavier_than_cauchy():
     """Components with ν < 1: the bracket ``max(tan(π(p - ½)), 1/(2(1 - p)))^{1/ν}`` holds the quantile (the
     Cauchy bound's power alone does not: ``t_{0.5}(0.975)`` is 1,275, ``12.7²`` is 162)."""
@@ -112,10 +128,10 @@ def test_student_t_mixture_crps_is_infinite_without_a_mean():
     assert np.isfinite(float(_mixture([1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [4.0, 1.0]).crps(0.3)))
 
 
-def _replay_weights(inner_preds, Y, keep_mean=False):
+def _replay_weights(inner_preds, Y, keep_mean=False, prior=0.5):
     """float64 numpy replay of the hedge (module doc of :mod:`onlinejax.wrappers.hedge`): the mixture's log density and the climatology's weight at each item."""
     n = len(Y)
-    lw = np.log([0.5, 0.5])
+    lw = np.log([1.0 - prior, prior])
     k, out_lp, out_w = 0, [], []
     for i in range(n):
         m, sc, nu = (float(a[i]) for a in inner_preds)
@@ -131,7 +147,7 @@ def _replay_weights(inner_preds, Y, keep_mean=False):
             post -= np.logaddexp(*post)
             a = 1.0 / (k + 1)
             with np.errstate(divide="ignore"):  # a = 1 at the first item: the prior again
-                lw = np.logaddexp(np.log1p(-a) + post, np.log(a / 2))
+                lw = np.logaddexp(np.log1p(-a) + post, np.log(a * np.array([1.0 - prior, prior])))
             k += 1
         else:
             out_lp.append(l1)
@@ -147,13 +163,13 @@ def _stream(seed, n, signal=1.0):
 
 
 @pytest.mark.float32_only
-@pytest.mark.parametrize("keep_mean", [False, True])
-def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share(keep_mean):
+@pytest.mark.parametrize("keep_mean,prior", [(False, 0.5), (True, 0.5), (False, 0.1)])
+def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share(keep_mean, prior):
     X, Y = _stream(3, 60)
     Xd, Yd = jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE)
     inner = calibrated(bayes_linreg(2))
     pin = progressive_validation(inner, inner.init(), Xd, Yd).predictions
-    hedged = with_climatology(inner, keep_mean=keep_mean)
+    hedged = with_climatology(inner, keep_mean=keep_mean, climatology_prior=prior)
     p = progressive_validation(hedged, hedged.init(), Xd, Yd).predictions
     assert isinstance(p, StudentTMixture)
     # the learner's own component is its prediction: the wrapper does not change what it learns
@@ -161,7 +177,7 @@ def test_with_climatology_mixes_by_bayes_weights_with_a_one_over_t_share(keep_me
         np.testing.assert_allclose(a, b, rtol=tol(1e-12, 1e-5))
     if keep_mean:  # the prediction's mean is the learner's: its MSE does not change
         np.testing.assert_allclose(np.asarray(p.mean), np.asarray(pin.mean), rtol=tol(1e-12, 1e-6))
-    ref_lp, ref_w = _replay_weights((pin.mean, pin.scale, pin.df), np.asarray(Yd, np.float64), keep_mean)
+    ref_lp, ref_w = _replay_weights((pin.mean, pin.scale, pin.df), np.asarray(Yd, np.float64), keep_mean, prior)
     np.testing.assert_allclose(np.asarray(p.log_prob(Yd)), ref_lp, rtol=tol(1e-9, 1e-4), atol=tol(1e-9, 1e-4))
     np.testing.assert_allclose(np.asarray(p.weights[:, 1]), ref_w, rtol=tol(1e-8, 1e-3), atol=tol(1e-12, 1e-6))
     assert np.all(np.asarray(p.weights[:2, 1]) == 0.0)  # the climatology joins with two targets
@@ -213,6 +229,9 @@ def test_with_climatology_skips_non_finite_items_and_refuses_other_learners():
         with_climatology("not a learner")
     with pytest.raises(TypeError, match="keep_mean"):
         with_climatology(calibrated(bayes_linreg(2)), keep_mean="yes")
+    for bad in (0.0, 1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="climatology_prior"):
+            with_climatology(calibrated(bayes_linreg(2)), climatology_prior=bad)
     gauss = with_climatology(bayes_linreg(2))  # a Gaussian prediction is mixed as a t of 1/eps degrees of freedom
     st, p = gauss.step(gauss.init(), jnp.asarray(X[0], DTYPE), jnp.asarray(Y[0], DTYPE))
     assert isinstance(p, StudentTMixture) and np.isfinite(float(p.log_prob(Y[0])))

@@ -31,7 +31,7 @@ from .distributions import StudentTPrediction, normal_quantile, student_t_abs_mo
 Array = jax.Array
 
 __all__ = ["StudentTMixture", "student_t_mixture_quantile", "student_t_mixture_quantile_newton", "student_t_mixture_crps",
-           "safeguarded_newton_quantile"]
+           "safeguarded_newton_quantile", "bisect_floats"]
 
 #: Gauss-Legendre nodes of the CRPS cross terms (the integrand is smooth in the mapped variable).
 _QUADRATURE_NODES = 64
@@ -132,10 +132,10 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     quantile lies between their smallest and largest quantile; the bracket
     ``μ_m ± s_m·B`` holds those, with ``B = tan(π(p - ½))`` for ``ν >= 1`` (the
     Cauchy's quantile, ``p = max(q, 1 - q)``) and ``max(tan(π(p - ½)), 1/(2(1 - p)))^{1/ν}``
-    for a heavier tail (its tail ``P(T > t) ≈ ½ t^{-ν}`` as ``ν → 0``). It is halved
-    ``nmant + 66`` times (as :func:`~onlinejax.wrappers.combination.mixture_quantile`
-    does), enough for a bracket 2⁶⁴ times wider than the answer. Several
-    ``q`` share one bisection (one CDF call site in the compiled program).
+    for a heavier tail (its tail ``P(T > t) ≈ ½ t^{-ν}`` as ``ν → 0``). It is bisected
+    in the floats' bit order down to two adjacent floats (:func:`bisect_floats`: 32 steps in
+    float32, 64 in float64). Several ``q`` share one bisection (one CDF call site in the
+    compiled program).
 
     Args:
       pred: ``[..., M]`` components.
@@ -145,15 +145,48 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
     """
     qs, target, lo, hi, comp, w, _ = _bracket(pred, q)
 
-    def body(_, b):
-        lo, hi = b
-        mid = 0.5 * (lo + hi)
-        below = jnp.sum(jnp.where(w > 0, w * comp.cdf(mid[..., None]), 0.0), axis=-1) < target
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+    def below(x):
+        return jnp.sum(jnp.where(w > 0, w * comp.cdf(x[..., None]), 0.0), axis=-1) < target
 
-    lo, hi = jax.lax.fori_loop(0, int(np.finfo(pred.means.dtype).nmant) + 66, body, (lo, hi))
-    out = 0.5 * (lo + hi)
+    lo, hi = bisect_floats(below, lo, hi)
+    out = lo + 0.5 * (hi - lo)
     return out if isinstance(q, (tuple, list)) else out[..., 0]
+
+
+def _float_keys(x: Array) -> Array:
+    """Signed integers of ``x``'s bit patterns whose order is the floats' (``-0.0`` just below ``+0.0``); its own inverse."""
+    bits = 32 if x.dtype in (jnp.float32, jnp.int32) else 64
+    k = x if jnp.issubdtype(x.dtype, jnp.integer) else jax.lax.bitcast_convert_type(x, jnp.int32 if bits == 32 else jnp.int64)
+    return k ^ ((k >> (bits - 1)) & (2 ** (bits - 1) - 1))
+
+
+def bisect_floats(below, lo: Array, hi: Array) -> tuple[Array, Array]:
+    """Where a monotone predicate turns, by bisection on the floats between ``lo`` and ``hi`` in their bit order.
+
+    Each step halves the count of representable numbers in ``[lo, hi]`` (not
+    their span), so the dtype's bit width of steps (32 in float32, 64 in
+    float64) leaves two adjacent floats, however wide the bracket (a bracket
+    ``±1e30`` around a quantile near ``1e-3`` needs mantissa bits + 66
+    halvings of its span). ``below(x)`` is True left of the turn.
+
+    Args:
+      below: ``Array -> bool Array`` of ``lo``'s shape, False from the turn on (monotone).
+      lo, hi: float32 or float64 brackets, ``lo <= hi``; a NaN in either gives NaN.
+    Returns:
+      ``(lo, hi)``: the last float found below and the first found not below (adjacent where the bracket held).
+    """
+    dt = lo.dtype
+    bad = jnp.isnan(lo) | jnp.isnan(hi)
+    k_lo, k_hi = (_float_keys(jnp.where(bad, 0.0, e).astype(dt)) for e in (lo, hi))
+
+    def body(_, b):
+        k_lo, k_hi = b
+        k_mid = (k_lo >> 1) + (k_hi >> 1) + (k_lo & k_hi & 1)  # floor((lo + hi)/2) without overflow
+        is_below = below(jax.lax.bitcast_convert_type(_float_keys(k_mid), dt))
+        return jnp.where(is_below, k_mid, k_lo), jnp.where(is_below, k_hi, k_mid)
+
+    keys = jax.lax.fori_loop(0, 32 if dt == jnp.float32 else 64, body, (k_lo, k_hi))
+    return tuple(jnp.where(bad, jnp.nan, jax.lax.bitcast_convert_type(_float_keys(k), dt)).astype(dt) for k in keys)
 
 
 def _bracket(pred: StudentTMixture, q):

@@ -23,7 +23,7 @@ import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
 from ...core.base import check_in_range, normal_quantile
-from ...core.student_mixture import safeguarded_newton_quantile
+from ...core.student_mixture import bisect_floats, safeguarded_newton_quantile
 from ..calibration import is_informative
 
 Array = jax.Array
@@ -169,11 +169,12 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
 
     The quantile lies between the smallest and largest member quantile
     (the mixture CDF is a convex combination of the members' CDFs), so
-    bisection on that bracket converges. ``iterations`` defaults to the
-    dtype's mantissa bits + 66: enough to shrink a bracket 2⁶⁴ times wider
-    than the answer's magnitude down to rounding, since one wide member
-    (variance 1e12, say) makes the bracket many orders of magnitude wider
-    than the quantile and mantissa-many halvings would stop far from it.
+    bisection on that bracket converges. By default it bisects in the
+    floats' bit order down to two adjacent floats
+    (:func:`~onlinejax.core.student_mixture.bisect_floats`: 32 steps in
+    float32, 64 in float64, however wide the bracket: one wide member,
+    variance 1e12 say, makes it many orders of magnitude wider than the
+    quantile); ``iterations`` halves its span that many times instead.
 
     Args:
       pred: a :class:`MixturePrediction` with ``[..., M]`` members.
@@ -181,17 +182,22 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
     Returns:
       ``[...]`` quantiles.
     """
-    iterations = iterations or int(np.finfo(pred.means.dtype).nmant) + 66
     qs, w, live, lo, hi, _ = _member_quantiles(pred, (q,))
 
-    def body(_, b):
-        lo, hi = b
-        mid = 0.5 * (lo + hi)
-        below = _live_cdf(pred, w, live, mid) < qs
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+    def below(x):
+        return _live_cdf(pred, w, live, x) < qs
 
-    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
-    return 0.5 * (lo + hi)[..., 0]
+    if iterations is None:
+        lo, hi = bisect_floats(below, lo, hi)
+    else:
+        def body(_, b):
+            lo, hi = b
+            mid = 0.5 * (lo + hi)
+            is_below = below(mid)
+            return jnp.where(is_below, mid, lo), jnp.where(is_below, hi, mid)
+
+        lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    return (lo + 0.5 * (hi - lo))[..., 0]
 
 
 def _member_quantiles(pred: MixturePrediction, q: tuple):
