@@ -84,6 +84,8 @@ def test_bisect_floats_ends_on_two_adjacent_floats_however_wide_the_bracket():
         assert a < root <= b and np.nextafter(a, dt.type(np.inf)) == b, (lo, hi, root, a, b)
     a, b = bisect_floats(lambda t: t < 1.0, jnp.asarray(np.nan, dt), jnp.asarray(2.0, dt))
     assert np.isnan(float(a)) and np.isnan(float(b))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        bisect_floats(lambda t: t < 1.0, jnp.asarray(0.0, jnp.float16), jnp.asarray(2.0, jnp.float16))
 
 
 def test_student_t_mixture_quantile_brackets_tails_heavier_than_cauchy():

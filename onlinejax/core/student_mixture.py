@@ -154,9 +154,10 @@ def student_t_mixture_quantile(pred: StudentTMixture, q) -> Array:
 
 
 def _float_keys(x: Array) -> Array:
-    """Signed integers of ``x``'s bit patterns whose order is the floats' (``-0.0`` just below ``+0.0``); its own inverse."""
+    """Signed integers of ``x``'s bit patterns in the floats' order (``-0.0`` just below ``+0.0``); its own inverse."""
     bits = 32 if x.dtype in (jnp.float32, jnp.int32) else 64
-    k = x if jnp.issubdtype(x.dtype, jnp.integer) else jax.lax.bitcast_convert_type(x, jnp.int32 if bits == 32 else jnp.int64)
+    as_int = {32: jnp.int32, 64: jnp.int64}[bits]
+    k = x if jnp.issubdtype(x.dtype, jnp.integer) else jax.lax.bitcast_convert_type(x, as_int)
     return k ^ ((k >> (bits - 1)) & (2 ** (bits - 1) - 1))
 
 
@@ -174,8 +175,12 @@ def bisect_floats(below, lo: Array, hi: Array) -> tuple[Array, Array]:
       lo, hi: float32 or float64 brackets, ``lo <= hi``; a NaN in either gives NaN.
     Returns:
       ``(lo, hi)``: the last float found below and the first found not below (adjacent where the bracket held).
+    Raises:
+      TypeError: ``lo`` is neither float32 nor float64.
     """
     dt = lo.dtype
+    if dt not in (jnp.float32, jnp.float64):
+        raise TypeError(f"lo: bisect_floats needs float32 or float64, got {dt}")
     bad = jnp.isnan(lo) | jnp.isnan(hi)
     k_lo, k_hi = (_float_keys(jnp.where(bad, 0.0, e).astype(dt)) for e in (lo, hi))
 

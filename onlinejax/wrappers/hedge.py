@@ -177,7 +177,8 @@ def step_one(learner: Learner, keep_mean: bool, s: HedgedState, x: Array, y: Arr
 
 
 def _reweigh(s: HedgedState, inner, x: Array, y: Array, issued: StudentTMixture) -> HedgedState:
-    """The weights' Bayes step and share, and the climatology's update (:func:`update_one`); ``inner`` the learner's new state."""
+    """The weights' Bayes step and share and the climatology's update (:func:`update_one`); ``inner``: the learner's
+    new state."""
     dt = s.log_weights.dtype
     lp = StudentTPrediction(issued.means, issued.scales, issued.dfs).log_prob(y)
     post = issued.log_weights + jnp.where(jnp.isnan(lp), -jnp.inf, lp)

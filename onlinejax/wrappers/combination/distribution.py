@@ -15,11 +15,10 @@ those of any other non-Gaussian prediction.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.special import ndtr, ndtri
 
 from ...core.base import check_in_range, normal_quantile
@@ -164,17 +163,17 @@ def mixture_prediction(log_weights: Array, means: Array, vars: Array) -> Mixture
     return MixturePrediction(jnp.where(any_ok, mean, nan), jnp.where(any_ok, var, nan), lw, means, vars)
 
 
-def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int] = None) -> Array:
+def mixture_quantile(pred: MixturePrediction, q: float) -> Array:
     """The ``q``-quantile of a Gaussian mixture, by bisection on its CDF.
 
     The quantile lies between the smallest and largest member quantile
     (the mixture CDF is a convex combination of the members' CDFs), so
-    bisection on that bracket converges. By default it bisects in the
-    floats' bit order down to two adjacent floats
+    bisection on that bracket converges. It bisects in the floats' bit
+    order down to two adjacent floats
     (:func:`~onlinejax.core.student_mixture.bisect_floats`: 32 steps in
     float32, 64 in float64, however wide the bracket: one wide member,
     variance 1e12 say, makes it many orders of magnitude wider than the
-    quantile); ``iterations`` halves its span that many times instead.
+    quantile).
 
     Args:
       pred: a :class:`MixturePrediction` with ``[..., M]`` members.
@@ -187,16 +186,7 @@ def mixture_quantile(pred: MixturePrediction, q: float, iterations: Optional[int
     def below(x):
         return _live_cdf(pred, w, live, x) < qs
 
-    if iterations is None:
-        lo, hi = bisect_floats(below, lo, hi)
-    else:
-        def body(_, b):
-            lo, hi = b
-            mid = 0.5 * (lo + hi)
-            is_below = below(mid)
-            return jnp.where(is_below, mid, lo), jnp.where(is_below, hi, mid)
-
-        lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    lo, hi = bisect_floats(below, lo, hi)
     return (lo + 0.5 * (hi - lo))[..., 0]
 
 
