@@ -368,7 +368,8 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     return both_maps(n_features,
                      lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard),
                                              standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP,
-                                                                                reexpress=ReexpressRuns(reexpress_noise))),
+                                                                                reexpress=ReexpressRuns(reexpress_noise),
+                                                                                log_first=n_features)),
                      lambda m: nig_linreg(m, prior=NIGPrior(m * noise_var, noise_var, 4.0),
                                           forgetting=forgetting, trend=trend))
 
@@ -378,19 +379,23 @@ def _recommended_gp(n_inputs: int, window: int):
                      tune_options=RECOMMENDED_GP_TUNE)
 
 
-def _recommended() -> list[GridLearner]:
-    W, fixed = RECOMMENDED_WINDOW, RECOMMENDED_STANDARDIZATION
+def _windowed(learner, tune_unmoved=True, clip=5.0, log_first=None):
+    """A recommended windowed learner's wrappers: the state machine over a window, calibrated with fixed statistics."""
+    # fixed statistics: the state machine keeps a model for hundreds of items without learning
+    # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
+    # and a stuck sensor's run adds one item to the window, not a window of copies
+    # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
+    # and a trending input is followed: learned while stable, rebased step by step on the whole window
+    options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
+                             min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
+                             follow_inputs=RECOMMENDED_FOLLOW_MARGIN)
+    W = RECOMMENDED_WINDOW
+    standardization = RECOMMENDED_STANDARDIZATION._replace(clip=clip, keep=W, log_first=log_first)
+    return calibrated(adaptive(learner, W, options=options), standardization=standardization)
 
-    def windowed(learner, tune_unmoved=True, clip=5.0):
-        # fixed statistics: the state machine keeps a model for hundreds of items without learning
-        # an outlier is not learned into the window, and a window worse than the naive forecasts is relearned
-        # and a stuck sensor's run adds one item to the window, not a window of copies
-        # and a window of a few distinct inputs (duplicated rows) learns on instead of freezing
-        # and a trending input is followed: learned while stable, rebased step by step on the whole window
-        options = MachineOptions(naive_alarm=RECOMMENDED_NAIVE_ALARM, learn_shock=False, skip_repeats=True,
-                                 min_moves=RECOMMENDED_MIN_MOVES, tune_unmoved=tune_unmoved,
-                                 follow_inputs=RECOMMENDED_FOLLOW_MARGIN)
-        return calibrated(adaptive(learner, W, options=options), standardization=fixed._replace(clip=clip, keep=W))
+
+def _recommended() -> list[GridLearner]:
+    W, fixed, windowed = RECOMMENDED_WINDOW, RECOMMENDED_STANDARDIZATION, _windowed
 
     makers = {
         # the average mean and a linear kernel term (an OLS mean extrapolates wildly on real data, d = 6-10), and
@@ -398,13 +403,13 @@ def _recommended() -> list[GridLearner]:
         "RecommendedGP": ("GPRegression", lambda d: windowed(_recommended_gp(d, W), tune_unmoved=False), 1),
         "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: both_maps(
-            d, partial(windowed, clip=RECOMMENDED_FEATURE_CLIP),
+            d, partial(windowed, clip=RECOMMENDED_FEATURE_CLIP, log_first=d),
             lambda m: bayesian_map_windowed(m, W, features=ThesisFeatures(intercept=True), alpha=float(m),
                                             options=MAP_WINDOWED._replace(prior_floor=RECOMMENDED_PRIOR_FLOOR))), None),
         # learns every item, so running statistics can follow the stream's scale; a memory of ~100 items
         # (the thesis's 0.05 forgets within ~20, too few for 2d + d(d+1)/2 + d + 1 weights on real data)
         "RecommendedForgettingLinear": ("BayesianLinear", lambda d: both_maps(
-            d, partial(calibrated, standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP)),
+            d, partial(calibrated, standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP, log_first=d)),
             lambda m: bayesian_map_forgetting(m, forgetting_factor=0.01, features=ThesisFeatures(intercept=True),
                                               alpha=float(m))), None),
     }

@@ -61,12 +61,12 @@ def test_records_are_given_as_records_and_old_keywords_are_refused():
 def test_the_defaults_are_the_keyword_factorys():
     """The records' defaults are the values the keywords had (a change here changes every calibrated learner)."""
     assert ACIOptions() == (0.005,) and QuantileOptions() == (0.02, 100, None, 1.0)
-    assert StandardizeOptions() == (1.0, None, None, True, None, None, 3.0)
+    assert StandardizeOptions() == (1.0, None, None, True, None, None, 3.0, None)
     assert CALIBRATED_STANDARDIZATION == StandardizeOptions(clip=5.0)
     rc, cc = _conformal_options(level=0.95, method="aci", aci=ACIOptions(), quantile=QuantileOptions(),
                                 max_scale=1e4, recalibrate=None, df=None)
     assert rc is None and cc == ConformalOptions("aci", 0.95, 0.005, 0.02, 100, None, 1.0, 1e4, None)
-    assert StandardizeOptions(clip=5, warmup=8).checked() == (1.0, 5.0, 8, True, 8, None, 3.0)
+    assert StandardizeOptions(clip=5, warmup=8).checked() == (1.0, 5.0, 8, True, 8, None, 3.0, None)
 
 
 def test_equal_records_build_the_same_learner():

@@ -89,6 +89,14 @@ def test_an_input_spanning_decades_is_taken_in_log_scale_and_the_learner_starts_
                                atol=tol(1e-12, 1e-4))
     with pytest.raises(ValueError, match="log_spread"):
         standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_spread=0.0))
+    # only the first k inputs may be taken in log scale (a feature map's raw inputs before their squares)
+    X2 = np.column_stack([X[:, 1], x0])
+    lr = standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_first=1))
+    assert not np.any(np.asarray(progressive_validation(lr, lr.init(), X2.astype(DTYPE), y.astype(DTYPE)).state.log_scale))
+    lr = standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_first=2))
+    assert np.asarray(progressive_validation(lr, lr.init(), X2.astype(DTYPE), y.astype(DTYPE)).state.log_scale)[1] > 0
+    with pytest.raises(ValueError, match="log_first"):
+        standardize(oj.bayes_linreg(2), options=StandardizeOptions(log_first=0))
     # inputs over 60 decades: |x|/c would overflow float32; the log scale stays finite and exact
     st = out.state._replace(log_scale=jnp.asarray([1e-32, 0.0], DTYPE))
     np.testing.assert_allclose(np.asarray(log_scaled(st, jnp.asarray([1e30, 2.0], DTYPE))),

@@ -468,7 +468,8 @@ def standardize(learner: Learner, *, options: StandardizeOptions = StandardizeOp
           what it learned holds every item in today's coordinates (module doc). Not behind a scaler
           that moves the inputs' coordinates upstream: the target must then move with them.
         * ``log_spread``: ``3.0``, or ``None``: the robust standard deviation of an input's first 16
-          logs from which it is taken in log scale (module doc); never with ``scale_inputs=False``.
+          logs from which it is taken in log scale (module doc); never with ``scale_inputs=False``;
+          ``log_first``: only the first ``k`` inputs may be (a feature map's raw inputs, not their squares).
     Returns:
       A learner with state :class:`StandardizeState`. ``init(decay=, **kw)``
       passes ``kw`` to ``learner.init``; ``tune``, ``downdate`` (of an item
