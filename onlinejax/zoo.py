@@ -340,7 +340,8 @@ def both_maps(n_inputs: int, wrap, make_linear):
 
     Args:
       n_inputs: ``d``.
-      wrap: ``Learner -> Learner``, the standardising wrapper.
+      wrap: ``Learner -> Learner``, the standardising wrapper; give its options ``log_first=d`` (the
+        map's first ``d`` columns are the raw inputs: only those may be taken in log scale, not their squares).
       make_linear: ``m -> Learner`` for ``m = d + d(d+1)/2 + 4d`` features; give it the unit prior
         ``alpha = m`` (:func:`unit_prior_alpha`'s reasoning: ``m`` standardised features of order 1).
     """
