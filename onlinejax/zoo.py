@@ -55,7 +55,7 @@ restarts from the prior where the data say a change happened.
 fifth member) is a GP whose memory is not a window: conjugate
 Bayesian linear regression on random Fourier features
 (:func:`onlinejax.learners.linear.random_feature_gp`), averaged over lengthscales and
-forgetting factors by the evidence, calibrated the same way.
+forgetting factors, and with a local level, by the evidence, calibrated the same way.
 """
 from __future__ import annotations
 
@@ -76,34 +76,18 @@ from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatur
                               odd_features, thesis_features)
 from .learners.linear.bayes import forgetting_from_thesis
 from .learners.linear.nig import reexpress_noise
-from .learners.linear.random_features import random_feature_gp
+from .learners.linear.random_features import RandomFeatureModels, random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .core.schedule import TunePlan
 from .wrappers.standardize_state import StandardizeOptions
 
 __all__ = [
-    "THESIS_WINDOWS",
-    "THESIS_FORGETTING",
-    "THESIS_TRAIN_SIZES",
-    "thesis_online_learners",
-    "thesis_batch_learners",
-    "combination_learners",
-    "default_learners",
-    "thesis_default_learners",
-    "COMBINATION_MEMBERS",
-    "DEFAULT_COMBINATION",
-    "default_combination_rule",
-    "recommended_learners",
-    "RECOMMENDED_MEMBERS",
-    "RECOMMENDED_COMBINATION",
-    "RECOMMENDED_BOCPD",
-    "RECOMMENDED_RANDOM_FEATURE_GP",
-    "CLIMATOLOGY",
-    "recommended_bocpd",
-    "both_maps",
-    "RECOMMENDED_FEATURE_CLIP",
-    "configurations",
-    "register_all",
+    "THESIS_WINDOWS", "THESIS_FORGETTING", "THESIS_TRAIN_SIZES",
+    "thesis_online_learners", "thesis_batch_learners", "combination_learners", "default_learners",
+    "thesis_default_learners", "COMBINATION_MEMBERS", "DEFAULT_COMBINATION", "default_combination_rule",
+    "recommended_learners", "RECOMMENDED_MEMBERS", "RECOMMENDED_COMBINATION", "RECOMMENDED_BOCPD",
+    "RECOMMENDED_RANDOM_FEATURE_GP", "CLIMATOLOGY", "recommended_bocpd", "both_maps", "RECOMMENDED_FEATURE_CLIP",
+    "RECOMMENDED_RANDOM_FEATURE_MODELS", "configurations", "register_all",
 ]
 
 THESIS_WINDOWS = (32, 48, 64, 96, 128)
@@ -272,6 +256,10 @@ RECOMMENDED_WARMUP = 32
 #: :data:`RECOMMENDED_WARMUP` items, then fixed, the standardised inputs clipped at 5 standard deviations.
 RECOMMENDED_STANDARDIZATION = StandardizeOptions(clip=5.0, warmup=RECOMMENDED_WARMUP)
 
+#: ``RecommendedRandomFeatureGP``'s models: the defaults and a local level forgetting at 0.95, which the evidence
+#: weighs where the inputs explain little (``benchmarks/RESULTS.md``, "A local level among the random-feature GP's").
+RECOMMENDED_RANDOM_FEATURE_MODELS = RandomFeatureModels(level=0.95)
+
 #: The windowed recommended learners' state machine relearns its window when, over its recent stable items,
 #: it lost to both naive forecasts on more than this share (:class:`~onlinejax.wrappers.adaptive.MachineOptions`'s
 #: ``naive_alarm``): a window learned on a stuck sensor or around an outlier is replaced.
@@ -439,10 +427,11 @@ def _recommended() -> list[GridLearner]:
                                         "level and slope (Normal-inverse-gamma linear regression on the mapped "
                                         f"features, forgetting; 16 run lengths), {calib}"))
     out.append(grid_learner(RECOMMENDED_RANDOM_FEATURE_GP, "RandomFeatureGP",
-                            lambda d: calibrated(random_feature_gp(d), standardization=fixed),
+                            lambda d: calibrated(random_feature_gp(d, models=RECOMMENDED_RANDOM_FEATURE_MODELS),
+                                                 standardization=fixed),
                             description="a GP with unbounded memory: Bayesian linear regression on 64 random Fourier "
                                         "feature pairs, its noise learned, lengthscale and forgetting averaged over "
-                                        f"12 models by their evidence, {calib}"))
+                                        f"12 models and a local level by their evidence, {calib}"))
     out.append(grid_learner(CLIMATOLOGY, "Climatology", lambda d: climatology(d),
                             description="the baseline: the Student-t posterior predictive of the targets so far "
                                         "(ignores the inputs)"))

@@ -157,7 +157,7 @@ def test_the_other_defaults_are_the_keyword_factorys():
     assert BayesOptions() == (True,) and SGDOptions() == ("running",)
     assert KernelRegressionOptions() == ("asymptotic", "prediction", None)
     assert NIGPrior() == (1.0, 1.0, 4.0)
-    assert RandomFeatureModels() == (None, (1.0, 0.99, 0.95), 0.99)
+    assert RandomFeatureModels() == (None, (1.0, 0.99, 0.95), 0.99, None)
     for make, kw in ((oj.bayes_linreg, "tunable"), (oj.sgd_linreg, "variance"), (oj.nig_linreg, "noise_var"),
                      (oj.random_feature_gp, "lengthscales"), (oj.random_feature_gp, "discount")):
         with pytest.raises(TypeError, match=kw):

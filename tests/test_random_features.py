@@ -18,26 +18,33 @@ def _phi(x, freqs, ell):
     return np.concatenate([np.cos(u) / np.sqrt(m), np.sin(u) / np.sqrt(m), x / np.sqrt(d), [1.0]])
 
 
-def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
+def _model_phi(x, freqs, ell):
+    """A model's features; ``ell=None``: the local level's, the constant feature alone."""
+    if ell is None:
+        return np.eye(2 * freqs.shape[0] + freqs.shape[1] + 1)[-1]
+    return _phi(x, freqs, ell)
+
+
+def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount, level=None):
     """Each model's predictive from the λ-weighted batch closed form (Normal-inverse-gamma; the weights' prior
     precision and ``b₀`` discounted like the data, the prior count ``a₀`` kept; every learned item discounted once
     before the next prediction), then the evidence-weighted mixture's mean, variance and degrees of freedom, and
-    each model's (location, scale, df), per item."""
-    models = [(e, l) for e in ells for l in lams]
+    each model's (location, scale, df), per item. ``level``: one more model on the constant feature alone."""
+    models = [(e, l) for e in ells for l in lams] + ([] if level is None else [(None, level)])
     log_w = np.zeros(len(models))
     out = []
     for t in range(len(y)):
         locs, scales, dfs = [], [], []
         for ell, lam in models:
             F = 2 * freqs.shape[0] + freqs.shape[1] + 1
-            P = np.array([_phi(X[i], freqs, ell) for i in range(t)]).reshape(t, F)
+            P = np.array([_model_phi(X[i], freqs, ell) for i in range(t)]).reshape(t, F)
             wts = lam ** np.arange(t, 0, -1.0)
             prec = lam ** t * alpha0 * np.eye(F) + (P.T * wts) @ P
             S = np.linalg.inv(prec)
             m = S @ (P.T @ (wts * y[:t]))
             a = a0 + 0.5 * wts.sum()
             b = lam ** t * b0 + 0.5 * (wts @ y[:t] ** 2 - m @ prec @ m)
-            q = _phi(X[t], freqs, ell)
+            q = _model_phi(X[t], freqs, ell)
             locs.append(q @ m)
             scales.append(np.sqrt(b / a * (1.0 + q @ S @ q)))
             dfs.append(2.0 * a)
@@ -51,17 +58,18 @@ def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount):
     return out
 
 
-@pytest.mark.parametrize("forgetting", [None, (1.0, 0.6)])
-def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting):
+@pytest.mark.parametrize("forgetting, level", [(None, None), ((1.0, 0.6), None), (None, 1.0), ((1.0, 0.6), 0.7)])
+def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting, level):
     """Every item: the mixture's mean, variance and df, and each model's Student-t (λ = 0.6: below 2/3, where a
     forgotten prior count would leave no variance; 15 items, before an unexcited direction's variance reaches
-    its float32 cap, 0.6⁻¹⁶ ≈ 1/√eps times the prior's, and the windup clamp departs from the closed form)."""
+    its float32 cap, 0.6⁻¹⁶ ≈ 1/√eps times the prior's, and the windup clamp departs from the closed form);
+    ``level``: with the local level, a model of the constant feature alone."""
     d, n = 2, 30 if forgetting is None else 15
     X = rng.normal(size=(n, d))
     y = np.sin(2.0 * X[:, 0]) + 0.3 * rng.normal(size=n)
     ells = (0.6, 2.0)
-    lrn = random_feature_gp(d, 6, models=RandomFeatureModels(ells, forgetting, 0.95), prior=NIGPrior(0.5, 0.4),
-                            seed=3)
+    lrn = random_feature_gp(d, 6, models=RandomFeatureModels(ells, forgetting, 0.95, level),
+                            prior=NIGPrior(0.5, 0.4), seed=3)
     state = lrn.init()
     got, models = [], []
     for x, t in zip(X, y):
@@ -69,7 +77,8 @@ def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting):
         models.append(np.stack([loc, np.sqrt(scale2), df]))
         state, p = lrn.step(state, x, t)
         got.append((float(p.mean), float(p.var), float(p.df)))
-    ref = _reference(X, y, np.asarray(state.freqs, np.float64), ells, forgetting or (1.0,), 0.5, 2.0, 0.8, 0.95)
+    ref = _reference(X, y, np.asarray(state.freqs, np.float64), ells, forgetting or (1.0,), 0.5, 2.0, 0.8, 0.95,
+                     level)
     got, mix = np.array(got), np.array([r[:3] for r in ref])
     assert np.max(np.abs(got[:, 0] - mix[:, 0]) / np.sqrt(mix[:, 1])) < tol(1e-9, 2e-3)
     assert np.max(np.abs(got[:, 1] / mix[:, 1] - 1.0)) < tol(1e-9, 2e-3)
@@ -249,6 +258,9 @@ def test_float32_long_run_stays_finite_and_calibrated():
     ({"models": RandomFeatureModels(forgetting=())}, "models.forgetting"),
     ({"models": RandomFeatureModels(lengthscales=())}, "models.lengthscales"),
     ({"prior": NIGPrior(prior_df=2.0)}, "prior.prior_df"),
+    ({"models": RandomFeatureModels(level=1.5)}, "models.level"),
+    ({"models": RandomFeatureModels(level=0.0)}, "models.level"),
+    ({"models": RandomFeatureModels(forgetting=None, level=0.9)}, "models.level"),
 ])
 def test_bad_hyperparameters_name_the_field(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name}: "):
@@ -264,3 +276,24 @@ def test_init_keeps_the_models_count_and_refuses_forgetting_when_built_without()
         random_feature_gp(2, 4, models=RandomFeatureModels(forgetting=None)).init(forgetting=0.9)
     one = random_feature_gp(2, 4, models=RandomFeatureModels(0.5, 0.9))  # scalars: one model
     assert one.init().lengthscale.shape == (1,) and float(one.init(prior_df=6.0).a[0]) == 3.0
+
+
+def test_the_local_level_takes_the_weight_where_the_inputs_explain_nothing(rng):
+    """Targets a random walk's level plus noise, inputs unrelated to them: the local level (the constant feature
+    alone, forgetting 0.9) ends with most of the weight and scores the items better than the same models without
+    it, whose flexible members fit the noise; on a smooth function of the inputs the level's weight vanishes."""
+    n = 300
+    X = rng.normal(size=(n, 2))
+    y = np.cumsum(0.3 * rng.normal(size=n)) + rng.normal(size=n)
+    run = {}
+    for level in (None, 0.9):
+        lrn = random_feature_gp(2, 16, models=RandomFeatureModels(forgetting=(1.0, 0.9), level=level))
+        state, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (jnp.asarray(X), jnp.asarray(y)))
+        run[level] = (state, np.asarray(p.log_prob(jnp.asarray(y, p.mean.dtype)))[20:].mean())
+    w = np.asarray(jax.nn.softmax(run[0.9][0].log_weight))
+    assert w[-1] > 0.5 and bool(run[0.9][0].level_only[-1]), w
+    assert run[0.9][1] > run[None][1] + 0.02, (run[0.9][1], run[None][1])
+    y2 = np.sin(2.0 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=n)
+    lrn = random_feature_gp(2, 16, models=RandomFeatureModels(forgetting=(1.0, 0.9), level=0.9))
+    state = lrn.learn(lrn.init(), X, y2)
+    assert float(jax.nn.softmax(state.log_weight)[-1]) < 1e-3

@@ -29,6 +29,15 @@ discounted by ``δ`` per item so that a drift can hand the weight to another
 lengthscale. The mixture is returned as a Student-t with its mean and
 variance (floored at :func:`onlinejax.core.linalg.variance_floor` of the mean).
 
+Optionally one more model sees the constant feature alone: a local level,
+``y ~ N(c, σ²)`` with ``c`` forgotten at its own ``λ`` (the kernel's
+infinite-lengthscale limit without its linear term). Where the inputs explain
+little (a short series whose lags carry no signal) it predicts the recent
+level with the noise's spread, while the flexible models, whose prior lets
+them fit a few items' noise, would be overconfident; the evidence hands it
+the weight there, and takes it away within a few items where the inputs
+explain the target.
+
 Forgetting ``λ < 1`` (optional, static presence) discounts the precision and
 the noise statistics after each item, before the next is predicted (the
 step of a state-space model): ``S ← S/λ``, ``a ← λa + (1 - λ)a₀``, ``b ← λb``,
@@ -90,6 +99,7 @@ class RandomFeatureState(NamedTuple):
       n_seen: ``[]`` int32 items learned.
       n_skipped: ``[]`` int32 items skipped (non-finite or too large).
       last_x: ``[d]`` the last input learned (a repeat of it is forgotten along its own direction only).
+      level_only: ``[K]`` bool, the models that see the constant feature alone (the local level, module doc).
     """
 
     freqs: Array
@@ -106,6 +116,7 @@ class RandomFeatureState(NamedTuple):
     n_seen: Array
     n_skipped: Array
     last_x: Array
+    level_only: Array
 
 
 def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
@@ -117,7 +128,7 @@ def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
 
 
 def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0, noise_var=0.5, prior_df=4.0,
-         discount=0.999, forgetting=1.0, seed: int = 0, dtype=None) -> RandomFeatureState:
+         discount=0.999, forgetting=1.0, level=None, seed: int = 0, dtype=None) -> RandomFeatureState:
     """The prior state.
 
     Args:
@@ -125,6 +136,8 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
       n_frequencies: ``M`` (static).
       lengthscales: ``[L]`` lengthscales (or one), > 0.
       forgetting: ``[Φ]`` forgetting factors (or one) in (0, 1]: the ``K = LΦ`` models are every pair.
+      level: ``None`` (static presence) or the forgetting factor in (0, 1] of one more model, the local level
+        (module doc), appended after them: ``K = LΦ + 1``.
       prior_precision: ``α₀ > 0``: the weights' prior is ``N(0, σ²/α₀)``.
       noise_var: the noise variance's prior guess ``b₀/a₀``, > 0.
       prior_df: the prior's degrees of freedom ``2a₀``, > 2 (so the first prediction has a variance).
@@ -132,7 +145,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
       seed: the frequencies' PRNG seed.
       dtype: floating dtype; default float32 (float64 when x64 is enabled).
     Returns:
-      The :class:`RandomFeatureState` of ``K`` models at the prior.
+      The :class:`RandomFeatureState` of ``K`` models at the prior (the level's ``lengthscale`` is 1, unused).
     Raises:
       ValueError: naming the argument, for out-of-range concrete values or an empty ``lengthscales`` or
         ``forgetting``.
@@ -143,12 +156,18 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
     check_in_range(prior_df, "prior_df", 2.0, float("inf"), hi_open=True)
     check_in_range(discount, "discount", 0.0, 1.0)
     check_in_range(forgetting, "forgetting", 0.0, 1.0)
+    if level is not None:
+        check_in_range(level, "level", 0.0, 1.0)
     d, m = int(n_inputs), int(n_frequencies)
     ell, lam = (jnp.ravel(jnp.asarray(v, dtype)) for v in (lengthscales, forgetting))
     for v, name in ((ell, "lengthscales"), (lam, "forgetting")):
         if v.shape[0] == 0:
             raise ValueError(f"{name}: must hold at least one value")
     ell, lam = jnp.repeat(ell, lam.shape[0]), jnp.tile(lam, ell.shape[0])
+    level_only = jnp.zeros(ell.shape, bool)
+    if level is not None:
+        ell, lam = jnp.append(ell, jnp.ones((), dtype)), jnp.append(lam, jnp.asarray(level, dtype))
+        level_only = jnp.append(level_only, True)
     k, f = ell.shape[0], 2 * m + d + 1
     alpha = jnp.asarray(prior_precision, dtype)
     a0 = jnp.asarray(prior_df, dtype) / 2
@@ -167,12 +186,14 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
         n_seen=jnp.zeros((), jnp.int32),
         n_skipped=jnp.zeros((), jnp.int32),
         last_x=jnp.zeros((d,), dtype),
+        level_only=level_only,
     )
 
 
 def _members(state: RandomFeatureState, x: Array):
     """Each model's features ``[K, F]``, ``f = Wᵀφ`` ``[K, F]`` and Student-t (loc, scale², df) ``[K]`` each."""
     phi = jax.vmap(features, in_axes=(None, None, 0))(x, state.freqs, state.lengthscale)
+    phi = jnp.where(state.level_only[:, None], jnp.zeros_like(phi).at[:, -1].set(1.0), phi)
     return (phi, *jax.vmap(predictive)(state.mean, state.cov_sqrt, state.a, state.b, phi))
 
 
@@ -272,7 +293,8 @@ FORGETTING = (1.0, 0.99, 0.95)
 class RandomFeatureModels(NamedTuple):
     """The models :func:`random_feature_gp` averages, and how fast their weights forget: a hashable record.
 
-    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor (their counts are static: they
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor, and the local level if ``level``
+    is given (``K = LΦ + 1``; the counts and the level's presence are static: they
     set the state's shapes; their values are state arrays, which ``init`` overrides). Give sequences as
     tuples, so that equal records build the same learner.
 
@@ -281,11 +303,14 @@ class RandomFeatureModels(NamedTuple):
       forgetting: ``[Φ]`` forgetting factors in (0, 1] (default :data:`FORGETTING`); ``None`` (static): no
         forgetting, the cheaper path.
       discount: ``δ ∈ (0, 1]``, the models' log evidence discount per item (default 0.99).
+      level: ``None`` (default, static presence) or the forgetting factor in (0, 1] of one more model, the local
+        level on the constant feature alone (module doc); below 1 only where the models forget.
     """
 
     lengthscales: Optional[Sequence[float]] = None
     forgetting: Optional[Sequence[float]] = FORGETTING
     discount: float = 0.99
+    level: Optional[float] = None
 
     def checked(self, n_inputs: int, name: str = "models") -> "RandomFeatureModels":
         """The record with tuples of floats, ``lengthscales`` resolved (``ValueError``: ``models.<field>: ...``)."""
@@ -299,7 +324,13 @@ class RandomFeatureModels(NamedTuple):
         if lam is not None:
             check_in_range(lam, f"{name}.forgetting", 0.0, 1.0)
         check_in_range(self.discount, f"{name}.discount", 0.0, 1.0)
-        return RandomFeatureModels(ell, lam, self.discount)
+        level = None if self.level is None else float(self.level)
+        if level is not None:
+            check_in_range(level, f"{name}.level", 0.0, 1.0)
+            if lam is None and level < 1.0:
+                raise ValueError(f"{name}.level: below 1 needs forgetting (built with forgetting=None, no model "
+                                 f"forgets), got {level!r}")
+        return RandomFeatureModels(ell, lam, self.discount, level)
 
 
 @describe_factory
@@ -307,8 +338,9 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
                       prior: NIGPrior = NIGPrior(0.1, 0.5, 4.0), seed: int = 0, dtype=None) -> Learner:
     """A GP with unbounded memory on standardised data: random Fourier features, noise and lengthscale learned.
 
-    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor,
-    averaged by their discounted evidence (module doc). Meant for inputs and
+    ``K = LΦ`` conjugate models, one per lengthscale and forgetting factor
+    (and a local level, if ``models.level`` is given), averaged by their
+    discounted evidence (module doc). Meant for inputs and
     targets of unit spread: wrap it in :func:`onlinejax.wrappers.calibration.calibrated`
     with a warm-up (the frequencies are fixed, so the coordinates must be too).
 
@@ -316,8 +348,8 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
       n_inputs: ``d`` (static).
       n_frequencies: ``M`` (static): ``F = 2M + d + 1`` features, ``O(KF²)`` per item.
       models: :class:`RandomFeatureModels`, the defaults of the lengthscales ``[L]`` and forgetting
-        factors ``[Φ]`` (static counts; ``forgetting=None``: no forgetting, the cheaper path) and of the
-        evidence discount ``δ``.
+        factors ``[Φ]`` (static counts; ``forgetting=None``: no forgetting, the cheaper path), of the
+        evidence discount ``δ`` and of the local level's forgetting factor (static presence).
       prior: :class:`~onlinejax.learners.linear.NIGPrior`, the defaults of ``α₀`` (the weights' prior precision in
         units of the noise variance), the noise variance's prior guess (on the standardised scale) and its
         degrees of freedom ``2a₀ > 2``; default ``NIGPrior(0.1, 0.5, 4.0)``.
@@ -342,9 +374,8 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
     mo = check_record(models, RandomFeatureModels, "models").checked(d)
     forget = mo.forgetting is not None
     defaults = dict(lengthscales=mo.lengthscales, **checked_prior(prior)._asdict(), discount=mo.discount,
-                    forgetting=mo.forgetting if forget else (1.0,), seed=seed, dtype=dtype)
-    init(d, m, **defaults)  # the defaults are checked now, naming the argument
-    n_models = len(defaults["lengthscales"]) * (len(defaults["forgetting"]) if forget else 1)
+                    forgetting=mo.forgetting if forget else (1.0,), level=mo.level, seed=seed, dtype=dtype)
+    n_models = init(d, m, **defaults).lengthscale.shape[0]  # the defaults are checked now, naming the argument
 
     def _init(**overrides):
         unknown = (set(overrides) - set(defaults)) | (set() if forget else {"forgetting"} & set(overrides))
