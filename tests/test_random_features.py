@@ -274,6 +274,8 @@ def test_init_keeps_the_models_count_and_refuses_forgetting_when_built_without()
         lrn.init(lengthscales=(0.7, 2.0, 3.0))
     with pytest.raises(TypeError, match="forgetting"):
         random_feature_gp(2, 4, models=RandomFeatureModels(forgetting=None)).init(forgetting=0.9)
+    with pytest.raises(TypeError, match="level"):  # built without forgetting, a level could not forget
+        random_feature_gp(2, 4, models=RandomFeatureModels(forgetting=None, level=1.0)).init(level=0.9)
     one = random_feature_gp(2, 4, models=RandomFeatureModels(0.5, 0.9))  # scalars: one model
     assert one.init().lengthscale.shape == (1,) and float(one.init(prior_df=6.0).a[0]) == 3.0
 

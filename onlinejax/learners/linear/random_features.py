@@ -378,7 +378,7 @@ def random_feature_gp(n_inputs: int, n_frequencies: int = 64, *, models: RandomF
     n_models = init(d, m, **defaults).lengthscale.shape[0]  # the defaults are checked now, naming the argument
 
     def _init(**overrides):
-        unknown = (set(overrides) - set(defaults)) | (set() if forget else {"forgetting"} & set(overrides))
+        unknown = (set(overrides) - set(defaults)) | (set() if forget else {"forgetting", "level"} & set(overrides))
         if unknown:
             raise TypeError(f"init: unexpected keyword(s) {sorted(unknown)}")
         state = init(d, m, **{**defaults, **overrides})
