@@ -18,5 +18,7 @@ def test_grid_sample_rows_are_unchanged(names):
     want = {k: v for k, v in want.items() if k.split("|")[0] in names}
     assert len(want) == 8 * len(names)  # eight streams per configuration
     got = pinned_rows.compute_rows(names)
-    bad = pinned_rows.differences(got, want, rtol=1e-7, atol=1e-12)
+    # 1e-6: a stream whose targets reach ~1e5 has errors ~10 that are differences of two ~1e5 numbers, so a
+    # prediction's last-bit difference between CPUs' instruction sets reads as ~1e-7 of its squared error.
+    bad = pinned_rows.differences(got, want, rtol=1e-6, atol=1e-12)
     assert not bad, "\n".join(bad[:20])
