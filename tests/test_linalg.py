@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from onlinejax.core.linalg import (exclusive_row_prefix, inv_chol_append, inv_chol_drop_first, inv_chol_slide,
-                                   lower_triangular_inverse, psd_solve, sqrt_cov_batch_update, sqrt_cov_rank1)
+                                   lower_triangular_inverse, psd_solve, sqrt_cov_add_precision, sqrt_cov_batch_update,
+                                   sqrt_cov_rank1)
 from conftest import tol
 from reference import rel_err
 
@@ -116,6 +117,25 @@ def test_sqrt_cov_rank1_add_remove_and_batch(rng):
     for x, y in zip(X[::-1], Y[::-1]):
         Wj, mj = sqrt_cov_rank1(Wj, mj, jnp.asarray(x), jnp.asarray(y), 0.5, -1.0)
     assert rel_err(np.asarray(Wj) @ np.asarray(Wj).T, S0) < tol(1e-9, 1e-3) and rel_err(mj, m) < tol(1e-9, 1e-3)
+
+
+def test_sqrt_cov_add_precision_equals_the_inverse_of_the_added_precisions(rng):
+    """``(S⁻¹ + αI)⁻¹`` in float64 for a wound-up ``S`` (variances 1e-3..3e3) and for a singular one."""
+    n, alpha = 12, 0.1
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    S = Q @ np.diag(np.geomspace(1e-3, 3e3, n)) @ Q.T
+    W = np.linalg.cholesky(S)
+    got = np.asarray(sqrt_cov_add_precision(jnp.asarray(W), jnp.asarray(alpha)), np.float64)
+    ref = np.linalg.inv(np.linalg.inv(S) + alpha * np.eye(n))
+    assert rel_err(got @ got.T, ref) < tol(1e-10, 1e-4)
+    assert np.max(np.diag(got @ got.T)) < 1.0 / alpha  # every variance below the added precision's
+    tight = Q[:, 0]  # the tightest direction keeps its variance
+    assert abs(tight @ got @ got.T @ tight / 1e-3 - 1.0) < 1e-3
+    Ws = W.copy()
+    Ws[:, -3:] = 0.0  # rank n - 3: S = WsWsᵀ has no inverse, the result is Ws(I + αWsᵀWs)⁻¹Wsᵀ
+    got = np.asarray(sqrt_cov_add_precision(jnp.asarray(Ws), jnp.asarray(alpha)), np.float64)
+    ref = Ws @ np.linalg.inv(np.eye(n) + alpha * Ws.T @ Ws) @ Ws.T
+    assert rel_err(got @ got.T, ref) < tol(1e-10, 1e-4)
 
 
 def test_psd_solve(rng):

@@ -62,7 +62,7 @@ def _reference(X, y, freqs, ells, lams, alpha0, a0, b0, discount, level=None):
 def test_every_prediction_equals_the_closed_form_mixture(rng, forgetting, level):
     """Every item: the mixture's mean, variance and df, and each model's Student-t (λ = 0.6: below 2/3, where a
     forgotten prior count would leave no variance; 15 items, before an unexcited direction's variance reaches
-    its float32 cap, 0.6⁻¹⁶ ≈ 1/√eps times the prior's, and the windup clamp departs from the closed form);
+    its float32 cap, 0.6⁻¹⁶ ≈ 1/√eps times the prior's, and the windup guard departs from the closed form);
     ``level``: with the local level, a model of the constant feature alone."""
     d, n = 2, 30 if forgetting is None else 15
     X = rng.normal(size=(n, d))
@@ -178,13 +178,15 @@ def test_forgetting_follows_a_change_that_memory_would_average(rng):
     assert errs[False] < 0.1 < errs[True]
 
 
-def test_vmapped_streams_equal_one_at_a_time_through_the_windup_clamps(rng):
+def test_vmapped_streams_equal_one_at_a_time_through_the_windup_guard(rng):
     """λ = 0.8 on a 1-d input: the long lengthscale's features span few directions, so its unexcited variance
-    reaches the cap within ~50 items and is clamped back to the prior's, on different items in different streams."""
+    reaches the cap within ~40 items and the model gets the prior's precision back, on different items in
+    different streams (a skipped item delays the next step by one)."""
     lrn = calibrated(random_feature_gp(1, 8, models=RandomFeatureModels((0.3, 3.0), (1.0, 0.8))),
                      standardization=StandardizeOptions(clip=5.0, warmup=8))
     X = rng.normal(size=(3, 300, 1))
     Y = np.sin(2.0 * X[..., 0]) + 0.1 * rng.normal(size=(3, 300))
+    Y[1, 20] = Y[2, 30] = Y[2, 31] = np.nan
 
     def run(X, Y):
         return jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(), (X, Y))
@@ -194,11 +196,35 @@ def test_vmapped_streams_equal_one_at_a_time_through_the_windup_clamps(rng):
         state, one = jax.jit(run)(X[i], Y[i])
         for a, b in ((batched.mean[i], one.mean), (batched.var[i], one.var)):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-9, 1e-4), atol=tol(1e-12, 1e-5))
-    # the clamp ran: no model's variance is above its cap, and a clamped one sits at the prior's
+    # the guard ran: no model's variance is above its cap, and a guarded one sits near the prior's
     inner = state.inner.inner
     var = np.sum(np.asarray(inner.cov_sqrt, np.float64) ** 2, axis=-1)  # [K, F] marginal variances / σ²
     assert np.max(var) <= float(np.finfo(inner.cov_sqrt.dtype).eps) ** -0.5 / float(inner.prior_precision) * 1.01
     assert np.max(var[3]) > 0.5 / float(inner.prior_precision)  # long lengthscale, λ = 0.8: back near the prior
+    # the guard's bound is one: each model's largest marginal variance is at most its bound
+    assert np.all(np.max(var, axis=-1) <= np.asarray(inner.variance_bound, np.float64) * (1.0 + tol(1e-9, 1e-4)))
+
+
+def test_gradients_pass_the_windup_guard(rng):
+    """λ = 0.7: the guard runs from item 23 in float32 (51 in float64); the gradient of the log score by the
+    lengthscales stays finite, and over the first 18 items, before it, equals a central difference (the
+    guard's step is taken as the identity only where it runs)."""
+    X, Y = jnp.asarray(rng.normal(size=(60, 1))), jnp.asarray(rng.normal(size=60))
+    lrn = random_feature_gp(1, 6, models=RandomFeatureModels((0.5, 2.0), (0.7,)))
+
+    def loss(log_ell, n):
+        _, p = jax.lax.scan(lambda s, xy: lrn.step(s, *xy), lrn.init(lengthscales=jnp.exp(log_ell)), (X[:n], Y[:n]))
+        return jnp.sum(p.log_prob(Y[:n]))
+
+    x0 = jnp.log(jnp.asarray([0.5, 2.0], X.dtype))
+    g = np.asarray(jax.grad(loss)(x0, 60))
+    assert np.all(np.isfinite(g)) and np.all(g != 0.0)
+    h = 1e-5 if X.dtype == jnp.float64 else 3e-3
+    g18 = np.asarray(jax.grad(loss)(x0, 18))
+    fd = [(float(loss(x0.at[i].add(h), 18)) - float(loss(x0.at[i].add(-h), 18))) / (2 * h) for i in range(2)]
+    np.testing.assert_allclose(g18, fd, rtol=tol(1e-5, 2e-2), atol=tol(1e-7, 2e-2))
+    state = jax.lax.scan(lambda s, xy: (lrn.step(s, *xy)[0], None), lrn.init(), (X, Y))[0]
+    assert np.all(np.asarray(state.variance_bound) < 0.7 ** -40 / 0.1)  # it ran: the bound started again
 
 
 def test_a_nonfinite_item_is_skipped_and_counted_inside_jit(rng):

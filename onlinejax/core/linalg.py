@@ -42,6 +42,7 @@ Array = jax.Array
 __all__ = [
     "sqrt_cov_rank1",
     "sqrt_cov_batch_update",
+    "sqrt_cov_add_precision",
     "prior_sqrt_cov",
     "cap_variance",
     "psd_solve",
@@ -118,6 +119,22 @@ def sqrt_cov_rank1(W: Array, m: Array, x: Array, y: Array, r: Array, sign: float
     return W_new, m_new
 
 
+def _sqrt_cov_times_inverse_root(W: Array, B: Array) -> Array:
+    """``W L⁻ᵀ`` with ``LLᵀ = I + B`` (Cholesky): the square root of ``W(I + B)⁻¹Wᵀ``."""
+    L = jnp.linalg.cholesky(jnp.eye(W.shape[1], dtype=W.dtype) + B)
+    return solve_triangular(L, W.T, lower=True).T
+
+
+def sqrt_cov_add_precision(W: Array, precision: Array) -> Array:
+    """``W₊`` with ``W₊W₊ᵀ = (S⁻¹ + precision·I)⁻¹``, ``S = WWᵀ`` (``W: [d, d]``, ``precision: []`` > 0).
+
+    By Woodbury, ``W(I + precision·WᵀW)⁻¹Wᵀ``, factorised by a Cholesky decomposition (``O(d³)``); a
+    singular ``S`` is fine. Every variance ends below ``1/precision``; a direction whose variance is far
+    below it keeps its variance.
+    """
+    return _sqrt_cov_times_inverse_root(W, precision * (W.T @ W))
+
+
 def sqrt_cov_batch_update(W: Array, m: Array, X: Array, Y: Array, prec: Array):
     """Absorb a mini-batch of observations at once (exactly the sequential result).
 
@@ -134,10 +151,7 @@ def sqrt_cov_batch_update(W: Array, m: Array, X: Array, Y: Array, prec: Array):
       ``(W₊, m₊)``. Cost ``O(b d² + d³)``.
     """
     F = X @ W
-    d = W.shape[0]
-    M = jnp.eye(d, dtype=W.dtype) + (F.T * prec) @ F
-    L = jnp.linalg.cholesky(M)
-    W_new = solve_triangular(L, W.T, lower=True).T
+    W_new = _sqrt_cov_times_inverse_root(W, (F.T * prec) @ F)
     resid = Y - X @ m
     m_new = m + W_new @ (W_new.T @ (X.T @ (prec * resid)))
     return W_new, m_new

@@ -45,10 +45,16 @@ so the model follows a drifting function over about ``1/(1 - λ)`` items.
 The noise's prior count ``a₀`` is not forgotten, so that the degrees of
 freedom stay above ``2a₀ > 2`` (with ``a ← λa`` they would settle at
 ``λ/(1 - λ)``, at most 2 for ``λ <= 2/3``: no variance). A direction that
-no recent item excited would have its variance grow without bound; once its
-variance reaches ``1/√eps`` times the prior's it is set back to the prior's
-(:func:`onlinejax.core.linalg.cap_variance`, which then leaves it alone for
-``log(1/√eps)/log(1/λ)`` items: 156 at ``λ = 0.95`` in float32).
+no recent item excited would have its variance grow without bound. Each
+model keeps a bound of its largest marginal variance (``1/λ`` per item, from
+the prior's ``1/α₀``); once it passes ``1/√eps`` times the prior's, the
+model gets the prior's precision back, ``S ← (S⁻¹ + α₀I)⁻¹`` (the mean
+kept): every variance is then below the prior's, the directions the data
+holds tight keep theirs, and the next such step is ``log(1/√eps)/log(1/λ)``
+items away (156 at ``λ = 0.95`` in float32). The step costs ``O(F³)`` and
+runs on one model at a time, on those items only; the recursion itself has
+no branch (a branch over the models' ``[K, F, F]`` state costs a copy of it
+on every item).
 
 An input equal to the one learned before it excites one direction only, so
 the step after it forgets that direction alone (directional forgetting,
@@ -72,9 +78,9 @@ import numpy as np
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                           default_float_dtype, describe_factory, make_learner)
-from ...core.linalg import variance_floor
+from ...core.batching import cond_if_any
+from ...core.linalg import sqrt_cov_add_precision, variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
-from .nig import forget as _forget
 
 Array = jax.Array
 
@@ -100,6 +106,8 @@ class RandomFeatureState(NamedTuple):
       n_skipped: ``[]`` int32 items skipped (non-finite or too large).
       last_x: ``[d]`` the last input learned (a repeat of it is forgotten along its own direction only).
       level_only: ``[K]`` bool, the models that see the constant feature alone (the local level, module doc).
+      variance_bound: ``[K]`` an upper bound of each model's largest marginal variance ``max_i S_ii`` (the
+        windup guard's, module doc).
     """
 
     freqs: Array
@@ -117,6 +125,7 @@ class RandomFeatureState(NamedTuple):
     n_skipped: Array
     last_x: Array
     level_only: Array
+    variance_bound: Array
 
 
 def features(x: Array, freqs: Array, lengthscale: Array) -> Array:
@@ -187,6 +196,7 @@ def init(n_inputs: int, n_frequencies: int, lengthscales, *, prior_precision=1.0
         n_skipped=jnp.zeros((), jnp.int32),
         last_x=jnp.zeros((d,), dtype),
         level_only=level_only,
+        variance_bound=jnp.full((k,), 1.0 / alpha, dtype),
     )
 
 
@@ -221,50 +231,85 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     """
     phi, f, loc, scale2, df = members
     log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
-    m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
+    m, _, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
                                                                        state.b, phi, y, f, loc)
-    if forget:  # the step to the next item; the models reach their windup clamps on different items: one at a time
+    bound = state.variance_bound  # an item only lowers a variance: the bound holds
+    if forget:  # the step to the next item
         repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
-        W, a, b = jax.lax.cond(repeat, _forget_along, _forget_all, W, a, b, phi, state)
-    return state._replace(cov_sqrt=W, mean=m, a=a, b=b,
+        W = _absorb_forget(state, f, repeat)
+        lam = state.forgetting
+        a, b = lam * a + (1.0 - lam) * state.prior_a, lam * b
+        W, bound = _restore_prior_precision(W, bound / lam, state.prior_precision)
+    else:
+        W = _absorb_forget(state, f, None)
+    return state._replace(cov_sqrt=W, mean=m, a=a, b=b, variance_bound=bound,
                           log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
                           n_seen=state.n_seen + 1, last_x=x)
 
 
-def _forget_all(W, a, b, phi, state: RandomFeatureState):
-    """The forgetting step of every direction (module doc): ``S ← S/λ`` with the windup clamp.
+def _absorb_forget(state: RandomFeatureState, f: Array, repeat: Optional[Array]) -> Array:
+    """The models' square roots after the item and, unless ``repeat`` is ``None``, the forgetting step.
+
+    The item (:func:`~onlinejax.core.linalg.sqrt_cov_rank1`): ``W₁ = W - c(Wf)fᵀ``, ``c = 1/(ρ + √ρ)``,
+    ``ρ = 1 + fᵀf``. Forgetting every direction (module doc): ``W₂ = W₁/√λ``, the local level's constant
+    row alone. After a repeated input, along its direction only (directional forgetting, Kulhavý 1987;
+    Hägglund 1983): ``S ← S + (1/λ - 1)SφφᵀS/(φᵀSφ)``, in the square root ``W₂ = W₁ + (λ^(-1/2) - 1)(W₁u)uᵀ``
+    with ``u = W₁ᵀφ/|W₁ᵀφ| = f/|f|`` and ``W₁f = Wf/√ρ``: the variance of ``φᵀw`` grows by ``1/λ`` as in the
+    full step, while the directions no repeat excites keep theirs (the full step would inflate them by
+    ``λ⁻ⁿ`` over ``n`` repeats). Every case is ``W₂ = D(W - γ(Wf)fᵀ)`` with a diagonal ``D`` and a scalar
+    ``γ``: one pass over ``W``, no branch.
 
     Args:
-      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` (unused).
-      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``, ``α₀``).
+      state: before the item; f: ``[K, F]`` ``Wᵀφ`` (:func:`_members`); repeat: ``[]`` bool, or ``None``: no
+        forgetting.
     Returns:
-      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+      ``[K, F, F]``.
     """
-    return jax.vmap(partial(_forget, max_batch=1), in_axes=(0, 0, 0, 0, None, None))(
-        W, a, b, state.forgetting, state.prior_a, state.prior_precision)
+    W = state.cov_sqrt
+    Wf = jnp.einsum("kij,kj->ki", W, f)
+    ff = jnp.sum(f * f, axis=-1)
+    root = jnp.sqrt(1.0 + ff)
+    gamma = 1.0 / (1.0 + ff + root)
+    if repeat is None:
+        return W - gamma[:, None, None] * Wf[:, :, None] * f[:, None, :]
+    lam, n = state.forgetting, W.shape[-1]
+    along = (jax.lax.rsqrt(lam) - 1.0) / (root * jnp.maximum(ff, jnp.finfo(ff.dtype).tiny))
+    gamma = jnp.where(repeat, gamma - along, gamma)
+    grow = jnp.where(state.level_only[:, None] & (jnp.arange(n) < n - 1), 1.0, jax.lax.rsqrt(lam)[:, None])
+    rows = jnp.where(repeat, 1.0, grow)  # [K, F]
+    return rows[:, :, None] * (W - gamma[:, None, None] * Wf[:, :, None] * f[:, None, :])
 
 
-def _forget_along(W, a, b, phi, state: RandomFeatureState):
-    """The forgetting step after a repeated input: only along the direction the repeats excite.
+@jax.custom_jvp
+def _restore_prior_precision(W: Array, bound: Array, alpha: Array):
+    """The windup guard (module doc): a model whose variance may exceed its cap gets the prior's precision back.
 
-    Directional forgetting (Kulhavý 1987; Hägglund 1983): ``S ← S + (1/λ - 1) SφφᵀS/(φᵀSφ)`` with
-    ``φ`` the repeated input's features ``[K, F]``, so the variance of ``φᵀw`` grows by ``1/λ`` as in the full
-    step, while the directions no repeat excites keep theirs (the full step would inflate them by ``λ⁻ⁿ``
-    over ``n`` repeats). In the square root: ``W ← W + (λ^(-1/2) - 1)(Wu)uᵀ``, ``u = Wᵀφ/|Wᵀφ|``. The
-    noise statistics are forgotten as in the full step.
+    ``bound`` ``[K]`` bounds each model's largest marginal variance from above (a forgetting step raises a
+    variance by at most ``1/λ``, an item only lowers it). The model furthest over the cap by its bound, if one
+    is, takes ``S ← (S⁻¹ + α₀I)⁻¹`` (:func:`~onlinejax.core.linalg.sqrt_cov_add_precision`, ``O(F³)``; the mean
+    kept): every variance is then below the prior's ``1/α₀``, which becomes its bound, and the directions the
+    data holds tight keep theirs. The others wait, a factor ``1/λ`` per item. Lazily under ``vmap``
+    (:func:`~onlinejax.core.batching.cond_if_any`); the gradient takes the step as the identity.
 
     Args:
-      W: ``[K, F, F]`` the models' square roots after the item; a, b: ``[K]``; phi: ``[K, F]`` its features.
-      state: the :class:`RandomFeatureState` before the item (its ``λ``, ``a₀``).
+      W: ``[K, F, F]``; bound: ``[K]``; alpha: ``[]`` ``α₀``.
     Returns:
-      ``(cov_sqrt [K, F, F], a [K], b [K])``.
+      ``(cov_sqrt [K, F, F], bound [K])``.
     """
-    lam = state.forgetting
-    f = jnp.einsum("kij,ki->kj", W, phi)  # [K, F], Wᵀφ
-    u = f * jax.lax.rsqrt(jnp.maximum(jnp.sum(f * f, -1, keepdims=True), jnp.finfo(f.dtype).tiny))
-    Wu = jnp.einsum("kij,kj->ki", W, u)
-    W = W + (jax.lax.rsqrt(lam) - 1.0)[:, None, None] * Wu[:, :, None] * u[:, None, :]
-    return W, lam * a + (1.0 - lam) * state.prior_a, lam * b
+    k = jnp.argmax(bound)
+    over = bound[k] > float(jnp.finfo(W.dtype).eps) ** -0.5 / alpha
+    return cond_if_any(_restore_one, max_batch=1)(over, (W, bound, k, alpha))[:2]
+
+
+@_restore_prior_precision.defjvp
+def _restore_prior_precision_jvp(primals, tangents):
+    return _restore_prior_precision(*primals), (tangents[0], jnp.zeros_like(primals[1]))
+
+
+def _restore_one(operand):
+    """:func:`_restore_prior_precision`'s step on model ``k``: ``(W, bound, k, α₀)`` to the same."""
+    W, bound, k, alpha = operand
+    return W.at[k].set(sqrt_cov_add_precision(W[k], alpha)), bound.at[k].set(1.0 / alpha), k, alpha
 
 
 def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
