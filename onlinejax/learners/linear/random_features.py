@@ -231,53 +231,46 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     """
     phi, f, loc, scale2, df = members
     log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
-    m, _, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
+    m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
                                                                        state.b, phi, y, f, loc)
     bound = state.variance_bound  # an item only lowers a variance: the bound holds
     if forget:  # the step to the next item
         repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
-        W = _absorb_forget(state, f, repeat)
+        W = _forget(W, state, f, repeat)
         lam = state.forgetting
         a, b = lam * a + (1.0 - lam) * state.prior_a, lam * b
         W, bound = _restore_prior_precision(W, bound / lam, state.prior_precision)
-    else:
-        W = _absorb_forget(state, f, None)
     return state._replace(cov_sqrt=W, mean=m, a=a, b=b, variance_bound=bound,
                           log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
                           n_seen=state.n_seen + 1, last_x=x)
 
 
-def _absorb_forget(state: RandomFeatureState, f: Array, repeat: Optional[Array]) -> Array:
-    """The models' square roots after the item and, unless ``repeat`` is ``None``, the forgetting step.
+def _forget(W: Array, state: RandomFeatureState, f: Array, repeat: Array) -> Array:
+    """The forgetting step of the square roots ``W₁`` after the item (module doc), elementwise.
 
-    The item (:func:`~onlinejax.core.linalg.sqrt_cov_rank1`): ``W₁ = W - c(Wf)fᵀ``, ``c = 1/(ρ + √ρ)``,
-    ``ρ = 1 + fᵀf``. Forgetting every direction (module doc): ``W₂ = W₁/√λ``, the local level's constant
-    row alone. After a repeated input, along its direction only (directional forgetting, Kulhavý 1987;
-    Hägglund 1983): ``S ← S + (1/λ - 1)SφφᵀS/(φᵀSφ)``, in the square root ``W₂ = W₁ + (λ^(-1/2) - 1)(W₁u)uᵀ``
-    with ``u = W₁ᵀφ/|W₁ᵀφ| = f/|f|`` and ``W₁f = Wf/√ρ``: the variance of ``φᵀw`` grows by ``1/λ`` as in the
-    full step, while the directions no repeat excites keep theirs (the full step would inflate them by
-    ``λ⁻ⁿ`` over ``n`` repeats). Every case is ``W₂ = D(W - γ(Wf)fᵀ)`` with a diagonal ``D`` and a scalar
-    ``γ``: one pass over ``W``, no branch.
+    The item left ``W₁ = W - c(Wf)fᵀ``, ``ρ = 1 + fᵀf`` (:func:`~onlinejax.core.linalg.sqrt_cov_rank1`).
+    Forgetting every direction: ``W₂ = W₁/√λ``, the local level's constant row alone. After a repeated input,
+    along its direction only (directional forgetting, Kulhavý 1987; Hägglund 1983):
+    ``S ← S + (1/λ - 1)SφφᵀS/(φᵀSφ)``, in the square root ``W₂ = W₁ + (λ^(-1/2) - 1)(W₁u)uᵀ`` with
+    ``u = W₁ᵀφ/|W₁ᵀφ| = f/|f|`` and ``W₁f = Wf/√ρ``: the variance of ``φᵀw`` grows by ``1/λ`` as in the full
+    step, while the directions no repeat excites keep theirs (the full step would inflate them by ``λ⁻ⁿ`` over
+    ``n`` repeats). Either case is ``W₂ = D(W₁ + τ(Wf)fᵀ)`` with a diagonal ``D`` and a scalar ``τ``: it fuses
+    with the item's update into one pass over ``W``, with no branch.
 
     Args:
-      state: before the item; f: ``[K, F]`` ``Wᵀφ`` (:func:`_members`); repeat: ``[]`` bool, or ``None``: no
-        forgetting.
+      W: ``[K, F, F]`` ``W₁``; state: before the item (its ``W``, ``λ``); f: ``[K, F]`` ``Wᵀφ``
+        (:func:`_members`); repeat: ``[]`` bool.
     Returns:
       ``[K, F, F]``.
     """
-    W = state.cov_sqrt
-    Wf = jnp.einsum("kij,kj->ki", W, f)
-    ff = jnp.sum(f * f, axis=-1)
-    root = jnp.sqrt(1.0 + ff)
-    gamma = 1.0 / (1.0 + ff + root)
-    if repeat is None:
-        return W - gamma[:, None, None] * Wf[:, :, None] * f[:, None, :]
     lam, n = state.forgetting, W.shape[-1]
-    along = (jax.lax.rsqrt(lam) - 1.0) / (root * jnp.maximum(ff, jnp.finfo(ff.dtype).tiny))
-    gamma = jnp.where(repeat, gamma - along, gamma)
+    ff = jnp.sum(f * f, axis=-1)
+    along = (jax.lax.rsqrt(lam) - 1.0) / (jnp.sqrt(1.0 + ff) * jnp.maximum(ff, jnp.finfo(ff.dtype).tiny))
+    Wf = jnp.einsum("kij,kj->ki", state.cov_sqrt, f)
     grow = jnp.where(state.level_only[:, None] & (jnp.arange(n) < n - 1), 1.0, jax.lax.rsqrt(lam)[:, None])
     rows = jnp.where(repeat, 1.0, grow)  # [K, F]
-    return rows[:, :, None] * (W - gamma[:, None, None] * Wf[:, :, None] * f[:, None, :])
+    tau = jnp.where(repeat, along, 0.0)
+    return rows[:, :, None] * (W + tau[:, None, None] * Wf[:, :, None] * f[:, None, :])
 
 
 @jax.custom_jvp
