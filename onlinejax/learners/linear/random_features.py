@@ -231,22 +231,34 @@ def _learn(state: RandomFeatureState, x: Array, y: Array, members, *, forget: bo
     """
     phi, f, loc, scale2, df = members
     log_p = StudentTPrediction(loc, jnp.sqrt(scale2), df).log_prob(y)  # [K], each model's score of y
-    m, W, a, b = jax.vmap(absorb, in_axes=(0, 0, 0, 0, 0, None, 0, 0))(state.mean, state.cov_sqrt, state.a,
-                                                                       state.b, phi, y, f, loc)
+    repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
+    lam = state.forgetting if forget else jnp.ones_like(state.forgetting)
+    models = (state.mean, state.cov_sqrt, state.a, state.b, phi, f, loc, lam, state.level_only)
+    one = partial(_model_step, y=y, repeat=repeat, prior_a=state.prior_a, forget=forget)
+    m, W, a, b = jax.vmap(one)(*models)
     bound = state.variance_bound  # an item only lowers a variance: the bound holds
-    if forget:  # the step to the next item
-        repeat = (state.n_seen > 0) & jnp.all(x == state.last_x)
-        W = _forget(W, state, f, repeat)
-        lam = state.forgetting
-        a, b = lam * a + (1.0 - lam) * state.prior_a, lam * b
-        W, bound = _restore_prior_precision(W, bound / lam, state.prior_precision)
+    if forget:
+        W, bound = _restore_prior_precision(W, bound / lam, state.prior_precision, models, y, repeat, state.prior_a)
     return state._replace(cov_sqrt=W, mean=m, a=a, b=b, variance_bound=bound,
                           log_weight=state.discount * state.log_weight + log_p - jnp.max(log_p),
                           n_seen=state.n_seen + 1, last_x=x)
 
 
-def _forget(W: Array, state: RandomFeatureState, f: Array, repeat: Array) -> Array:
-    """The forgetting step of the square roots ``W₁`` after the item (module doc), elementwise.
+def _model_step(mean, W, a, b, phi, f, loc, lam, level_only, *, y, repeat, prior_a, forget: bool):
+    """One model's item (``W: [F, F]``; ``mean``, ``phi``, ``f``: ``[F]``; the rest ``[]``): :func:`absorb`, then
+    with ``forget`` (static) the step to the next item (:func:`_forget`; ``a ← λa + (1 - λ)a₀``, ``b ← λb``).
+
+    Returns:
+      ``(mean [F], cov_sqrt [F, F], a [], b [])``.
+    """
+    m, W1, a1, b1 = absorb(mean, W, a, b, phi, y, f, loc)
+    if not forget:
+        return m, W1, a1, b1
+    return m, _forget(W1, W, f, lam, level_only, repeat), lam * a1 + (1.0 - lam) * prior_a, lam * b1
+
+
+def _forget(W1: Array, W: Array, f: Array, lam: Array, level_only: Array, repeat: Array) -> Array:
+    """The forgetting step of one model's square root ``W₁`` after the item (module doc), elementwise.
 
     The item left ``W₁ = W - c(Wf)fᵀ``, ``ρ = 1 + fᵀf`` (:func:`~onlinejax.core.linalg.sqrt_cov_rank1`).
     Forgetting every direction: ``W₂ = W₁/√λ``, the local level's constant row alone. After a repeated input,
@@ -258,51 +270,58 @@ def _forget(W: Array, state: RandomFeatureState, f: Array, repeat: Array) -> Arr
     with the item's update into one pass over ``W``, with no branch.
 
     Args:
-      W: ``[K, F, F]`` ``W₁``; state: before the item (its ``W``, ``λ``); f: ``[K, F]`` ``Wᵀφ``
-        (:func:`_members`); repeat: ``[]`` bool.
+      W1: ``[F, F]`` ``W₁``; W: ``[F, F]`` before the item; f: ``[F]`` ``Wᵀφ`` (:func:`_members`);
+      lam: ``[]`` ``λ``; level_only, repeat: ``[]`` bool.
     Returns:
-      ``[K, F, F]``.
+      ``[F, F]``.
     """
-    lam, n = state.forgetting, W.shape[-1]
-    ff = jnp.sum(f * f, axis=-1)
+    n = W.shape[-1]
+    ff = f @ f
     along = (jax.lax.rsqrt(lam) - 1.0) / (jnp.sqrt(1.0 + ff) * jnp.maximum(ff, jnp.finfo(ff.dtype).tiny))
-    Wf = jnp.einsum("kij,kj->ki", state.cov_sqrt, f)
-    grow = jnp.where(state.level_only[:, None] & (jnp.arange(n) < n - 1), 1.0, jax.lax.rsqrt(lam)[:, None])
-    rows = jnp.where(repeat, 1.0, grow)  # [K, F]
+    grow = jnp.where(level_only & (jnp.arange(n) < n - 1), 1.0, jax.lax.rsqrt(lam))
+    rows = jnp.where(repeat, 1.0, grow)  # [F]
     tau = jnp.where(repeat, along, 0.0)
-    return rows[:, :, None] * (W + tau[:, None, None] * Wf[:, :, None] * f[:, None, :])
+    return rows[:, None] * (W1 + tau * jnp.outer(W @ f, f))
 
 
 @jax.custom_jvp
-def _restore_prior_precision(W: Array, bound: Array, alpha: Array):
+def _restore_prior_precision(W: Array, bound: Array, alpha: Array, models, y: Array, repeat: Array, prior_a: Array):
     """The windup guard (module doc): a model whose variance may exceed its cap gets the prior's precision back.
 
     ``bound`` ``[K]`` bounds each model's largest marginal variance from above (a forgetting step raises a
     variance by at most ``1/λ``, an item only lowers it). The model furthest over the cap by its bound, if one
     is, takes ``S ← (S⁻¹ + α₀I)⁻¹`` (:func:`~onlinejax.core.linalg.sqrt_cov_add_precision`, ``O(F³)``; the mean
     kept): every variance is then below the prior's ``1/α₀``, which becomes its bound, and the directions the
-    data holds tight keep theirs. The others wait, a factor ``1/λ`` per item. Lazily under ``vmap``
-    (:func:`~onlinejax.core.batching.cond_if_any`); the gradient takes the step as the identity.
+    data holds tight keep theirs. The others wait, a factor ``1/λ`` per item. The branch
+    (:func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``) takes that model's inputs before the
+    item and steps it again (:func:`_model_step`): a branch over the whole ``[K, F, F]`` would copy it on every
+    item, and a slice of the stepped ``W`` would be computed on every item. The gradient takes the guard as the
+    identity.
 
     Args:
-      W: ``[K, F, F]``; bound: ``[K]``; alpha: ``[]`` ``α₀``.
+      W: ``[K, F, F]`` after the item; bound: ``[K]``; alpha: ``[]`` ``α₀``; models: the :func:`_model_step`
+        arguments of every model before the item (leading axis ``K``); y, repeat, prior_a: its keywords.
     Returns:
       ``(cov_sqrt [K, F, F], bound [K])``.
     """
     k = jnp.argmax(bound)
     over = bound[k] > float(jnp.finfo(W.dtype).eps) ** -0.5 / alpha
-    return cond_if_any(_restore_one, max_batch=1)(over, (W, bound, k, alpha))[:2]
+    this = jax.tree_util.tree_map(lambda v: v[k], models)
+
+    def restore(operand):
+        _, inputs, y, repeat, prior_a, alpha = operand
+        W1 = _model_step(*inputs, y=y, repeat=repeat, prior_a=prior_a, forget=True)[1]
+        return sqrt_cov_add_precision(W1, alpha), inputs, y, repeat, prior_a, alpha
+
+    # the result's slot starts as zeros, not the model's W: the branch not taken then copies no matrix
+    Wk = cond_if_any(restore, max_batch=1)(over, (jnp.zeros_like(W[0]), this, y, repeat, prior_a, alpha))[0]
+    pick = over & (jnp.arange(W.shape[0]) == k)
+    return jnp.where(pick[:, None, None], Wk, W), jnp.where(pick, 1.0 / alpha, bound)
 
 
 @_restore_prior_precision.defjvp
 def _restore_prior_precision_jvp(primals, tangents):
     return _restore_prior_precision(*primals), (tangents[0], jnp.zeros_like(primals[1]))
-
-
-def _restore_one(operand):
-    """:func:`_restore_prior_precision`'s step on model ``k``: ``(W, bound, k, α₀)`` to the same."""
-    W, bound, k, alpha = operand
-    return W.at[k].set(sqrt_cov_add_precision(W[k], alpha)), bound.at[k].set(1.0 / alpha), k, alpha
 
 
 def step_one(state: RandomFeatureState, x: Array, y: Array, *, forget: bool = False):
