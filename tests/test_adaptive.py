@@ -9,7 +9,7 @@ from onlinejax.wrappers.adaptive import (COLD_START, HIGH_ERROR, STABLE, TUNE, A
 from onlinejax.core.schedule import TunePlan
 from onlinejax.wrappers.detectors import bocpd_detector, cusum, frozen
 from onlinejax.wrappers.adaptive import init as adaptive_init
-from onlinejax.core.batching import cond_if_any
+from onlinejax.core.batching import cond_if_any, computed_if_any
 from onlinejax.data.synthetic import abrupt_drift_stream
 from onlinejax.evaluation.progressive import progressive_validation
 from onlinejax.learners.gp import gp_window
@@ -65,6 +65,37 @@ def test_cond_if_any_one_at_a_time_keeps_the_branchs_own_conds():
     assert calls == []
     jax.block_until_ready(jax.jit(jax.vmap(cond_if_any(f, max_batch=2)))(p, x))
     assert len(calls) > 0  # two at a time, the branch is vmapped and its cond a select
+
+
+@pytest.mark.parametrize("max_batch", [None, 1, 2, 5])
+def test_computed_if_any_equals_cond_with_zeros_and_skips_untaken_branch(max_batch):
+    """f(x) where the predicate holds, zeros elsewhere (an output of another structure than x), under nested vmap."""
+    calls = []
+    f = lambda x: (jax.debug.callback(lambda: calls.append(1)), {"a": x["w"] @ x["w"].T + 1.0, "b": x["v"].sum()})[1]
+    h = computed_if_any(f, max_batch=max_batch)
+
+    def ref(p, x):
+        return jax.lax.cond(p, f, lambda v: jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(f, v)), x)
+
+    rng = np.random.default_rng(1)
+    x = {"w": jnp.asarray(rng.normal(size=(2, 3, 4, 4)), DTYPE), "v": jnp.asarray(rng.normal(size=(2, 3, 5)), DTYPE)}
+    P = jnp.asarray(rng.uniform(size=(2, 3)) < 0.4)
+    out = jax.jit(jax.vmap(jax.vmap(h)))(P, x)
+    want = jax.jit(jax.vmap(jax.vmap(ref)))(P, x)
+    for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-12, 1e-5))
+    assert not np.any(np.asarray(out["a"])[~np.asarray(P)])  # zeros where the predicate is false
+    assert np.all(np.asarray(out["a"])[np.asarray(P)] != 0)
+    # unbatched: a plain branch; unbatched operand with a batched predicate
+    np.testing.assert_allclose(np.asarray(jax.jit(h)(True, jax.tree_util.tree_map(lambda a: a[0, 0], x))["b"]),
+                               np.asarray(x["v"][0, 0].sum()), rtol=tol(1e-12, 1e-5))
+    one = jax.tree_util.tree_map(lambda a: a[0, 0], x)
+    got = jax.jit(jax.vmap(h, in_axes=(0, None)))(P[0], one)["b"]
+    want = np.where(np.asarray(P[0]), float(one["v"].sum()), 0.0)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol(1e-12, 1e-5))
+    calls.clear()
+    jax.block_until_ready(jax.jit(jax.vmap(jax.vmap(h)))(jnp.zeros_like(P), x))
+    assert calls == []
 
 
 # ---------------------------------------------------------------- the state machine

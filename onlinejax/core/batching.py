@@ -26,6 +26,13 @@ For nested ``vmap`` (streams × hyperparameters) the whole-batch rule calls
 :func:`cond_if_any` again, so every level keeps the property; the compacted
 rule applies at the innermost level. Results equal those of a plain
 ``lax.cond`` exactly (the same computation, selected).
+
+:func:`computed_if_any` is the same for a branch that computes a new value
+from ``x`` rather than a new ``x``: ``f(x)`` where the predicate holds and
+zeros elsewhere, for the caller's ``jnp.where``. Its operand is only read
+(``cond_if_any``'s branch not taken is the identity, whose result XLA:CPU
+copies on every call: a covariance factor in the operand then costs a copy of
+it on every item), and under ``vmap`` it stays out of the compacted rule's loop.
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from .base import check_int
 
 T = TypeVar("T")
 
-__all__ = ["cond_if_any", "broadcast_unbatched"]
+__all__ = ["cond_if_any", "computed_if_any", "broadcast_unbatched"]
 
 
 def broadcast_unbatched(tree, batched, size: int):
@@ -103,3 +110,58 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     return g
+
+
+def _zeros(tree):
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
+
+
+def computed_if_any(f: Callable, max_batch: Optional[int] = None) -> Callable:
+    """``h(pred, x) = f(x) if pred else zeros``, lazily evaluated even under ``vmap`` (module doc).
+
+    Meant for ``jnp.where(pred, h(pred, x), otherwise)``: the select fuses with what computes ``otherwise``,
+    and ``x`` is only read, so a large operand costs nothing on the calls that skip the branch.
+
+    Args:
+      f: a pure function of a pytree ``x``, returning a pytree of arrays (any structure). It must not close
+        over traced values (pass them inside ``x``).
+      max_batch: as :func:`cond_if_any`'s.
+    Returns:
+      ``h(pred: bool [], x) -> f(x)``'s structure, zeros where ``pred`` is false.
+    """
+    if max_batch is not None:
+        max_batch = check_int(max_batch, "max_batch", 1)
+
+    @custom_vmap
+    def h(pred, x):
+        return jax.lax.cond(pred, f, lambda v: _zeros(jax.eval_shape(f, v)), x)
+
+    @h.def_vmap
+    def _rule(axis_size, in_batched, pred, x):
+        pred, x = broadcast_unbatched((pred, x), tuple(in_batched), axis_size)
+        if max_batch is None or max_batch >= axis_size:
+
+            def branch(px):
+                p, v = px
+                return jax.tree_util.tree_map(lambda a: jnp.where(_rows(p, a), a, jnp.zeros_like(a)), jax.vmap(f)(v))
+
+            out = computed_if_any(branch)(jnp.any(pred), (pred, x))
+        else:
+            k = min(int(max_batch), axis_size)
+
+            def body(carry):
+                todo, out = carry
+                idx = jnp.nonzero(todo, size=k, fill_value=axis_size)[0]  # out of range = unused slot
+                # x is read, not carried: the loop carries only the results
+                sub = jax.lax.optimization_barrier(jax.tree_util.tree_map(lambda a: a.at[idx].get(mode="clip"), x))
+                if k == 1:  # f itself: its own conds stay branches (cond_if_any's rule)
+                    new = jax.tree_util.tree_map(lambda a: a[None], f(jax.tree_util.tree_map(lambda a: a[0], sub)))
+                else:
+                    new = jax.vmap(f)(sub)
+                out = jax.tree_util.tree_map(lambda a, b: a.at[idx].set(b, mode="drop"), out, new)
+                return todo.at[idx].set(False, mode="drop"), out
+
+            out = jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (pred, _zeros(jax.eval_shape(jax.vmap(f), x))))[1]
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return h

@@ -78,7 +78,7 @@ import numpy as np
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                           default_float_dtype, describe_factory, make_learner)
-from ...core.batching import cond_if_any
+from ...core.batching import computed_if_any
 from ...core.linalg import sqrt_cov_add_precision, variance_floor
 from .nig import NIGPrior, absorb, checked_prior, predictive
 
@@ -293,7 +293,7 @@ def _restore_prior_precision(W: Array, bound: Array, alpha: Array, models, y: Ar
     is, takes ``S ← (S⁻¹ + α₀I)⁻¹`` (:func:`~onlinejax.core.linalg.sqrt_cov_add_precision`, ``O(F³)``; the mean
     kept): every variance is then below the prior's ``1/α₀``, which becomes its bound, and the directions the
     data holds tight keep theirs. The others wait, a factor ``1/λ`` per item. The branch
-    (:func:`~onlinejax.core.batching.cond_if_any`: lazily under ``vmap``) takes that model's inputs before the
+    (:func:`~onlinejax.core.batching.computed_if_any`: lazily under ``vmap``) takes that model's inputs before the
     item and steps it again (:func:`_model_step`): a branch over the whole ``[K, F, F]`` would copy it on every
     item, and a slice of the stepped ``W`` would be computed on every item. The gradient takes the guard as the
     identity.
@@ -309,12 +309,11 @@ def _restore_prior_precision(W: Array, bound: Array, alpha: Array, models, y: Ar
     this = jax.tree_util.tree_map(lambda v: v[k], models)
 
     def restore(operand):
-        _, inputs, y, repeat, prior_a, alpha = operand
+        inputs, y, repeat, prior_a, alpha = operand
         W1 = _model_step(*inputs, y=y, repeat=repeat, prior_a=prior_a, forget=True)[1]
-        return sqrt_cov_add_precision(W1, alpha), inputs, y, repeat, prior_a, alpha
+        return sqrt_cov_add_precision(W1, alpha)
 
-    # the result's slot starts as zeros, not the model's W: the branch not taken then copies no matrix
-    Wk = cond_if_any(restore, max_batch=1)(over, (jnp.zeros_like(W[0]), this, y, repeat, prior_a, alpha))[0]
+    Wk = computed_if_any(restore, max_batch=1)(over, (this, y, repeat, prior_a, alpha))
     pick = over & (jnp.arange(W.shape[0]) == k)
     return jnp.where(pick[:, None, None], Wk, W), jnp.where(pick, 1.0 / alpha, bound)
 
