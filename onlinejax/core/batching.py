@@ -59,6 +59,28 @@ def _rows(mask, a):
     return mask.reshape((-1,) + (1,) * (a.ndim - 1))
 
 
+def _compacted(f: Callable, pred, out, k: int, axis_size: int, source=None):
+    """The compacted rule's loop: ``f`` on the elements where ``pred`` (``[B]``) holds, ``k`` at a time
+    (static shapes: ``jnp.nonzero(..., size=k)``), written into ``out`` (``[B, ...]`` leaves); ``f`` reads
+    ``source``'s elements, or with ``source=None`` those of ``out`` itself (updated in place)."""
+
+    def body(carry):
+        todo, acc = carry
+        idx = jnp.nonzero(todo, size=k, fill_value=axis_size)[0]  # out of range = unused slot
+        # the barrier materialises the gathered elements: without it XLA fused the gather
+        # into f's consumers and a KR tune (W = 128) ran 3x slower inside this loop
+        src = acc if source is None else source
+        sub = jax.lax.optimization_barrier(jax.tree_util.tree_map(lambda a: a.at[idx].get(mode="clip"), src))
+        if k == 1:  # f itself, not a vmap of width 1: f's own conds stay branches, not selects
+            new = jax.tree_util.tree_map(lambda a: a[None], f(jax.tree_util.tree_map(lambda a: a[0], sub)))
+        else:
+            new = jax.vmap(f)(sub)
+        acc = jax.tree_util.tree_map(lambda a, b: a.at[idx].set(b, mode="drop"), acc, new)
+        return todo.at[idx].set(False, mode="drop"), acc
+
+    return jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (pred, out))[1]
+
+
 def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callable[[jax.Array, T], T]:
     """``g(pred, x) = f(x) if pred else x``, lazily evaluated even under ``vmap``.
 
@@ -72,44 +94,7 @@ def cond_if_any(f: Callable[[T], T], max_batch: Optional[int] = None) -> Callabl
     Returns:
       ``g(pred: bool [], x) -> x``.
     """
-    if max_batch is not None:
-        max_batch = check_int(max_batch, "max_batch", 1)
-
-    @custom_vmap
-    def g(pred, x):
-        return jax.lax.cond(pred, f, lambda v: v, x)
-
-    @g.def_vmap
-    def _rule(axis_size, in_batched, pred, x):
-        pred, x = broadcast_unbatched((pred, x), tuple(in_batched), axis_size)
-        if max_batch is None or max_batch >= axis_size:
-
-            def branch(px):
-                p, v = px
-                fv = jax.vmap(f)(v)
-                return p, jax.tree_util.tree_map(lambda a, b: jnp.where(_rows(p, a), a, b), fv, v)
-
-            out = cond_if_any(branch)(jnp.any(pred), (pred, x))[1]
-        else:
-            k = min(int(max_batch), axis_size)
-
-            def body(carry):
-                todo, v = carry
-                idx = jnp.nonzero(todo, size=k, fill_value=axis_size)[0]  # out of range = unused slot
-                # the barrier materialises the gathered elements: without it XLA fused the gather
-                # into f's consumers and a KR tune (W = 128) ran 3x slower inside this loop
-                sub = jax.lax.optimization_barrier(jax.tree_util.tree_map(lambda a: a.at[idx].get(mode="clip"), v))
-                if k == 1:  # f itself, not a vmap of width 1: f's own conds stay branches, not selects
-                    new = jax.tree_util.tree_map(lambda a: a[None], f(jax.tree_util.tree_map(lambda a: a[0], sub)))
-                else:
-                    new = jax.vmap(f)(sub)
-                v = jax.tree_util.tree_map(lambda a, b: a.at[idx].set(b, mode="drop"), v, new)
-                return todo.at[idx].set(False, mode="drop"), v
-
-            out = jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (pred, x))[1]
-        return out, jax.tree_util.tree_map(lambda _: True, out)
-
-    return g
+    return _lazy(f, max_batch, computed=False)
 
 
 def _zeros(tree):
@@ -129,39 +114,38 @@ def computed_if_any(f: Callable, max_batch: Optional[int] = None) -> Callable:
     Returns:
       ``h(pred: bool [], x) -> f(x)``'s structure, zeros where ``pred`` is false.
     """
+    return _lazy(f, max_batch, computed=True)
+
+
+def _lazy(f: Callable, max_batch: Optional[int], computed: bool) -> Callable:
+    """:func:`cond_if_any` (``computed=False``: the branch not taken is the identity) or :func:`computed_if_any`
+    (``True``: it gives zeros of ``f``'s result)."""
     if max_batch is not None:
         max_batch = check_int(max_batch, "max_batch", 1)
+    skip = (lambda v: _zeros(jax.eval_shape(f, v))) if computed else (lambda v: v)
 
     @custom_vmap
-    def h(pred, x):
-        return jax.lax.cond(pred, f, lambda v: _zeros(jax.eval_shape(f, v)), x)
+    def g(pred, x):
+        return jax.lax.cond(pred, f, skip, x)
 
-    @h.def_vmap
+    @g.def_vmap
     def _rule(axis_size, in_batched, pred, x):
         pred, x = broadcast_unbatched((pred, x), tuple(in_batched), axis_size)
         if max_batch is None or max_batch >= axis_size:
 
             def branch(px):
                 p, v = px
-                return jax.tree_util.tree_map(lambda a: jnp.where(_rows(p, a), a, jnp.zeros_like(a)), jax.vmap(f)(v))
+                fv, kept = jax.vmap(f)(v), jax.vmap(skip)(v)
+                out = jax.tree_util.tree_map(lambda a, b: jnp.where(_rows(p, a), a, b), fv, kept)
+                return out if computed else (p, out)
 
-            out = computed_if_any(branch)(jnp.any(pred), (pred, x))
+            out = _lazy(branch, None, computed)(jnp.any(pred), (pred, x))
+            out = out if computed else out[1]
+        elif computed:  # x is read, not carried: the loop carries only the results
+            out = _compacted(f, pred, _zeros(jax.eval_shape(jax.vmap(f), x)), min(int(max_batch), axis_size),
+                             axis_size, source=x)
         else:
-            k = min(int(max_batch), axis_size)
-
-            def body(carry):
-                todo, out = carry
-                idx = jnp.nonzero(todo, size=k, fill_value=axis_size)[0]  # out of range = unused slot
-                # x is read, not carried: the loop carries only the results
-                sub = jax.lax.optimization_barrier(jax.tree_util.tree_map(lambda a: a.at[idx].get(mode="clip"), x))
-                if k == 1:  # f itself: its own conds stay branches (cond_if_any's rule)
-                    new = jax.tree_util.tree_map(lambda a: a[None], f(jax.tree_util.tree_map(lambda a: a[0], sub)))
-                else:
-                    new = jax.vmap(f)(sub)
-                out = jax.tree_util.tree_map(lambda a, b: a.at[idx].set(b, mode="drop"), out, new)
-                return todo.at[idx].set(False, mode="drop"), out
-
-            out = jax.lax.while_loop(lambda c: jnp.any(c[0]), body, (pred, _zeros(jax.eval_shape(jax.vmap(f), x))))[1]
+            out = _compacted(f, pred, x, min(int(max_batch), axis_size), axis_size)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
-    return h
+    return g
