@@ -70,7 +70,7 @@ from .wrappers.combination import bma, combine, ewa_squared_error, fixed_share, 
 from .learners.gp import GPHyper, GPTuneOptions, GPWindowOptions, gp_window
 from .learners.gp.kernels import as_kernel, linear
 from .learners.gp.likelihood import MEANS
-from .learners.kernel_regression import kernel_regression
+from .learners.kernel_regression import KernelRegressionOptions, kernel_regression
 from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatures, bayesian_map_forgetting,
                               bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
                               odd_features, thesis_features)
@@ -390,7 +390,9 @@ def _recommended() -> list[GridLearner]:
         # the average mean and a linear kernel term (an OLS mean extrapolates wildly on real data, d = 6-10), and
         # no tune on a window of a few distinct inputs, where the marginal likelihood cannot place a lengthscale
         "RecommendedGP": ("GPRegression", lambda d: windowed(_recommended_gp(d, W), tune_unmoved=False), 1),
-        "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(kernel_regression(d, W)), None),
+        # a local linear fit: the Nadaraya-Watson mean's bias on a slope cost it most of its grid error
+        "RecommendedKernelRegression": ("KernelRegression", lambda d: windowed(
+            kernel_regression(d, W, options=KernelRegressionOptions(local="linear"))), None),
         "RecommendedWindowedLinear": ("BayesianMAP", lambda d: both_maps(
             d, partial(windowed, clip=RECOMMENDED_FEATURE_CLIP, log_first=d),
             lambda m: bayesian_map_windowed(m, W, features=ThesisFeatures(intercept=True), alpha=float(m),
@@ -406,7 +408,8 @@ def _recommended() -> list[GridLearner]:
     about = {
         "RecommendedGP": f"GP regression over the last {W} items (squared-exponential plus linear kernel, "
                          f"window-average mean, type-II MAP tunes), {calib}{_MACHINE}",
-        "RecommendedKernelRegression": f"Nadaraya-Watson kernel regression over the last {W} items, {calib}{_MACHINE}",
+        "RecommendedKernelRegression": f"local linear kernel regression (ridged) over the last {W} items, "
+                                       f"bandwidth by leave-one-out, {calib}{_MACHINE}",
         "RecommendedWindowedLinear": f"Bayesian linear regression on the thesis's features (both maps) over the "
                                      f"last {W} items, evidence-tuned, {calib}{_MACHINE}",
         "RecommendedForgettingLinear": "Bayesian linear regression on the thesis's features (both maps) forgetting "

@@ -101,6 +101,38 @@ def nw_window_reference(A, Xw, yw, xq=None):
     return out
 
 
+def ridged_line_intercept(U, yw, k, ridge):
+    """Float64 intercept ``a`` and ``(S + ρI)⁻¹`` of ``argmin Σ_j k_j (y_j - a - bᵀu_j)² + ρ‖b‖²``, by least squares
+    on the weighted rows stacked on the ridge's rows (no normal equations, no moments)."""
+    U, yw, k = (np.asarray(v, np.float64) for v in (U, yw, k))
+    n, d = U.shape
+    r = np.sqrt(k)
+    rows = np.vstack([r[:, None] * np.hstack([np.ones((n, 1)), U]), np.hstack([np.zeros((d, 1)), np.sqrt(ridge) * np.eye(d)])])
+    coef = np.linalg.lstsq(rows, np.concatenate([r * yw, np.zeros(d)]), rcond=None)[0]
+    ubar = k @ U / k.sum()
+    C = U - ubar
+    return coef[0], np.linalg.inv((C * k[:, None]).T @ C + ridge * np.eye(d)), ubar
+
+
+def ll_loo_cv(Xw, yw, alphas, ridge):
+    """Brute-force leave-one-out CV(α·COV) of the ridged local linear fit, float64: every point's fit from the
+    others with kernel counts ``exp(-½ uᵀ(α·COV)⁻¹u)`` and the ridge ``ρ`` on the slope per whitened unit."""
+    Xw = np.asarray(Xw, np.float64)
+    yw = np.asarray(yw, np.float64)
+    n = len(yw)
+    cov = np.cov(Xw.T, ddof=1).reshape(Xw.shape[1], Xw.shape[1])
+    scores = []
+    for a in alphas:
+        A = np.linalg.inv(np.linalg.cholesky(a * cov))
+        err = 0.0
+        for i in range(n):
+            o = np.arange(n) != i
+            U = (Xw[o] - Xw[i]) @ A.T
+            err += (ridged_line_intercept(U, yw[o], np.exp(-0.5 * np.sum(U * U, -1)), ridge)[0] - yw[i]) ** 2
+        scores.append(err / n)
+    return np.array(scores)
+
+
 def nw_loo_cv(Xw, yw, alphas):
     """Brute-force leave-one-out CV(α·COV) (thesis Algorithm 4), float64 loops."""
     Xw = np.asarray(Xw, np.float64)

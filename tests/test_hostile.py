@@ -131,9 +131,10 @@ def _assert_every_window_within_1_5x_of_clean(name, case):
 def test_inputs_spanning_twelve_decades_are_learned_in_log_scale(name):
     """Inputs log-uniform over [1e-6, 1e6], the target linear in their logarithms: once the standardiser has
     taken them in log scale (after 16 items, ``StandardizeOptions.log_spread``) every 500-item window from item
-    500 has an SMSE below 0.05 and, but for kernel regression (a local average, whose bias grows with the
-    function's slope: this target's variance is 25 times the clean stream's), an MSE within 1.5x the clean
-    stream's. Standardised raw, a few huge values among many near 0, they had SMSE 0.16-0.81."""
+    500 has an SMSE below 0.05 and an MSE within 1.5x the clean stream's. Standardised raw, a few huge values
+    among many near 0, they had SMSE 0.16-0.81; kernel regression's Nadaraya-Watson mean, whose bias grows
+    with the function's slope (this target's variance is 25 times the clean stream's), stayed above 1.5x
+    until its local linear fit."""
     streams = _streams()[0]
     res = _run(name)
     y, mean = streams["wide_range"][1], res["wide_range"][0]
@@ -142,8 +143,7 @@ def test_inputs_spanning_twelve_decades_are_learned_in_log_scale(name):
         w = slice(a, a + 500)
         mse, mse_clean = np.mean((mean[w] - y[w]) ** 2), np.mean((m_clean[w] - y_clean[w]) ** 2)
         assert mse <= 0.05 * np.var(y[w]), (a, mse, np.var(y[w]))
-        if name != "RecommendedKernelRegression":
-            assert mse <= 1.5 * mse_clean + 0.05, (a, mse, mse_clean)
+        assert mse <= 1.5 * mse_clean + 0.05, (a, mse, mse_clean)
 
 
 @pytest.mark.parametrize("name", LEARNERS)

@@ -11,7 +11,7 @@ from onlinejax.learners.kernel_regression import (THESIS_ALPHAS, KernelRegressio
                                                   residual_variance, window_sums)
 from onlinejax.evaluation.progressive import progressive_validation
 from conftest import DTYPE, X64, tol
-from reference import nw_loo_cv, nw_window_reference, rel_err
+from reference import ll_loo_cv, nw_loo_cv, nw_window_reference, rel_err, ridged_line_intercept
 
 
 def _no_info(yw, mean):
@@ -207,6 +207,8 @@ def test_bad_arguments():
         kernel_regression(2, 8, lengthscale=-1.0)
     with pytest.raises(ValueError, match="alphas"):
         kernel_regression(2, 8, options=KernelRegressionOptions(alphas=(0.1, 0.0)))
+    with pytest.raises(ValueError, match="options.local"):
+        kernel_regression(2, 8, options=KernelRegressionOptions(local="quadratic"))
     lrn = kernel_regression(2, 8)
     with pytest.raises(ValueError, match="x"):
         lrn.learn(lrn.init(), [1.0, 2.0, 3.0], 1.0)
@@ -394,3 +396,93 @@ def test_nonfinite_item_changes_only_the_skip_counter(rng):
         t = f(s, jnp.asarray(x, DTYPE), jnp.asarray(y, DTYPE))
         assert int(t.n_skipped) == int(s.n_skipped) + 1
         _assert_trees_close(t._replace(n_skipped=s.n_skipped), s, 0.0)
+
+
+LOCAL_LINEAR = KernelRegressionOptions(local="linear")
+
+
+def _ridge_reference(yw, sigma2):
+    """Float64 ρ = clip(σ̂²/(s_y² - σ̂²), 10⁻³, 10³), s_y² the window targets' sample variance (the module doc)."""
+    signal = np.var(np.asarray(yw, np.float64), ddof=1) - sigma2
+    return float(np.clip(sigma2 / max(signal, sigma2 / 1e3), 1e-3, 1e3))
+
+
+@pytest.mark.parametrize("where", ["inside", "edge", "outside"])
+def test_local_linear_prediction_equals_a_ridged_weighted_line(rng, where):
+    """The mean is the intercept of the ridged kernel-weighted least-squares line through the window (float64
+    reference by least squares on stacked rows), the confidence variance Nadaraya-Watson's plus the slope's
+    share σ̂² ūᵀ(S + ρI)⁻¹ū, and the prediction variance min(conf + σ̂², max(V, σ̂²))."""
+    W, d = 20, 2
+    X = rng.uniform(0, 2, (W, d))
+    Y = 1.5 * X[:, 0] - X[:, 1] + 0.3 * np.sin(3 * X[:, 1]) + 0.2 * rng.normal(size=W)
+    A = np.array([[1.6, 0.0], [0.4, 1.2]])
+    lrn = kernel_regression(d, W, options=LOCAL_LINEAR)
+    s = lrn.learn(lrn.init(), X, Y)._replace(whiten=jnp.asarray(A, DTYPE))
+    s = s._replace(**dict(zip(("density", "contribution"), window_sums(s.whiten, s.buffer.x, s.buffer.y, s.buffer.valid))))
+    xq = {"inside": [1.0, 1.0], "edge": [2.1, 0.05], "outside": [3.0, -0.5]}[where]
+    ref = nw_window_reference(A, X, Y, xq)
+    rho = _ridge_reference(Y, ref["sigma2"])
+    assert rho < 1.0  # a window with signal: a weak ridge
+    U = (X - np.asarray(xq)) @ A.T
+    mean, inv, ubar = ridged_line_intercept(U, Y, np.exp(-0.5 * np.sum(U * U, -1)), rho)
+    conf = ref["asymptotic"] + ref["sigma2"] * ubar @ inv @ ubar
+    var = min(conf + ref["sigma2"], max(_no_info(Y, mean), ref["sigma2"]))
+    p = lrn.predict(s, jnp.asarray(xq, DTYPE))
+    assert float(p.mean) == pytest.approx(mean, rel=tol(1e-9, 1e-4), abs=tol(1e-9, 1e-4))
+    assert float(p.var) == pytest.approx(var, rel=tol(1e-9, 1e-4))
+    # on this slope the Nadaraya-Watson mean is biased away from the function at the window's edge
+    truth = 1.5 * xq[0] - xq[1] + 0.3 * np.sin(3 * xq[1])
+    if where == "edge":
+        assert abs(mean - truth) < 0.5 * abs(ref["mean"] - truth)
+
+
+def test_local_linear_far_query_is_the_nearest_targets_average():
+    """Far from every point the kernel counts vanish, the slope with them: the Nadaraya-Watson limit, finite."""
+    lrn = kernel_regression(2, 8, lengthscale=0.1, options=LOCAL_LINEAR)
+    s = lrn.init()
+    for x, y in [([0.0, 0.0], 1.0), ([1.0, 0.0], 2.0), ([0.0, 1.0], 3.0)]:
+        s = lrn.learn(s, x, y)
+    for q in ([1000.0, 0.0], [1e30, 0.0]):
+        p = lrn.predict(s, jnp.asarray(q, DTYPE))
+        assert float(p.mean) == pytest.approx(2.0, abs=1e-6)
+        assert float(p.var) == pytest.approx(_no_info([1.0, 2.0, 3.0], 2.0), rel=tol(1e-12, 1e-6))
+
+
+def test_local_linear_loo_scores_and_tune_equal_brute_force(rng):
+    """``loo_cv_scores(ridge=ρ)`` equals every point's ridged line fitted on the others (float64 loops), and the
+    learner's tune picks that score's first minimum over its grid."""
+    W, d = 24, 2
+    X = rng.uniform(0, 10, (W, d)) @ np.array([[1.0, 0.3], [0.0, 0.5]])
+    Y = np.sin(0.3 * X[:, 0]) + 0.2 * X[:, 1] + 0.1 * rng.normal(size=W)
+    alphas = THESIS_ALPHAS[::7]
+    rho = 0.05
+    scores, _ = loo_cv_scores(jnp.asarray(X, DTYPE), jnp.asarray(Y, DTYPE), jnp.ones(W, bool), jnp.asarray(alphas, DTYPE),
+                              jnp.asarray(rho, DTYPE))
+    ref_rho = ll_loo_cv(X, Y, alphas, rho)
+    np.testing.assert_allclose(np.asarray(scores), ref_rho, rtol=tol(1e-9, 2e-3))
+    # on this smooth slope the Nadaraya-Watson score picks a narrower bandwidth than the weakly ridged line's
+    assert alphas[np.argmin(ref_rho)] > alphas[np.argmin(nw_loo_cv(X, Y, alphas))]
+    # the tune's ridge is the state's ρ; a bad start (lengthscale 100) so the tune must move
+    lrn = kernel_regression(d, W, lengthscale=100.0, options=LOCAL_LINEAR._replace(alphas=tuple(alphas)))
+    s = lrn.learn(lrn.init(), X, Y)
+    rho_s = float(kr.local_linear_ridge(s))
+    assert rho_s == pytest.approx(_ridge_reference(Y, nw_window_reference(np.asarray(s.whiten, np.float64), X, Y)["sigma2"]),
+                                  rel=tol(1e-9, 1e-4))
+    ref = ll_loo_cv(X, Y, alphas, rho_s)
+    t = lrn.tune(s)
+    assert float(t.bandwidth_scale) == pytest.approx(alphas[np.argmin(ref)], abs=1e-6)
+
+
+def test_local_linear_is_flat_where_the_inputs_explain_nothing(rng):
+    """Targets independent of the inputs: the ridge is at its cap (no explained variance) and the local linear
+    mean is the Nadaraya-Watson mean within a part in 10³ of the targets' spread."""
+    W, d = 32, 2
+    X, Y = rng.uniform(0, 1, (W, d)), rng.normal(size=W)
+    lrn, nw = kernel_regression(d, W, options=LOCAL_LINEAR), kernel_regression(d, W)
+    s = lrn.tune(lrn.learn(lrn.init(), X, Y))
+    ref = nw_window_reference(np.asarray(s.whiten, np.float64), X, Y)
+    rho = _ridge_reference(Y, ref["sigma2"])
+    assert float(kr.local_linear_ridge(s)) == pytest.approx(rho, rel=tol(1e-9, 1e-4))
+    assert rho > 10.0
+    q = jnp.asarray(rng.uniform(0, 1, (5, d)), DTYPE)
+    np.testing.assert_allclose(np.asarray(lrn.predict(s, q).mean), np.asarray(nw.predict(s, q).mean), atol=1e-3 * np.std(Y))

@@ -1,4 +1,4 @@
-"""Sliding-window Nadaraya–Watson kernel regression.
+"""Sliding-window kernel regression: Nadaraya–Watson (the thesis) and ridged local linear.
 
 Thesis 4.3.2 (kernel density estimate eq. 4.37–4.39, the Nadaraya–Watson
 estimator eq. 4.42, bounds eq. 4.43, leave-one-out bandwidth choice 4.3.2.4)
@@ -62,6 +62,33 @@ while fewer than one residual degree of freedom exists it is blended with
 the window's target variance. A floor ``100·eps·mean(y²) + sqrt(tiny)``
 keeps it positive.
 
+The local linear fit (``KernelRegressionOptions(local="linear")``)
+-----------------------------------------------------------------
+The Nadaraya–Watson mean is a local *constant* fit: where the function has a
+slope it is biased at the window's edges and wherever the points are lopsided
+around the query, by about the slope times the weighted points' offset
+``ū``. The local linear fit (Fan & Gijbels, *Local Polynomial Modelling*,
+1996, §3.1) removes that term: with the same kernel, in the whitened
+offsets ``u_j = A(x_j - x)``, the weighted least-squares line
+``y_j ≈ a + bᵀu_j`` predicts its intercept,
+``m̂(x) = ȳ_w - bᵀū``, ``ȳ_w`` and ``ū`` the weighted means and
+``b = (Σ_j k_j c_j c_jᵀ + ρI)⁻¹ Σ_j k_j c_j (y_j - ȳ_w)``, ``c_j = u_j - ū``,
+``k_j = exp(-½‖u_j‖²)`` the kernel counts. Where few points carry weight the
+plain line is erratic (Seifert & Gasser, *JASA* 91, 1996, whose remedy is
+this ridge): ``ρ`` is the slope's prior precision in kernel counts, a slope
+``N(0, (s_y² - σ̂²)·I)`` per bandwidth (the targets' variance that the inputs
+explain) against noise ``σ̂²``, so ``ρ = σ̂²/(s_y² - σ̂²)`` clipped to
+``[10⁻³, 10³]`` (:func:`~onlinejax.learners.kernel_regression_state.local_linear_ridge`):
+where the inputs explain nothing the fit is flat.
+Far from every point the counts vanish, ``b → 0`` and the fit is the
+Nadaraya–Watson mean again. ``Var[m̂]`` gains the slope's share
+``σ̂² ūᵀ(S + ρI)⁻¹ū`` (``S`` the weighted scatter ``Σ_j k_j c_j c_jᵀ``);
+``σ̂²`` stays the in-window Nadaraya–Watson fit's (a conservative reading on
+a slope). The tune scores each bandwidth by the same fit's leave-one-out
+error (:func:`~onlinejax.learners.kernel_regression_tune.loo_cv_scores` with ``ridge=``): the
+Nadaraya–Watson score favours the narrow bandwidths that keep its own bias
+small, on which the line is noisy.
+
 No information: the window's climatology
 ----------------------------------------
 The bounds grow without limit where the window has no points (``f̂(x) → 0``).
@@ -110,7 +137,7 @@ The learner's parts
 * :class:`KernelRegressionState`: the state;
 * :func:`init`: an empty window with bandwidth ``H = diag(lengthscale²)``;
 * :func:`learn_one`: push one item, updating every point's ``D_i``, ``C_i`` (Algorithm 3);
-* :func:`predict_one`: the Nadaraya–Watson mean (eq. 4.42) and the bounds above;
+* :func:`predict_one`: the Nadaraya–Watson mean (eq. 4.42) or the local linear fit, and the bounds above;
 * :func:`evict`: evict the oldest item;
 * :func:`tune`: the leave-one-out choice of ``H = α·COV`` (4.3.2.4, Algorithm 4);
 * :func:`kernel_regression`: validates the static options, binds them and
@@ -137,7 +164,7 @@ from ..core.checks import check_record
 from ..core.base import (Learner, LearnerCores, Prediction, check_int, check_positive, default_float_dtype, describe_factory,
                          keep_if, make_learner)
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
-                                      residual_variance, window_climatology)
+                                      local_linear_ridge, residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
 from .kernel_regression_tune import THESIS_ALPHAS, tune
 from .kernel_regression_tune import CORRELATION_FLOOR, _loo_score, covariance_whitening, loo_cv_scores  # noqa: F401
@@ -156,11 +183,13 @@ __all__ = [
     "THESIS_ALPHAS",
     "BOUNDS",
     "INTERVALS",
+    "LOCAL_FITS",
     "KernelRegressionOptions",
 ]
 
 BOUNDS = ("asymptotic", "exact", "thesis")
 INTERVALS = ("prediction", "confidence")
+LOCAL_FITS = ("constant", "linear")
 
 
 class KernelRegressionOptions(NamedTuple):
@@ -176,11 +205,14 @@ class KernelRegressionOptions(NamedTuple):
         or ``"confidence"`` (the thesis's bounds on ``m(x)``).
       alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``), a tuple of floats > 0; ``None``
         (default): the thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`).
+      local: the local fit: ``"constant"`` (default: the Nadaraya–Watson mean, the thesis) or ``"linear"`` (the
+        ridged local linear fit, module doc); the tune scores the bandwidths by the same fit.
     """
 
     bounds: str = "asymptotic"
     interval: str = "prediction"
     alphas: tuple | None = None
+    local: str = "constant"
 
     def checked(self) -> "KernelRegressionOptions":
         """The record checked, ``alphas`` resolved to a tuple of floats (``ValueError``: ``options.<field>: ...``)."""
@@ -191,7 +223,9 @@ class KernelRegressionOptions(NamedTuple):
         alphas = np.asarray(THESIS_ALPHAS if self.alphas is None else self.alphas, np.float64).reshape(-1)
         if alphas.size == 0 or not np.all(np.isfinite(alphas)) or not np.all(alphas > 0):
             raise ValueError(f"options.alphas: must be a non-empty array of finite values > 0, got {self.alphas!r}")
-        return KernelRegressionOptions(self.bounds, self.interval, tuple(float(a) for a in alphas))
+        if self.local not in LOCAL_FITS:
+            raise ValueError(f"options.local: must be one of {LOCAL_FITS}, got {self.local!r}")
+        return KernelRegressionOptions(self.bounds, self.interval, tuple(float(a) for a in alphas), self.local)
 
 
 def init(n_features: int, window: int, lengthscale=1.0, prior_var=1.0, dtype=None) -> KernelRegressionState:
@@ -251,12 +285,35 @@ def evict(state: KernelRegressionState) -> KernelRegressionState:
     return _remove_oldest(state, jnp.asarray(True))
 
 
+def _local_linear(s: KernelRegressionState, x: Array, w: Array, lse: Array, nw_mean: Array,
+                  sigma2: Array) -> tuple[Array, Array]:
+    """The ridged local linear mean at ``x: [d]`` and its slope's share of ``Var[m̂]`` (module doc).
+
+    ``w``: ``[W]`` the normalised kernel weights, ``lse``: ``[]`` the log of the kernel counts' sum
+    (``-inf`` far from every point), ``nw_mean``: their weighted target mean ``ȳ_w``.
+    ``m̂ = ȳ_w - bᵀū``, ``b = (Σ_j k_j c_j c_jᵀ + ρI)⁻¹ Σ_j k_j c_j (y_j - ȳ_w)``, ``u_j = A(x_j - x)``,
+    ``ū = Σ_j w_j u_j``, ``c_j = u_j - ū``, ``k_j = w_j exp(lse)`` the kernel counts; the share is ``σ̂² ūᵀ(S + ρI)⁻¹ū``.
+    """
+    buf = s.buffer
+    u = jnp.where(buf.valid[:, None], (buf.x - x) @ s.whiten.T, 0.0)  # [W, d] whitened offsets to the query
+    ubar = w @ u
+    c = u - ubar
+    kc = c * (w * jnp.exp(lse))[:, None]  # exp(lse) <= W: every kernel value is <= 1
+    L = jnp.linalg.cholesky(kc.T @ c + local_linear_ridge(s) * jnp.eye(u.shape[1], dtype=u.dtype))
+    b = jax.scipy.linalg.cho_solve((L, True), kc.T @ (jnp.where(buf.valid, buf.y, 0.0) - nw_mean))
+    z = jax.scipy.linalg.solve_triangular(L, ubar, lower=True)
+    ok = jnp.all(jnp.isfinite(b)) & jnp.isfinite(z @ z) & (buf.count >= 2)
+    return jnp.where(ok, nw_mean - b @ ubar, nw_mean), jnp.where(ok, sigma2 * (z @ z), 0.0)
+
+
 def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asymptotic",
-                interval: str = "prediction") -> Prediction:
-    """Nadaraya–Watson prediction at ``x: [d]`` (thesis eq. 4.42) with the module doc's variance.
+                interval: str = "prediction", local: str = "constant") -> Prediction:
+    """Nadaraya–Watson (thesis eq. 4.42) or ridged local linear prediction at ``x: [d]`` with the module doc's variance.
 
     Mean ``m̂(x) = Σ_j w_j y_j``, ``w_j ∝ exp(-½‖A(x_j - x)‖²)`` computed
-    relative to the nearest point. Confidence variance ``Var[m̂]`` by
+    relative to the nearest point (``local="constant"``, static), or the
+    intercept of the ridged weighted least-squares line through the same
+    weights (``"linear"``; module doc). Confidence variance ``Var[m̂]`` by
     ``bounds`` (static): ``"asymptotic"`` Härdle Thm 4.2.1, ``"exact"``
     ``σ̂² Σ_j w_j²``, ``"thesis"`` eq. 4.43 as printed. ``interval``
     (static): ``"prediction"`` ``min(Var[m̂] + σ̂², max(V, σ̂²))``,
@@ -279,6 +336,9 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
     lse = lse_rel - 0.5 * q_min  # log Σ_j exp(-½ q_j); -inf when q_m overflows (then the climatology caps)
     sigma2, ase = residual_variance(s)
     ybar, v_clim = window_climatology(s)
+    slope_var = 0.0
+    if local == "linear":
+        mean, slope_var = _local_linear(s, x, w, lse, mean, sigma2)
     d_used, log_det_A = _used_dims(s.whiten)
     if bounds == "asymptotic":
         # ‖K‖₂² σ̂² / Σ_j K(A u_j) with the normalised kernel: the (2π)^{-d/2} cancel into 2^{-d/2}
@@ -288,7 +348,7 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
     else:  # eq. 4.43 as printed: ‖K‖₂² ASE / f̂(x), f̂ the normalised density (eq. 4.39)
         log_f = lse - jnp.log(jnp.maximum(n, 1).astype(dt)) + log_det_A - 0.5 * d_used * math.log(2.0 * math.pi)
         log_var = -0.5 * d_used * math.log(4.0 * math.pi) + jnp.log(ase) - log_f
-    conf = jnp.exp(jnp.minimum(log_var, math.log(cap)))
+    conf = jnp.minimum(jnp.exp(jnp.minimum(log_var, math.log(cap))) + slope_var, cap)
     no_info = v_clim + (mean - ybar) ** 2  # the climatology's expected squared error about m̂(x)
     if interval == "prediction":
         var = jnp.minimum(conf + sigma2, jnp.maximum(no_info, sigma2))
@@ -301,7 +361,7 @@ def predict_one(state: KernelRegressionState, x: Array, *, bounds: str = "asympt
 @describe_factory
 def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_var=1.0,
                       options: KernelRegressionOptions = KernelRegressionOptions(), dtype=None) -> Learner:
-    """Sliding-window Nadaraya–Watson regression (thesis 4.3.2, 5.4.4) as a :class:`~onlinejax.Learner`.
+    """Sliding-window Nadaraya–Watson (thesis 4.3.2, 5.4.4) or ridged local linear regression as a :class:`~onlinejax.Learner`.
 
     Args:
       n_features: ``d`` (static).
@@ -310,7 +370,8 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_va
         ``init`` overrides).
       prior_var: predictive variance of an empty window (``N(0, prior_var)``;
         one point ``y₁`` gives ``N(y₁, prior_var + y₁²)``); > 0, an array in the state.
-      options: :class:`KernelRegressionOptions` (static): the bounds, the interval and the tune's ``α`` grid.
+      options: :class:`KernelRegressionOptions` (static): the bounds, the interval, the tune's ``α`` grid and
+        the local fit.
       dtype: default floating dtype.
     Returns:
       A learner over :func:`init`, :func:`learn_one`, :func:`predict_one`,
@@ -334,5 +395,5 @@ def kernel_regression(n_features: int, window: int, *, lengthscale=1.0, prior_va
         return init(d, W, lengthscale, prior_var, dtype)
 
     return make_learner(init=_init, learn_one=learn_one, n_features=d, skip_nonfinite=True,
-                        predict_one=partial(predict_one, bounds=o.bounds, interval=o.interval),
-                        cores=LearnerCores(evict=evict, tune=jax.jit(partial(tune, alphas=o.alphas))))
+                        predict_one=partial(predict_one, bounds=o.bounds, interval=o.interval, local=o.local),
+                        cores=LearnerCores(evict=evict, tune=jax.jit(partial(tune, alphas=o.alphas, local=o.local))))

@@ -3,8 +3,9 @@
 :class:`KernelRegressionState`; the kernel's quadratic forms (``_log_kernel``,
 ``_pair_q``) and a query's weights relative to its nearest point
 (``_relative_logits``); the density and contribution sums from scratch
-(:func:`window_sums`); the window's climatology (:func:`window_climatology`)
-and the residual variance of its in-window fit (:func:`residual_variance`).
+(:func:`window_sums`); the window's climatology (:func:`window_climatology`),
+the residual variance of its in-window fit (:func:`residual_variance`) and the
+local linear fit's ridge (:func:`local_linear_ridge`).
 The formulas, which "the module doc" below refers to, are in the module doc
 of :mod:`onlinejax.learners.kernel_regression`, which re-exports these names.
 """
@@ -21,7 +22,10 @@ from ..core.window import RingBuffer
 
 Array = jax.Array
 
-__all__ = ["KernelRegressionState", "window_sums", "window_climatology", "residual_variance"]
+__all__ = ["KernelRegressionState", "window_sums", "window_climatology", "residual_variance", "local_linear_ridge"]
+
+#: The local linear fit's ridge ``ρ = σ̂²/(s_y² - σ̂²)`` is clipped to ``[RIDGE_MIN, RIDGE_MAX]`` (module doc).
+RIDGE_MIN, RIDGE_MAX = 1e-3, 1e3
 
 
 class KernelRegressionState(NamedTuple):
@@ -175,3 +179,20 @@ def residual_variance(s: KernelRegressionState) -> tuple[Array, Array]:
     sigma2 = jnp.where(few, v0, jnp.clip(sigma2, floor, cap))
     ase = jnp.where(few, v0, jnp.clip(rss / jnp.maximum(n, 1.0), floor, cap))
     return sigma2, ase
+
+
+def local_linear_ridge(s: KernelRegressionState) -> Array:
+    """``ρ = clip(σ̂²/(s_y² - σ̂²), RIDGE_MIN, RIDGE_MAX)``: the local linear slope's ridge in kernel counts (module doc).
+
+    ``σ̂²`` the residual variance (:func:`residual_variance`), ``s_y²`` the window targets' sample variance, so
+    ``s_y² - σ̂²`` the variance the inputs explain: a slope prior ``N(0, (s_y² - σ̂²)·I)`` per whitened unit (one
+    bandwidth) against noise ``σ̂²``. A window whose inputs explain nothing gets the cap, a flat local fit (the
+    Nadaraya–Watson mean); the floor keeps the fit well posed on noise-free targets.
+    """
+    buf = s.buffer
+    v = buf.valid.astype(buf.y.dtype)
+    n = jnp.sum(v)
+    ybar = jnp.sum(v * buf.y) / jnp.maximum(n, 1.0)
+    s2y = jnp.sum(v * (buf.y - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
+    sigma2 = residual_variance(s)[0]
+    return jnp.clip(sigma2 / jnp.maximum(s2y - sigma2, sigma2 / RIDGE_MAX), RIDGE_MIN, RIDGE_MAX)

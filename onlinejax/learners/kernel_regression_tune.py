@@ -2,7 +2,8 @@
 
 Thesis 4.3.2.4 and Algorithm 4: :func:`tune` picks ``H = α·COV`` over the
 grid :data:`THESIS_ALPHAS` by leave-one-out CV, every ``α`` scored at once
-(:func:`loo_cv_scores`); :func:`covariance_whitening` is the regularised
+(:func:`loo_cv_scores`), by the Nadaraya–Watson estimate or the ridged local
+linear fit; :func:`covariance_whitening` is the regularised
 whitening of ``COV`` for degenerate windows. The rules, which "the module
 doc" below refers to, are in the module doc of :mod:`onlinejax.learners.kernel_regression`.
 """
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .kernel_regression_state import KernelRegressionState, _pair_q, window_sums
+from .kernel_regression_state import KernelRegressionState, _pair_q, local_linear_ridge, window_sums
 
 Array = jax.Array
 
@@ -77,24 +78,71 @@ def _loo_score(logK: Array, y: Array, valid: Array) -> Array:
     return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
 
 
-def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Array, Array]:
-    """CV(α·COV) for every ``α`` at once (thesis Algorithm 4, vectorised).
-
-    Args:
-      X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool; alphas: ``[m]``.
-    Returns:
-      ``(scores [m], A₁ [d, d])``: the leave-one-out mean squared error of each
-      bandwidth and the whitening of ``COV`` (so ``H = α·COV`` has ``A₁/sqrt(α)``).
-    """
-    A1 = covariance_whitening(X, valid)
+def _loo_gaps(A1: Array, X: Array, valid: Array) -> tuple[Array, Array, Array]:
+    """``(gap [W, W], q_min [W], ok [W])``: each row's quadratic forms to the other valid points relative to its
+    nearest one (``inf`` off the mask), the nearest one's form, and whether the row has another point at all."""
+    W = X.shape[0]
     q1 = _pair_q(A1, X)
-    W = y.shape[0]
     mask = valid[None, :] & valid[:, None] & ~jnp.eye(W, dtype=bool)
     # each row's largest logit is its nearest other point's for every α, so the log-sum-exp shift is
     # found once and each α costs one exp per pair and one matrix product
     qmin = jnp.min(jnp.where(mask, q1, jnp.inf), axis=1)
     ok = valid & jnp.isfinite(qmin)  # a point with no other point in the window has no LOO estimate
     gap = jnp.where(mask & ok[:, None], q1 - jnp.where(ok, qmin, 0.0)[:, None], jnp.inf)  # >= 0, 0 at the nearest
+    return gap, jnp.where(ok, qmin, 0.0), ok
+
+
+def _local_linear_loo(A1: Array, X: Array, y: Array, valid: Array, alphas: Array, ridge: Array) -> Array:
+    """Leave-one-out mean squared error of the ridged local linear fit (module doc) with whitening
+    ``A₁/sqrt(α)``, for every ``α`` at once: ``[m]``.
+
+    Row ``i``'s fit at ``x_i`` from the other points, in the ``α = 1`` coordinates ``U = A₁(x - x̄)``: weighted
+    moments ``K @ [1, U, y, U⊗U, U y]`` give the weighted means and scatter, and the slope solves
+    ``(S + ρα·I) b = s`` (the ridge ``ρ`` on the slope per whitened unit of ``A₁/sqrt(α)``, in kernel counts:
+    the rows' weights are the counts times ``exp(q_min/2α)``).
+    """
+    dt = X.dtype
+    W, d = X.shape
+    vm = valid[:, None]
+    xbar = jnp.sum(jnp.where(vm, X, 0.0), axis=0) / jnp.maximum(jnp.sum(valid), 1).astype(dt)
+    U = jnp.where(vm, (X - xbar) @ A1.T, 0.0)  # centred on the window: the scatter's moments keep their precision
+    gap, qmin, ok = _loo_gaps(A1, X, valid)
+    yv = jnp.where(valid, y, 0.0)
+    cols = jnp.concatenate([jnp.ones((W, 1), dt), U, yv[:, None], (U[:, :, None] * U[:, None, :]).reshape(W, d * d),
+                            U * yv[:, None]], axis=1)
+    okf = ok.astype(dt)
+    eye = jnp.eye(d, dtype=dt)
+
+    def score(a):
+        M = jnp.exp(-0.5 * gap / a) @ cols  # [W, 2 + d + d² + d]
+        m0 = jnp.where(ok, M[:, 0], 1.0)  # >= 1 where ok: the nearest other point's weight is 1
+        ub, yb = M[:, 1:1 + d] / m0[:, None], M[:, 1 + d] / m0
+        S = M[:, 2 + d:2 + d + d * d].reshape(W, d, d) - m0[:, None, None] * ub[:, :, None] * ub[:, None, :]
+        sv = M[:, 2 + d + d * d:] - m0[:, None] * ub * yb[:, None]
+        r = ridge * a * jnp.exp(jnp.minimum(0.5 * qmin / a, 60.0))  # exp(60) < float32's max
+        b = jnp.linalg.solve(S + r[:, None, None] * eye, sv[:, :, None])[..., 0]
+        pred = yb + jnp.sum(b * (U - ub), axis=1)
+        pred = jnp.where(jnp.isfinite(pred), pred, yb)
+        return jnp.sum(okf * (pred - y) ** 2) / jnp.maximum(jnp.sum(okf), 1.0)
+
+    return jax.vmap(score)(jnp.asarray(alphas, dt))
+
+
+def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array, ridge: Array | None = None) -> tuple[Array, Array]:
+    """CV(α·COV) for every ``α`` at once (thesis Algorithm 4, vectorised).
+
+    Args:
+      X: ``[W, d]``; y: ``[W]``; valid: ``[W]`` bool; alphas: ``[m]``.
+      ridge: ``None`` (default): the Nadaraya–Watson estimate's scores (the thesis); ``[]``: the ridged local
+        linear fit's with this ridge ``ρ`` (module doc).
+    Returns:
+      ``(scores [m], A₁ [d, d])``: the leave-one-out mean squared error of each
+      bandwidth and the whitening of ``COV`` (so ``H = α·COV`` has ``A₁/sqrt(α)``).
+    """
+    A1 = covariance_whitening(X, valid)
+    if ridge is not None:
+        return _local_linear_loo(A1, X, y, valid, alphas, ridge), A1
+    gap, _, ok = _loo_gaps(A1, X, valid)
     yv = jnp.where(valid, y, 0.0)
     rhs = jnp.stack([yv, jnp.ones_like(yv)], axis=1)
     okf = ok.astype(y.dtype)
@@ -107,10 +155,12 @@ def loo_cv_scores(X: Array, y: Array, valid: Array, alphas: Array) -> tuple[Arra
     return jax.vmap(score)(jnp.asarray(alphas, X.dtype)), A1
 
 
-def tune(state: KernelRegressionState, *, alphas=None) -> KernelRegressionState:
+def tune(state: KernelRegressionState, *, alphas=None, local: str = "constant") -> KernelRegressionState:
     """Pick the bandwidth ``H = α·COV`` by leave-one-out CV over the grid ``alphas`` (thesis 4.3.2.4, Algorithm 4).
 
-    Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`); the
+    Every ``α`` is scored in one vectorised call (:func:`loo_cv_scores`), by
+    the estimate that predicts (``local``, static: ``"constant"`` the
+    Nadaraya–Watson mean, ``"linear"`` the ridged local linear fit); the
     current bandwidth is kept unless some ``α`` is strictly better (the first
     minimum, like Algorithm 4's strict ``<``), in which case ``D``, ``C`` are
     recomputed from scratch (:func:`window_sums`, ``O(W² d)``).
@@ -119,13 +169,19 @@ def tune(state: KernelRegressionState, *, alphas=None) -> KernelRegressionState:
       state: the current state.
       alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array);
         ``None``: :data:`THESIS_ALPHAS`.
+      local: ``"constant"`` or ``"linear"`` (static), the predicting estimate's fit.
     """
     s = state
     buf = s.buffer
     dt = buf.y.dtype
     grid = jnp.asarray(THESIS_ALPHAS if alphas is None else alphas, dt)
-    scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
-    current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
+    if local == "linear":
+        ridge = local_linear_ridge(s)
+        scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid, ridge)
+        current = _local_linear_loo(s.whiten, buf.x, buf.y, buf.valid, jnp.ones((1,), dt), ridge)[0]
+    else:
+        scores, A1 = loo_cv_scores(buf.x, buf.y, buf.valid, grid)
+        current = _loo_score(-0.5 * _pair_q(s.whiten, buf.x), buf.y, buf.valid)
     scores = jnp.where(jnp.isfinite(scores), scores, jnp.inf)
     best = jnp.argmin(scores)  # first minimum, like Algorithm 4's strict '<'
     better = (buf.count >= 2) & (scores[best] < current) & jnp.all(jnp.isfinite(A1))
