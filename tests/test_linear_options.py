@@ -155,7 +155,7 @@ def test_a_bad_field_of_the_other_records_names_it(make, record, bad, name):
 
 def test_the_other_defaults_are_the_keyword_factorys():
     assert BayesOptions() == (True,) and SGDOptions() == ("running",)
-    assert KernelRegressionOptions() == ("asymptotic", "prediction", None)
+    assert KernelRegressionOptions() == ("asymptotic", "prediction", None, "constant")
     assert NIGPrior() == (1.0, 1.0, 4.0)
     assert RandomFeatureModels() == (None, (1.0, 0.99, 0.95), 0.99, None)
     for make, kw in ((oj.bayes_linreg, "tunable"), (oj.sgd_linreg, "variance"), (oj.nig_linreg, "noise_var"),

@@ -169,7 +169,9 @@ def tune(state: KernelRegressionState, *, alphas=None, local: str = "constant") 
       state: the current state.
       alphas: ``[m]`` the grid of ``α > 0`` (static: a tuple of floats or a NumPy array);
         ``None``: :data:`THESIS_ALPHAS`.
-      local: ``"constant"`` or ``"linear"`` (static), the predicting estimate's fit.
+      local: ``"constant"`` or ``"linear"`` (static), the predicting estimate's fit; ``"linear"`` scores every
+        bandwidth with the state's ridge (:func:`~onlinejax.learners.kernel_regression_state.local_linear_ridge`,
+        from the current bandwidth's residual variance).
     """
     s = state
     buf = s.buffer
