@@ -132,6 +132,16 @@ def window_sums(A: Array, X: Array, y: Array, valid: Array) -> tuple[Array, Arra
     return jnp.sum(K, axis=1), K @ (y * valid)
 
 
+def _target_moments(buf: RingBuffer) -> tuple[Array, Array, Array, Array]:
+    """``(n, ȳ, s_y², mean(y²))`` of the window's valid targets (``s_y²`` with ``ddof = 1``; every value ``[]``)."""
+    v = buf.valid.astype(buf.y.dtype)
+    n = jnp.sum(v)
+    yv = jnp.where(buf.valid, buf.y, 0.0)
+    ybar = jnp.sum(yv) / jnp.maximum(n, 1.0)
+    s2y = jnp.sum(v * (yv - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
+    return n, ybar, s2y, jnp.sum(yv * yv) / jnp.maximum(n, 1.0)
+
+
 def window_climatology(s: KernelRegressionState) -> tuple[Array, Array]:
     """``(ȳ, v)``: the window's climatology, the predictive of a new target ignoring the inputs.
 
@@ -140,14 +150,8 @@ def window_climatology(s: KernelRegressionState) -> tuple[Array, Array]:
     of the module doc. With one target ``(y₁, prior_var + y₁²)``; with none
     ``(0, prior_var)``.
     """
-    buf = s.buffer
-    dt = buf.y.dtype
-    v = buf.valid.astype(dt)
-    n = jnp.sum(v)
-    yv = jnp.where(buf.valid, buf.y, 0.0)
-    ybar = jnp.sum(yv) / jnp.maximum(n, 1.0)
-    s2y = jnp.sum(v * (yv - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
-    many = jnp.maximum(_small_sample_factor(n) * s2y, _floor(dt, jnp.sum(yv * yv) / jnp.maximum(n, 1.0)))
+    n, ybar, s2y, mean_y2 = _target_moments(s.buffer)
+    many = jnp.maximum(_small_sample_factor(n) * s2y, _floor(s.buffer.y.dtype, mean_y2))
     few = s.prior_var + jnp.where(n >= 1, ybar * ybar, 0.0)
     return ybar, jnp.where(n >= 2, many, few)
 
@@ -164,15 +168,13 @@ def residual_variance(s: KernelRegressionState) -> tuple[Array, Array]:
     buf = s.buffer
     dt = buf.y.dtype
     v = buf.valid.astype(dt)
-    n = jnp.sum(v)
+    n, _, s2y, mean_y2 = _target_moments(buf)
     D = jnp.where(buf.valid, s.density, 1.0)
     fit = s.contribution / D
     rss = jnp.sum(v * (buf.y - fit) ** 2)
     df = n - jnp.sum(v / D)
-    ybar = jnp.sum(v * buf.y) / jnp.maximum(n, 1.0)
-    s2y = jnp.sum(v * (buf.y - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
     sigma2 = (rss + s2y * jnp.maximum(1.0 - df, 0.0)) / jnp.maximum(df, 1.0)
-    floor = _floor(dt, jnp.sum(v * buf.y ** 2) / jnp.maximum(n, 1.0))
+    floor = _floor(dt, mean_y2)
     cap = _var_cap(dt)
     few = n < 2
     v0 = window_climatology(s)[1]
@@ -189,10 +191,6 @@ def local_linear_ridge(s: KernelRegressionState) -> Array:
     bandwidth) against noise ``σ̂²``. A window whose inputs explain nothing gets the cap, a flat local fit (the
     Nadaraya–Watson mean); the floor keeps the fit well posed on noise-free targets.
     """
-    buf = s.buffer
-    v = buf.valid.astype(buf.y.dtype)
-    n = jnp.sum(v)
-    ybar = jnp.sum(v * buf.y) / jnp.maximum(n, 1.0)
-    s2y = jnp.sum(v * (buf.y - ybar) ** 2) / jnp.maximum(n - 1.0, 1.0)
+    s2y = _target_moments(s.buffer)[2]
     sigma2 = residual_variance(s)[0]
     return jnp.clip(sigma2 / jnp.maximum(s2y - sigma2, sigma2 / RIDGE_MAX), RIDGE_MIN, RIDGE_MAX)
