@@ -486,3 +486,20 @@ def test_local_linear_is_flat_where_the_inputs_explain_nothing(rng):
     assert rho > 10.0
     q = jnp.asarray(rng.uniform(0, 1, (5, d)), DTYPE)
     np.testing.assert_allclose(np.asarray(lrn.predict(s, q).mean), np.asarray(nw.predict(s, q).mean), atol=1e-3 * np.std(Y))
+
+
+def test_local_linear_default_grid_is_geometric_over_the_thesis_range(rng):
+    """``alphas=None`` means the fit's grid: the thesis's 195 for the Nadaraya-Watson mean, 24 geometric steps
+    from 0.05 to 1.99 for the local linear fit; the local linear tune picks its first leave-one-out minimum."""
+    geometric = 0.05 * (1.99 / 0.05) ** (np.arange(24) / 23.0)
+    assert KernelRegressionOptions().checked().alphas == tuple(float(a) for a in THESIS_ALPHAS)
+    np.testing.assert_allclose(LOCAL_LINEAR.checked().alphas, geometric, atol=5e-5)
+    assert np.all(np.diff(LOCAL_LINEAR.checked().alphas) > 0)
+    W, d = 24, 2
+    X = rng.uniform(0, 10, (W, d))
+    Y = np.sin(0.4 * X[:, 0]) + 0.2 * X[:, 1] + 0.1 * rng.normal(size=W)
+    lrn = kernel_regression(d, W, lengthscale=100.0, options=LOCAL_LINEAR)
+    s = lrn.learn(lrn.init(), X, Y)
+    alphas = np.asarray(LOCAL_LINEAR.checked().alphas)
+    ref = ll_loo_cv(X, Y, alphas, float(kr.local_linear_ridge(s)))
+    assert float(lrn.tune(s).bandwidth_scale) == pytest.approx(alphas[np.argmin(ref)], rel=1e-6)

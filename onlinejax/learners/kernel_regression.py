@@ -166,7 +166,7 @@ from ..core.base import (Learner, LearnerCores, Prediction, check_int, check_pos
 from .kernel_regression_state import (KernelRegressionState, _log_kernel, _relative_logits, _used_dims, _var_cap,
                                       local_linear_ridge, residual_variance, window_climatology)
 from .kernel_regression_state import window_sums  # noqa: F401  (re-exported)
-from .kernel_regression_tune import THESIS_ALPHAS, tune
+from .kernel_regression_tune import LOCAL_LINEAR_ALPHAS, THESIS_ALPHAS, default_alphas, tune
 from .kernel_regression_tune import CORRELATION_FLOOR, _loo_score, covariance_whitening, loo_cv_scores  # noqa: F401
 from ..core.window import ring_init, ring_oldest, ring_pop_oldest, ring_push
 
@@ -181,6 +181,7 @@ __all__ = [
     "evict",
     "tune",
     "THESIS_ALPHAS",
+    "LOCAL_LINEAR_ALPHAS",
     "BOUNDS",
     "INTERVALS",
     "LOCAL_FITS",
@@ -204,7 +205,8 @@ class KernelRegressionOptions(NamedTuple):
       interval: ``"prediction"`` (default: adds the residual variance ``σ̂²``, the observation's variance)
         or ``"confidence"`` (the thesis's bounds on ``m(x)``).
       alphas: the ``α`` grid that ``tune`` searches (``H = α·COV``), a tuple of floats > 0; ``None``
-        (default): the thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`).
+        (default): the fit's grid, the thesis's 0.05, 0.06, …, 1.99 (:data:`THESIS_ALPHAS`) for ``"constant"``,
+        24 geometric steps over the same range (:data:`LOCAL_LINEAR_ALPHAS`) for ``"linear"``.
       local: the local fit: ``"constant"`` (default: the Nadaraya–Watson mean, the thesis) or ``"linear"`` (the
         ridged local linear fit, module doc); the tune scores the bandwidths by the same fit.
     """
@@ -220,11 +222,11 @@ class KernelRegressionOptions(NamedTuple):
             raise ValueError(f"options.bounds: must be one of {BOUNDS}, got {self.bounds!r}")
         if self.interval not in INTERVALS:
             raise ValueError(f"options.interval: must be one of {INTERVALS}, got {self.interval!r}")
-        alphas = np.asarray(THESIS_ALPHAS if self.alphas is None else self.alphas, np.float64).reshape(-1)
-        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or not np.all(alphas > 0):
-            raise ValueError(f"options.alphas: must be a non-empty array of finite values > 0, got {self.alphas!r}")
         if self.local not in LOCAL_FITS:
             raise ValueError(f"options.local: must be one of {LOCAL_FITS}, got {self.local!r}")
+        alphas = np.asarray(default_alphas(self.local) if self.alphas is None else self.alphas, np.float64).reshape(-1)
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or not np.all(alphas > 0):
+            raise ValueError(f"options.alphas: must be a non-empty array of finite values > 0, got {self.alphas!r}")
         return KernelRegressionOptions(self.bounds, self.interval, tuple(float(a) for a in alphas), self.local)
 
 
