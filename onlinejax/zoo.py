@@ -75,7 +75,7 @@ from .learners.linear import (MAP_WINDOWED, MLE_WINDOWED, NIGPrior, ThesisFeatur
                               bayesian_map_windowed, bayesian_mle_forgetting, bayesian_mle_windowed, map_features, nig_linreg,
                               odd_features, thesis_features)
 from .learners.linear.bayes import forgetting_from_thesis
-from .learners.linear.nig import reexpress_noise
+from .learners.linear.nig import NIGReexpress
 from .learners.linear.random_features import RandomFeatureModels, random_feature_gp
 from .core.registry import GridLearner, GridLearnerOptions, grid_learner, register
 from .core.schedule import TunePlan
@@ -350,17 +350,18 @@ def recommended_bocpd(n_features: int, *, n_runs: int = 16, hazard: float = 1 / 
     standardised target's variance, 4 degrees of freedom; given the noise, the weights' prior is the
     unit prior in units of it) and follows a wandering level and relation, so that a trend or
     a random walk is not read as a stream of changes, and a change is judged against the run's own
-    noise. The runs' noise follows the moving standardisation's target units
-    (:class:`~onlinejax.wrappers.changepoint.ReexpressRuns` of :func:`~onlinejax.learners.linear.nig.reexpress_noise`),
-    and the calibration wrapper then fixes the scale of the run mixture's interval.
+    noise. Each run is carried into the moving standardisation's coordinates whenever its statistics move
+    (:class:`~onlinejax.wrappers.changepoint.ReexpressRuns` of :class:`~onlinejax.learners.linear.nig.NIGReexpress`:
+    exact for the standardised features, their odd maps keep their weights), so a run learned before the
+    statistics moved predicts as it did; the calibration wrapper then fixes the scale of the run mixture's interval.
     """
+    moves = ReexpressRuns(NIGReexpress(trend=trend is not None))
     return both_maps(n_features,
                      lambda runs: calibrated(bocpd(runs, n_runs, hazard=hazard),
                                              standardization=StandardizeOptions(clip=RECOMMENDED_FEATURE_CLIP,
-                                                                                reexpress=ReexpressRuns(reexpress_noise),
-                                                                                log_first=n_features)),
+                                                                                reexpress=moves, log_first=n_features)),
                      lambda m: nig_linreg(m, prior=NIGPrior(m * noise_var, noise_var, 4.0),
-                                          forgetting=forgetting, trend=trend))
+                                          forgetting=forgetting, trend=trend, intercept=True))
 
 
 def _recommended_gp(n_inputs: int, window: int):

@@ -240,27 +240,33 @@ def test_adaptive_with_the_bocpd_detector_alarms_once_at_the_drift(seed):
         bocpd_detector(hazard=0.0)
 
 
-def test_reexpress_runs_scales_every_runs_noise_and_keeps_the_prior():
-    """``ReexpressRuns(reexpress_noise)``: each run's inverse-gamma ``b`` times ``g²`` (the noise variance of
-    ``ỹ' = gỹ + h`` is ``g²σ²``), the weights and counts as they were, the prior untouched; a value."""
+def test_reexpress_runs_moves_every_run_and_keeps_the_prior():
+    """``ReexpressRuns(NIGReexpress(trend=True))``: each run is the inner map of that run alone (weights, factor
+    and noise moved; counts as they were), the prior and the run-length weights untouched; a value."""
     from onlinejax.learners.linear import nig_linreg
-    from onlinejax.learners.linear.nig import reexpress_noise
+    from onlinejax.learners.linear.nig import NIGReexpress
     from onlinejax.wrappers.changepoint import ReexpressRuns
 
-    lrn = bocpd(nig_linreg(2, forgetting=0.99), 4, hazard=0.1)
+    lrn = bocpd(nig_linreg(2, forgetting=0.99, trend=20.0), 4, hazard=0.1)
     r = np.random.default_rng(0)
     s = lrn.init()
+    dt = s.log_weights.dtype
     for _ in range(12):
-        s = lrn.learn(s, jnp.asarray(r.normal(size=2), s.log_weights.dtype),
-                      jnp.asarray(r.normal(), s.log_weights.dtype))
-    g = 0.3
-    moved = ReexpressRuns(reexpress_noise)(s, jnp.ones(2), jnp.zeros(2), jnp.asarray(g), jnp.asarray(5.0))
-    np.testing.assert_allclose(np.asarray(moved.runs.b), g * g * np.asarray(s.runs.b), rtol=tol(1e-14, 1e-6))
-    for new, old in [(moved.runs.a, s.runs.a), (moved.runs.mean, s.runs.mean), (moved.prior.b, s.prior.b),
+        s = lrn.learn(s, jnp.asarray(r.normal(size=2), dt), jnp.asarray(r.normal(), dt))
+    args = [jnp.asarray(v, dt) for v in ([0.5, 2.0], [0.1, -0.3], 0.3, 5.0)]
+    moved = ReexpressRuns(NIGReexpress(trend=True))(s, *args)
+    for k in range(4):
+        one = NIGReexpress(trend=True)(jax.tree_util.tree_map(lambda v: v[k], s.runs), *args)
+        for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(
+                jax.tree_util.tree_map(lambda v: v[k], moved.runs))):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol(1e-14, 1e-6))
+    np.testing.assert_allclose(np.asarray(moved.runs.b), 0.09 * np.asarray(s.runs.b), rtol=tol(1e-14, 1e-6))
+    for new, old in [(moved.runs.a, s.runs.a), (moved.prior.mean, s.prior.mean), (moved.prior.b, s.prior.b),
                      (moved.log_weights, s.log_weights)]:
         np.testing.assert_array_equal(np.asarray(new), np.asarray(old))
-    assert ReexpressRuns(reexpress_noise) == ReexpressRuns(reexpress_noise)
-    assert hash(ReexpressRuns(reexpress_noise)) == hash(ReexpressRuns(reexpress_noise))
+    assert not np.allclose(np.asarray(moved.runs.mean), np.asarray(s.runs.mean))
+    assert ReexpressRuns(NIGReexpress(trend=True)) == ReexpressRuns(NIGReexpress(trend=True))
+    assert hash(ReexpressRuns(NIGReexpress(trend=True))) == hash(ReexpressRuns(NIGReexpress(trend=True)))
 
 
 def test_standardize_returns_the_run_mixture_on_the_raw_scale():

@@ -182,3 +182,49 @@ def test_a_long_run_of_equal_targets_keeps_a_positive_variance(level):
     floor = fi.eps * level ** 2 + np.sqrt(fi.tiny)
     assert np.all(np.asarray(p.var) >= 0.999 * floor)
     assert np.all(np.isfinite(np.asarray(p.log_prob(jnp.asarray(y)))))
+
+
+def test_reexpress_keeps_every_raw_prediction_and_commutes_with_learning(rng):
+    """A forgetting model with a trend learned 40 items of three inputs standardised by statistics ``A`` and one
+    feature that no standardisation touches; :class:`NIGReexpress` into statistics ``B``: every raw-unit
+    predictive (location, scale, degrees of freedom) is unchanged; learning 10 more items in ``B`` equals learning
+    them in ``A`` and moving after; the identity returns the state bit for bit."""
+    from onlinejax.learners.linear.nig import NIGReexpress
+
+    n, d = 50, 3
+    X = rng.normal(size=(n + 5, d)) * [1.0, 5.0, 0.2] + [3.0, -1.0, 10.0]
+    e = np.sin(np.arange(n + 5.0))[:, None]
+    y = X @ np.array([0.5, -0.2, 2.0]) + 1.5 * e[:, 0] + 4.0 + 0.01 * np.arange(n + 5) + 0.3 * rng.normal(size=n + 5)
+    mu_a, s_a, my_a, sy_a = X.mean(0), X.std(0), y.mean(), y.std()
+    mu_b, s_b, my_b, sy_b = mu_a + [0.4, -2.0, 0.1], s_a * [1.3, 0.7, 2.0], my_a - 1.5, sy_a * 0.6
+    lrn = nig_linreg(d + 1, forgetting=0.97, trend=10.0, prior=NIGPrior(2.0, 0.5, 4.0))
+    dt = lrn.init().mean.dtype
+
+    def inputs(rows, mu, sd):
+        return jnp.asarray(np.concatenate([(X[rows] - mu) / sd, e[rows]], axis=1), dt)
+
+    def learn(s, rows, mu, sd, my, sy):
+        return lrn.learn(s, inputs(rows, mu, sd), jnp.asarray((y[rows] - my) / sy, dt))
+
+    move = NIGReexpress(trend=True)
+    args = [jnp.asarray(v, dt) for v in (s_a / s_b, (mu_a - mu_b) / s_b, sy_a / sy_b, (my_a - my_b) / sy_b)]
+    s = learn(lrn.init(), slice(0, 40), mu_a, s_a, my_a, sy_a)
+    t = move(s, *args)
+    fresh = slice(n, n + 5)
+    pa, pb = lrn.predict(s, inputs(fresh, mu_a, s_a)), lrn.predict(t, inputs(fresh, mu_b, s_b))
+    rt = tol(1e-10, 2e-4)
+    np.testing.assert_allclose(np.asarray(pb.mean) * sy_b + my_b, np.asarray(pa.mean) * sy_a + my_a, rtol=rt)
+    np.testing.assert_allclose(np.asarray(pb.scale) * sy_b, np.asarray(pa.scale) * sy_a, rtol=rt)
+    np.testing.assert_array_equal(np.asarray(pb.df), np.asarray(pa.df))
+    later = slice(40, n)
+    then_b = learn(t, later, mu_b, s_b, my_b, sy_b)
+    b_after = move(learn(s, later, mu_a, s_a, my_a, sy_a), *args)
+    for got, want in zip(lrn.predict(then_b, inputs(fresh, mu_b, s_b)), lrn.predict(b_after, inputs(fresh, mu_b, s_b))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol(1e-9, 1e-3))
+    one = jnp.ones((d,), dt)
+    for a, b in zip(jax.tree_util.tree_leaves(move(s, one, 0.0 * one, one[0], 0.0 * one[0])),
+                    jax.tree_util.tree_leaves(s)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert move == NIGReexpress(trend=True) and hash(move) == hash(NIGReexpress(trend=True))
+    with pytest.raises(ValueError, match="level"):
+        move(nig_linreg(d + 1).init(), *args)

@@ -256,7 +256,7 @@ class ReexpressRuns(NamedTuple):
 
     Attributes:
       reexpress: the inner learner's ``reexpress(state, r [d], c [d], g [], h []) -> state`` (e.g.
-        :func:`onlinejax.learners.linear.nig.reexpress_noise`).
+        :class:`onlinejax.learners.linear.nig.NIGReexpress`).
     """
 
     reexpress: Callable

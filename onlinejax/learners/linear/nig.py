@@ -61,7 +61,7 @@ from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, varianc
 Array = jax.Array
 
 __all__ = ["NIGState", "nig_linreg", "init", "predict_one", "step_one", "update_one", "predictive", "absorb",
-           "forget", "max_count", "reexpress_noise", "NIGPrior"]
+           "forget", "max_count", "NIGReexpress", "NIGPrior"]
 
 
 class NIGPrior(NamedTuple):
@@ -259,23 +259,52 @@ def step_one(state: NIGState, x: Array, y: Array, *, intercept: bool = False, tr
     return new, pred
 
 
-def reexpress_noise(state: NIGState, x_ratio: Array, x_shift: Array, y_ratio: Array, y_shift: Array) -> NIGState:
-    """The noise's posterior in new target units ``ỹ' = gỹ + h``: ``b ← g²b``, a standardisation's ``reexpress``.
+class NIGReexpress(NamedTuple):
+    """:func:`nig_linreg`'s change of coordinates when a moving standardisation's statistics move.
 
-    The noise variance of ``ỹ'`` is ``g²σ²`` and ``a`` is a count, so the inverse-gamma posterior's
-    ``b`` scales by ``g²`` (:func:`~onlinejax.wrappers.standardize.standardize`'s ``reexpress``; the
-    inputs' ``r``, ``c`` and the shift ``h`` are not used). Only the noise: the weights stay in the
-    coordinates they were learned in, as without a ``reexpress`` (behind a feature map that is not
-    affine in the inputs, such as :func:`~onlinejax.learners.linear.odd_features`, no exact change of their
-    coordinates exists). Where a moving standardisation's target scale grows (a trending series), the
-    predictive's spread then follows the targets' units instead of keeping early residuals, and the
-    prior's guess, in the units of their time.
+    For features ``φ = [z, e, 1, (t/τ)]``: ``z`` the ``d`` standardised inputs, ``e`` further features
+    (e.g. :func:`~onlinejax.learners.linear.odd_features` of ``z``), the level and, with a trend, the slope.
+    With inputs ``z' = r ⊙ z + c`` and targets ``ỹ' = gỹ + h`` (new statistics: ``r = s/s'``,
+    ``c = (μ - μ')/s'``), ``φ' = Mφ`` on the ``z`` and level coordinates and the model ``ỹ = wᵀφ + ε`` is
+    ``ỹ' = w'ᵀφ' + gε`` with ``w' = gM⁻ᵀw + h e_level``: ``z``'s weights divided by ``r``, the level's less
+    ``Σ_j (c_j/r_j) w_j``, all times ``g``, the level's plus ``h``. ``S`` is in units of the noise variance,
+    which scales by ``g²`` like the weights' covariance, so ``W ← M⁻ᵀW`` and ``b ← g²b`` (``a`` is a count).
+    Exact when there are no ``e``: every prediction in raw units is unchanged and learning on in the new
+    coordinates equals learning in the old ones and moving after (the trend's transition and forgetting
+    commute with the map). ``e``, not affine in ``z``, keep their weights, so a prediction moves by
+    their share only. With ``r = 1``, ``c = 0``, ``g = 1``, ``h = 0`` the state is returned unchanged.
+    A value, so learners built with it compare and hash equal.
 
-    Args:
-      state: :class:`NIGState`; x_ratio, x_shift: ``[d]`` (unused); y_ratio: ``[]`` ``g > 0``; y_shift: ``[]`` (unused).
+    Attributes:
+      trend: the model has a trend (its level the second to last weight); ``False``: an intercept
+        (``nig_linreg(intercept=True)``, the level last).
     """
-    del x_ratio, x_shift, y_shift
-    return state._replace(b=state.b * y_ratio * y_ratio)
+
+    trend: bool = False
+
+    def __call__(self, state: NIGState, x_ratio: Array, x_shift: Array, y_ratio: Array, y_shift: Array) -> NIGState:
+        """``state`` in the new coordinates (class doc); ``x_ratio``, ``x_shift``: ``[d]``; ``y_ratio``,
+        ``y_shift``: ``[]``.
+
+        Raises:
+          ValueError: when the state has fewer than ``d + 1`` (``d + 2`` with a trend) weights.
+        """
+        d, level = jnp.shape(x_ratio)[-1], (-2 if self.trend else -1)
+        if state.mean.shape[-1] < d - level:
+            raise ValueError(f"state: NIGReexpress(trend={self.trend}) needs the {d} inputs' weights and a level "
+                             f"({d - level} or more), got {state.mean.shape[-1]}")
+        F, dt = state.mean.shape[-1], state.mean.dtype
+        rows = jnp.concatenate([1.0 / x_ratio, jnp.ones((F - d,), dt)])  # M⁻ᵀ's diagonal
+        e_level = jnp.zeros((F,), dt).at[level].set(1.0)
+        shift = x_shift / x_ratio
+
+        def inv_t(v):  # M⁻ᵀv over the leading axis (v: [F] or [F, F]), one elementwise pass
+            lift = shift @ v[:d]
+            return v * (rows if v.ndim == 1 else rows[:, None]) - (e_level * lift if v.ndim == 1
+                                                                   else e_level[:, None] * lift[None, :])
+
+        return state._replace(mean=y_ratio * inv_t(state.mean) + y_shift * e_level,
+                              cov_sqrt=inv_t(state.cov_sqrt), b=state.b * y_ratio * y_ratio)
 
 
 def update_one(state: NIGState, x: Array, y: Array, pred=None, *, intercept: bool = False, trend: bool = False,
