@@ -1,9 +1,9 @@
 """The leave-one-out bandwidth tune of :func:`~onlinejax.learners.kernel_regression.kernel_regression`.
 
 Thesis 4.3.2.4 and Algorithm 4: :func:`tune` picks ``H = α·COV`` over the
-grid :data:`THESIS_ALPHAS` (the local linear fit: :data:`LOCAL_LINEAR_ALPHAS`) by leave-one-out CV, every ``α`` scored at once
-(:func:`loo_cv_scores`), by the Nadaraya–Watson estimate or the ridged local
-linear fit; :func:`covariance_whitening` is the regularised
+grid :data:`THESIS_ALPHAS` (the local linear fit: :data:`LOCAL_LINEAR_ALPHAS`)
+by leave-one-out CV, every ``α`` scored at once (:func:`loo_cv_scores`), by
+the Nadaraya–Watson estimate or the ridged local linear fit; :func:`covariance_whitening` is the regularised
 whitening of ``COV`` for degenerate windows. The rules, which "the module
 doc" below refers to, are in the module doc of :mod:`onlinejax.learners.kernel_regression`.
 """
@@ -34,6 +34,7 @@ def default_alphas(local: str) -> np.ndarray:
     """The ``α`` grid that ``alphas=None`` means for the fit ``local``: :data:`THESIS_ALPHAS` for
     ``"constant"``, :data:`LOCAL_LINEAR_ALPHAS` for ``"linear"``."""
     return LOCAL_LINEAR_ALPHAS if local == "linear" else THESIS_ALPHAS
+
 
 #: Floor on the eigenvalues of the window inputs' correlation matrix in the tune (module doc).
 CORRELATION_FLOOR = 1e-3
