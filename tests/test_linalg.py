@@ -216,3 +216,24 @@ def test_cap_variance_under_vmap_equals_one_stream_at_a_time(rng):
     for i in range(6):
         np.testing.assert_allclose(cov(got[i]), cov(cap_variance(Ws[i], cap, 1.0)), rtol=tol(1e-12, 1e-5),
                                    atol=tol(1e-12, 1e-6))
+
+
+@pytest.mark.parametrize("level", [-1, -2])
+def test_affine_weights_inverse_is_the_explicit_inverse_transpose(level):
+    """``affine_weights_inverse`` equals ``M⁻ᵀv`` with ``M`` built as a dense float64 matrix (the first ``d`` rows
+    ``z' = r ⊙ z + c``, the constant at ``level``, other rows the identity), for a vector and a factor; the
+    identity move returns ``v`` bit for bit."""
+    from onlinejax.core.linalg import affine_weights_inverse
+
+    rng = np.random.default_rng(5)
+    d, F = 3, 6
+    r, c = rng.uniform(0.3, 3.0, d), rng.normal(size=d)
+    M = np.eye(F)
+    M[np.arange(d), np.arange(d)] = r
+    M[:d, level % F] = c
+    dt = jnp.zeros(()).dtype
+    for v in (rng.normal(size=F), rng.normal(size=(F, F))):
+        got = affine_weights_inverse(jnp.asarray(v, dt), jnp.asarray(r, dt), jnp.asarray(c, dt), level)
+        np.testing.assert_allclose(np.asarray(got), np.linalg.solve(M.T, v), rtol=tol(1e-12, 1e-5), atol=tol(1e-12, 1e-5))
+        same = affine_weights_inverse(jnp.asarray(v, dt), jnp.ones(d, dt), jnp.zeros(d, dt), level)
+        np.testing.assert_array_equal(np.asarray(same), np.asarray(jnp.asarray(v, dt)))

@@ -53,6 +53,7 @@ __all__ = [
     "inv_chol_slide",
     "exclusive_row_prefix",
     "lower_triangular_inverse",
+    "affine_weights_inverse",
 ]
 
 
@@ -216,6 +217,28 @@ def _clamp_whitened(Wsr, headroom: float):
     U, sig, _ = jnp.linalg.svd(W / r[:, None])
     top = jnp.where(sig > 0, jnp.minimum(scale * sig, headroom ** 0.5), 0.0)
     return r[:, None] * U * top[None, :], scale, r
+
+
+def affine_weights_inverse(v: Array, x_ratio: Array, x_shift: Array, level: int) -> Array:
+    """``M⁻ᵀv``: weights ``v`` (``[F]``, or a factor ``[F, k]`` over its rows) carried to affinely moved inputs.
+
+    For features whose first ``d`` entries are inputs ``z`` and whose entry ``level`` is the constant 1, the
+    move ``z' = r ⊙ z + c`` is ``φ' = Mφ`` and ``wᵀφ = (M⁻ᵀw)ᵀφ'``: ``z``'s rows divided by ``r``, the level's
+    less ``Σ_j (c_j/r_j) v_j``, every other row as it is (one elementwise pass). With ``r = 1``, ``c = 0``
+    ``v`` is returned bit for bit.
+
+    Args:
+      v: ``[F]`` or ``[F, k]``; x_ratio, x_shift: ``[d]`` ``r > 0`` and ``c``, ``d < F``; level: the constant's
+        row (static, e.g. ``-1``), not among the first ``d``.
+    """
+    d, F = x_ratio.shape[-1], v.shape[0]
+    ratio = jnp.concatenate([x_ratio, jnp.ones((F - d,), v.dtype)])
+    lift = (x_shift / x_ratio) @ v[:d]
+    is_level = jnp.arange(F) == (level % F)
+    if v.ndim == 2:
+        ratio, is_level = ratio[:, None], is_level[:, None]
+    moved = v / ratio
+    return jnp.where(is_level, moved - lift, moved)
 
 
 def psd_solve(A: Array, B: Array, diagonal_boost: Array | float | None = None) -> Array:

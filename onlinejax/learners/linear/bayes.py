@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from ...core.checks import check_bool, check_record
 from ...core.base import (BLAS_MIN_FEATURES, Learner, LearnerCores, Prediction, check_in_range, check_int, check_positive,
                           default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
+from ...core.linalg import affine_weights_inverse, cap_variance, prior_sqrt_cov, sqrt_cov_batch_update, sqrt_cov_rank1
 from .evidence import SufficientStats, evidence_fixed_point, posterior_from_stats
 from .features import intercept_features, map_features
 
@@ -300,10 +300,6 @@ def reexpress(state: BayesLinRegState, x_ratio: Array, x_shift: Array, y_ratio: 
     if state.mean.shape[-1] != jnp.shape(x_ratio)[-1] + 1:
         raise ValueError(f"state: reexpress needs d + 1 = {jnp.shape(x_ratio)[-1] + 1} features, the constant last "
                          f"(bayes_linreg(d, intercept=True)), got {state.mean.shape[-1]}")
-    def inv_t(v):  # M⁻ᵀv over the leading axis (v: [d + 1] or [d + 1, k])
-        top = v[:-1] / (x_ratio if v.ndim == 1 else x_ratio[:, None])
-        cr = x_shift / x_ratio
-        return jnp.concatenate([top, (v[-1] - cr @ v[:-1])[None]], axis=0)
 
     def fwd(v):  # Mv over the leading axis
         scale = x_ratio if v.ndim == 1 else x_ratio[:, None]
@@ -315,8 +311,9 @@ def reexpress(state: BayesLinRegState, x_ratio: Array, x_shift: Array, y_ratio: 
     sum_phi, sum_y = st.gram[:, -1], st.xty[-1]
     stats = SufficientStats(fwd(fwd(st.gram).T).T, fwd(y_ratio * st.xty + y_shift * sum_phi),
                             y_ratio ** 2 * st.yty + 2.0 * y_ratio * y_shift * sum_y + y_shift ** 2 * st.n, st.n)
-    return state._replace(mean=y_ratio * inv_t(state.mean) + y_shift * e1, cov_sqrt=y_ratio * inv_t(state.cov_sqrt),
-                          beta=state.beta / y_ratio ** 2, stats=stats)
+    mean, W = (affine_weights_inverse(v, x_ratio, x_shift, -1) for v in (state.mean, state.cov_sqrt))
+    return state._replace(mean=y_ratio * mean + y_shift * e1, cov_sqrt=y_ratio * W, beta=state.beta / y_ratio ** 2,
+                          stats=stats)
 
 
 def forgetting_from_smoothing(gamma, beta):

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 from ...core.checks import check_record
 from ...core.base import (Learner, LearnerCores, StudentTPrediction, check_in_range, check_int, check_positive,
                           default_float_dtype, describe_factory, keep_if, learnable, make_learner, zero_unusable)
-from ...core.linalg import cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
+from ...core.linalg import affine_weights_inverse, cap_variance, prior_sqrt_cov, sqrt_cov_rank1, variance_floor
 
 Array = jax.Array
 
@@ -293,18 +293,10 @@ class NIGReexpress(NamedTuple):
         if state.mean.shape[-1] < d - level:
             raise ValueError(f"state: NIGReexpress(trend={self.trend}) needs the {d} inputs' weights and a level "
                              f"({d - level} or more), got {state.mean.shape[-1]}")
-        F, dt = state.mean.shape[-1], state.mean.dtype
-        rows = jnp.concatenate([1.0 / x_ratio, jnp.ones((F - d,), dt)])  # M⁻ᵀ's diagonal
-        e_level = jnp.zeros((F,), dt).at[level].set(1.0)
-        shift = x_shift / x_ratio
-
-        def inv_t(v):  # M⁻ᵀv over the leading axis (v: [F] or [F, F]), one elementwise pass
-            lift = shift @ v[:d]
-            return v * (rows if v.ndim == 1 else rows[:, None]) - (e_level * lift if v.ndim == 1
-                                                                   else e_level[:, None] * lift[None, :])
-
-        return state._replace(mean=y_ratio * inv_t(state.mean) + y_shift * e_level,
-                              cov_sqrt=inv_t(state.cov_sqrt), b=state.b * y_ratio * y_ratio)
+        mean = y_ratio * affine_weights_inverse(state.mean, x_ratio, x_shift, level)
+        return state._replace(mean=mean.at[level].add(y_shift),
+                              cov_sqrt=affine_weights_inverse(state.cov_sqrt, x_ratio, x_shift, level),
+                              b=state.b * y_ratio * y_ratio)
 
 
 def update_one(state: NIGState, x: Array, y: Array, pred=None, *, intercept: bool = False, trend: bool = False,
