@@ -495,6 +495,8 @@ def test_local_linear_default_grid_is_geometric_over_the_thesis_range(rng):
     assert KernelRegressionOptions().checked().alphas == tuple(float(a) for a in THESIS_ALPHAS)
     np.testing.assert_allclose(LOCAL_LINEAR.checked().alphas, geometric, atol=5e-5)
     assert np.all(np.diff(LOCAL_LINEAR.checked().alphas) > 0)
+    with pytest.raises(ValueError, match="^local: "):
+        kr.default_alphas("quadratic")
     W, d = 24, 2
     X = rng.uniform(0, 10, (W, d))
     Y = np.sin(0.4 * X[:, 0]) + 0.2 * X[:, 1] + 0.1 * rng.normal(size=W)

@@ -31,8 +31,10 @@ LOCAL_LINEAR_ALPHAS = np.round(np.geomspace(0.05, 1.99, 24), 4)
 
 
 def default_alphas(local: str) -> np.ndarray:
-    """The ``α`` grid that ``alphas=None`` means for the fit ``local``: :data:`THESIS_ALPHAS` for
-    ``"constant"``, :data:`LOCAL_LINEAR_ALPHAS` for ``"linear"``."""
+    """The ``α`` grid (``[m]``) that ``alphas=None`` means for the fit ``local``: :data:`THESIS_ALPHAS` for
+    ``"constant"``, :data:`LOCAL_LINEAR_ALPHAS` for ``"linear"`` (``ValueError`` naming ``local`` otherwise)."""
+    if local not in ("constant", "linear"):
+        raise ValueError(f"local: must be 'constant' or 'linear', got {local!r}")
     return LOCAL_LINEAR_ALPHAS if local == "linear" else THESIS_ALPHAS
 
 
