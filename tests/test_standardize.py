@@ -26,7 +26,7 @@ def _np_reference(X, y, alpha=1.0, beta=1.0, scale_inputs=True):
         else:
             xm, ym = X[seen].mean(0), y[seen].mean()
             sx = np.where(X[seen].var(0) > 0, X[seen].std(0), 1.0)
-            sy = y[seen].std() if y[seen].var() > 0 else 1.0
+            sy = y[seen].std() if y[seen].var() > 0 else max(abs(ym), 1.0)  # no spread: the targets' magnitude
         xt = (X[t] - xm) / sx if scale_inputs else X[t]
         S = np.linalg.inv(P)
         mus.append(ym + sy * xt @ S @ b)
@@ -34,7 +34,7 @@ def _np_reference(X, y, alpha=1.0, beta=1.0, scale_inputs=True):
         sl = slice(0, t + 1)
         xm, ym = X[sl].mean(0), y[sl].mean()
         sx = np.where(X[sl].var(0) > 1e-300, X[sl].std(0), 1.0)
-        sy = y[sl].std() if y[sl].var() > 1e-300 else 1.0
+        sy = y[sl].std() if y[sl].var() > 1e-300 else max(abs(ym), 1.0)
         xt, yt = (X[t] - xm) / sx if scale_inputs else X[t], (y[t] - ym) / sy
         P += beta * np.outer(xt, xt)
         b += beta * xt * yt
@@ -169,6 +169,35 @@ def test_scaler_update_is_welford_and_skips_nonfinite(rng):
     np.testing.assert_allclose(np.asarray(sx), X.std(0), rtol=tol(1e-10, 1e-4))
     assert float(sy) == pytest.approx(y.std(), rel=tol(1e-10, 1e-4))
     assert float(s2.n) == 50.0
+
+
+@pytest.mark.parametrize("first, unit", [(None, 1.0), (1000.0, 1000.0), (-250.0, 250.0), (0.3, 1.0), (0.0, 1.0)])
+def test_a_target_without_spread_is_read_in_the_unit_of_its_magnitude(first, unit):
+    """Before the targets have a spread, ``s_y = max(|ȳ|, 1)``: the only scale the stream gave (1 before any
+    target); the inputs' unit stays 1. A second target 10 % away from a level of 1000 is inside the standardised
+    learner's 95 % interval (in a unit of 1 it was 50 prior standard deviations off)."""
+    dt = jnp.float64 if X64 else jnp.float32
+    s = scaler_init(1, dtype=dt)
+    if first is not None:
+        s = scaler_update(s, jnp.ones((1,), dt), jnp.asarray(first, dt))
+    sx, sy = scales(s)
+    assert float(sy) == unit and float(sx[0]) == 1.0
+    lrn = standardize(oj.bayes_linreg(1))
+    st = lrn.learn(lrn.init(), jnp.ones((1,), dt), jnp.asarray(1000.0, dt))
+    lo, hi = lrn.predict(st, jnp.full((1,), 2.0, dt)).interval(0.95)
+    assert float(lo) < 900.0 and 1100.0 < float(hi)
+
+
+def test_the_provisional_unit_of_a_huge_target_leaves_room_for_the_variance():
+    from onlinejax.wrappers.scaler import provisional_target_scale
+
+    dt = jnp.float64 if X64 else jnp.float32
+    big = float(jnp.finfo(dt).max) ** 0.5
+    assert float(provisional_target_scale(jnp.asarray(big, dt))) == pytest.approx(float(jnp.finfo(dt).max) ** 0.25, rel=1e-6)
+    lrn = standardize(oj.bayes_linreg(1))
+    st = lrn.learn(lrn.init(), jnp.ones((1,), dt), jnp.asarray(big, dt))
+    p = lrn.predict(st, jnp.full((1,), 2.0, dt))
+    assert np.isfinite(float(p.var)) and float(p.var) > 0
 
 
 def test_scaler_keeps_exponentially_weighted_variances_that_survive_a_saturated_count(rng):

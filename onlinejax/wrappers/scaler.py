@@ -6,7 +6,8 @@ update, :func:`~onlinejax.core.base.welford_update`), started by
 :func:`scaler_init`, updated by :func:`scaler_update` and optionally fixed
 after ``freeze_after`` items; :func:`scales` reads the standard deviations off
 them (1 for an input or target without a spread yet) and :func:`to_inner`
-maps raw items into the standardised coordinates. :class:`SpreadState`
+maps raw items into the standardised coordinates (a target with no spread yet in
+:func:`provisional_target_scale`'s unit). :class:`SpreadState`
 (:func:`spread_init`, :func:`spread_update`) keeps only whether the targets so
 far differ: what a wrapper above standardised learners needs to know whether
 their predictions had the targets' scale.
@@ -24,8 +25,8 @@ from ..core.base import check_in_range, check_int, default_float_dtype, keep_if,
 
 Array = jax.Array
 
-__all__ = ["ScalerState", "NEVER", "scaler_init", "scaler_update", "target_scale_known", "scales", "to_inner",
-           "SpreadState", "spread_init", "spread_update"]
+__all__ = ["ScalerState", "NEVER", "scaler_init", "scaler_update", "target_scale_known", "scales",
+           "provisional_target_scale", "to_inner", "SpreadState", "spread_init", "spread_update"]
 
 
 class ScalerState(NamedTuple):
@@ -142,8 +143,24 @@ def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
 
 
 def scales(s: ScalerState) -> tuple[Array, Array]:
-    """``(s_x [d], s_y [])``: the standard deviations used, 1 where there is no spread yet."""
-    return _scale(s.x_var, s.x_mean), _scale(s.y_var, s.y_mean)
+    """``(s_x [d], s_y [])``: the standard deviations used; where there is no spread yet, 1 for an input and
+    :func:`provisional_target_scale` for the target."""
+    informative = _has_spread(s.y_var, s.y_mean)
+    s_y = jnp.where(informative, jnp.sqrt(jnp.where(informative, s.y_var, 1.0)), provisional_target_scale(s.y_mean))
+    return _scale(s.x_var, s.x_mean), s_y
+
+
+def provisional_target_scale(y_mean: Array) -> Array:
+    """``[]``: the targets' unit before they have a spread, ``max(|ȳ|, 1)`` (at most ``finfo.max^(1/4)``).
+
+    The magnitude of the targets seen is the only scale the stream has given
+    yet; a unit below it would read the next target's distance from a level of
+    1000 (the Nile's flows) as a hundred standard deviations. No target seen
+    (``ȳ = 0``), or targets near zero, keep the unit prior's scale 1. The cap
+    leaves room for the inner learner's variance in ``s_y²σ̃²``.
+    """
+    cap = float(jnp.finfo(y_mean.dtype).max) ** 0.25
+    return jnp.minimum(jnp.maximum(jnp.abs(y_mean), 1.0), cap)
 
 
 def to_inner(s: ScalerState, x: Array, y: Array | None = None, clip: float | None = None):

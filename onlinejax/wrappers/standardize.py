@@ -18,7 +18,10 @@ The statistics include the item being learned, so the first item is learned
 as ``x̃ = 0, ỹ = 0``; a prediction uses the statistics before the item.
 A feature whose standard deviation is at the dtype's resolution of its mean
 (a constant column, or a single item so far) is centred but not scaled; the
-target likewise (``s_y = 1`` until two distinct targets were seen).
+target is read in the unit of its magnitude until two distinct targets were
+seen (``s_y = max(|ȳ|, 1)``, :func:`~onlinejax.wrappers.scaler.provisional_target_scale`;
+1 before the first), so the second item's interval is as wide as the level
+the first set.
 
 The statistics keep changing, so an item learned early was standardised with
 slightly different statistics than one learned late: with ``decay = 1`` (the
