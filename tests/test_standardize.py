@@ -174,14 +174,19 @@ def test_scaler_update_is_welford_and_skips_nonfinite(rng):
 @pytest.mark.parametrize("first, unit", [(None, 1.0), (1000.0, 1000.0), (-250.0, 250.0), (0.3, 1.0), (0.0, 1.0)])
 def test_a_target_without_spread_is_read_in_the_unit_of_its_magnitude(first, unit):
     """Before the targets have a spread, ``s_y = max(|ȳ|, 1)``: the only scale the stream gave (1 before any
-    target); the inputs' unit stays 1. A second target 10 % away from a level of 1000 is inside the standardised
-    learner's 95 % interval (in a unit of 1 it was 50 prior standard deviations off)."""
+    target); the inputs' unit stays 1."""
     dt = jnp.float64 if X64 else jnp.float32
     s = scaler_init(1, dtype=dt)
     if first is not None:
         s = scaler_update(s, jnp.ones((1,), dt), jnp.asarray(first, dt))
     sx, sy = scales(s)
     assert float(sy) == unit and float(sx[0]) == 1.0
+
+
+def test_the_second_item_of_a_level_far_from_zero_is_inside_the_interval():
+    """A second target 10 % away from a level of 1000 is inside the standardised learner's 95 % interval (in a unit
+    of 1 it was 50 prior standard deviations off)."""
+    dt = jnp.float64 if X64 else jnp.float32
     lrn = standardize(oj.bayes_linreg(1))
     st = lrn.learn(lrn.init(), jnp.ones((1,), dt), jnp.asarray(1000.0, dt))
     lo, hi = lrn.predict(st, jnp.full((1,), 2.0, dt)).interval(0.95)

@@ -5,7 +5,7 @@ The statistics of :func:`~onlinejax.wrappers.standardize.standardize`: a
 update, :func:`~onlinejax.core.base.welford_update`), started by
 :func:`scaler_init`, updated by :func:`scaler_update` and optionally fixed
 after ``freeze_after`` items; :func:`scales` reads the standard deviations off
-them (1 for an input or target without a spread yet) and :func:`to_inner`
+them (1 for an input without a spread yet) and :func:`to_inner`
 maps raw items into the standardised coordinates (a target with no spread yet in
 :func:`provisional_target_scale`'s unit). :class:`SpreadState`
 (:func:`spread_init`, :func:`spread_update`) keeps only whether the targets so
