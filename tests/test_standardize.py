@@ -203,6 +203,8 @@ def test_the_provisional_unit_of_a_huge_target_leaves_room_for_the_variance():
     st = lrn.learn(lrn.init(), jnp.ones((1,), dt), jnp.asarray(big, dt))
     p = lrn.predict(st, jnp.full((1,), 2.0, dt))
     assert np.isfinite(float(p.var)) and float(p.var) > 0
+    with pytest.raises(ValueError, match="y_mean"):
+        provisional_target_scale(jnp.asarray(3, jnp.int32))
 
 
 def test_scaler_keeps_exponentially_weighted_variances_that_survive_a_saturated_count(rng):

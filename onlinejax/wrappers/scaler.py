@@ -97,9 +97,9 @@ def _has_spread(var: Array, mean: Array) -> Array:
     return var > (10.0 * jnp.finfo(var.dtype).eps * mean) ** 2 + jnp.finfo(var.dtype).tiny
 
 
-def _scale(var: Array, mean: Array) -> Array:
+def _scale(var: Array, mean: Array, without_spread=1.0) -> Array:
     informative = _has_spread(var, mean)
-    return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), 1.0)
+    return jnp.where(informative, jnp.sqrt(jnp.where(informative, var, 1.0)), without_spread)
 
 
 def target_scale_known(s: ScalerState) -> Array:
@@ -145,20 +145,28 @@ def spread_update(s: SpreadState, y: Array, ok=True) -> SpreadState:
 def scales(s: ScalerState) -> tuple[Array, Array]:
     """``(s_x [d], s_y [])``: the standard deviations used; where there is no spread yet, 1 for an input and
     :func:`provisional_target_scale` for the target."""
-    informative = _has_spread(s.y_var, s.y_mean)
-    s_y = jnp.where(informative, jnp.sqrt(jnp.where(informative, s.y_var, 1.0)), provisional_target_scale(s.y_mean))
-    return _scale(s.x_var, s.x_mean), s_y
+    return _scale(s.x_var, s.x_mean), _scale(s.y_var, s.y_mean, provisional_target_scale(s.y_mean))
 
 
 def provisional_target_scale(y_mean: Array) -> Array:
-    """``[]``: the targets' unit before they have a spread, ``max(|ȳ|, 1)`` (at most ``finfo.max^(1/4)``).
+    """The targets' unit before they have a spread: ``max(|ȳ|, 1)``, at most ``finfo.max^(1/4)``.
 
     The magnitude of the targets seen is the only scale the stream has given
-    yet; a unit below it would read the next target's distance from a level of
-    1000 (the Nile's flows) as a hundred standard deviations. No target seen
-    (``ȳ = 0``), or targets near zero, keep the unit prior's scale 1. The cap
-    leaves room for the inner learner's variance in ``s_y²σ̃²``.
+    yet; a unit below it would read the next target's distance from a level far
+    from zero as many prior standard deviations. No target seen (``ȳ = 0``), or
+    targets near zero, keep the unit prior's scale 1. The cap leaves room for the
+    inner learner's variance in ``s_y²σ̃²``.
+
+    Args:
+      y_mean: ``[...]`` float, the targets' running mean (:class:`ScalerState`'s ``y_mean``).
+    Returns:
+      ``[...]`` the unit, in ``y_mean``'s dtype.
+    Raises:
+      ValueError: ``y_mean`` is not a float array.
     """
+    y_mean = jnp.asarray(y_mean)
+    if not jnp.issubdtype(y_mean.dtype, jnp.floating):
+        raise ValueError(f"y_mean: must be a float array, got dtype {y_mean.dtype}")
     cap = float(jnp.finfo(y_mean.dtype).max) ** 0.25
     return jnp.minimum(jnp.maximum(jnp.abs(y_mean), 1.0), cap)
 
